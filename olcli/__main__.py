@@ -1,0 +1,3 @@
+from olcli.cli import main
+
+main()

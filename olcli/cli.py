@@ -1,0 +1,153 @@
+"""Command-line wiring: options -> a model and run options -> library calls.
+
+Errors are translated into ``Error: ...`` on stderr and an exit code in one
+place, ``main``. Numba is imported only inside the commands, so that
+``olcli --help`` and ``olcli --version`` stay instant.
+"""
+
+import os
+import sys
+import traceback
+from enum import Enum
+from typing import List, Optional
+
+import typer
+
+from olcli import __version__
+from olcli.engine.registry import DEFAULT_ALGORITHM
+from olcli.errors import OlcliError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Online linear learning in the spirit of Vowpal Wabbit. "
+         "Progress and errors go to stderr; stdout carries only data.",
+)
+
+
+class Loss(str, Enum):
+    squared = "squared"
+    logistic = "logistic"
+    hinge = "hinge"
+
+
+class Link(str, Enum):
+    identity = "identity"
+    logistic = "logistic"
+
+
+class Format(str, Enum):
+    auto = "auto"
+    vw = "vw"
+    libsvm = "libsvm"
+
+
+def _version(value: bool):
+    if value:
+        typer.echo(f"olcli {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+    show_traceback: bool = typer.Option(False, "--traceback",
+                                        help="Show a Python traceback with errors (for bug reports)."),
+):
+    """olcli: train and test linear models on VW or libsvm text, from files or pipes."""
+
+
+DATA_HELP = "Data files (.gz, .bz2 too) or '-' for stdin; none = stdin."
+
+# Options shared by train and test.
+_predictions = typer.Option(None, "-p", "--predictions", help="Write one prediction per line here ('-' = stdout).")
+_link = typer.Option(None, "--link", help="Transform of -p output (default: the model's, identity).")
+_report = typer.Option(None, "--report", help="Write the run's numbers as JSON here (schema in README).")
+_quiet = typer.Option(False, "-q", "--quiet", help="No progress table or summary on stderr.")
+_strict = typer.Option(False, "--strict", help="Stop with exit 1 at the first malformed line (default: skip it).")
+_format = typer.Option(Format.auto, "--format", help="Input format; auto decides from the first non-empty line.")
+
+
+@app.command()
+def train(
+    data: Optional[List[str]] = typer.Argument(None, help=DATA_HELP, show_default=False),
+    final_model: Optional[str] = typer.Option(None, "-f", "--final-model", help="Write the model here at the end (atomically)."),
+    initial_model: Optional[str] = typer.Option(None, "-i", "--initial-model", help="Continue from this model (all its options and optimizer state)."),
+    predictions: Optional[str] = _predictions,
+    bits: Optional[int] = typer.Option(None, "-b", "--bits", help="Hash table size 2^N.  [default: 18]", show_default=False),
+    adagrad: bool = typer.Option(False, "--adagrad", help="AdaGrad, diagonal, composite mirror descent (the default algorithm)."),
+    learning_rate: Optional[float] = typer.Option(None, "-l", "--learning-rate", help="AdaGrad eta.  [default: 0.3]", show_default=False),
+    delta: Optional[float] = typer.Option(None, "--delta", help="AdaGrad delta, added to sqrt(sum g^2).  [default: 1e-6]", show_default=False),
+    loss: Optional[Loss] = typer.Option(None, "--loss", help="Loss function.  [default: squared]", show_default=False),
+    link: Optional[Link] = _link,
+    input_format: Format = _format,
+    noconstant: bool = typer.Option(False, "--noconstant", help="No constant (bias) feature."),
+    report: Optional[str] = _report,
+    quiet: bool = _quiet,
+    strict: bool = _strict,
+):
+    """Learn from examples; report progressive validation loss."""
+    from olcli import commands
+
+    sources = data or ["-"]
+    algorithm = DEFAULT_ALGORITHM
+    params = {"eta": learning_rate, "delta": delta}
+    commands.train(
+        sources=sources, final_model=final_model, initial_model=initial_model,
+        predictions=predictions, algorithm=algorithm, params=params, bits=bits,
+        loss=loss.value if loss else None, link=link.value if link else None,
+        input_format=input_format.value, constant=None if not noconstant else False,
+        report=report, quiet=quiet, strict=strict,
+    )
+
+
+@app.command()
+def test(
+    data: Optional[List[str]] = typer.Argument(None, help=DATA_HELP, show_default=False),
+    initial_model: str = typer.Option(..., "-i", "--initial-model", help="The model to test (never changed)."),
+    predictions: Optional[str] = _predictions,
+    loss: Optional[Loss] = typer.Option(None, "--loss", help="Score with this loss instead of the model's.", show_default=False),
+    link: Optional[Link] = _link,
+    input_format: Format = _format,
+    report: Optional[str] = _report,
+    quiet: bool = _quiet,
+    strict: bool = _strict,
+):
+    """Predict and score with a frozen model; no learning."""
+    from olcli import commands
+
+    commands.test(
+        sources=data or ["-"], initial_model=initial_model, predictions=predictions,
+        loss=loss.value if loss else None, link=link.value if link else None,
+        input_format=input_format.value, report=report, quiet=quiet, strict=strict,
+    )
+
+
+@app.command()
+def inspect(
+    model: str = typer.Argument(..., help="A model file written by olcli train -f."),
+    top: int = typer.Option(10, "--top", help="How many of the largest weights to list."),
+):
+    """Print a model's header, options, counters and largest weights (to stdout)."""
+    from olcli import commands
+
+    commands.inspect(model, top)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        app(args=args, prog_name="olcli")
+    except OlcliError as exc:
+        if "--traceback" in args:
+            traceback.print_exc()
+        sys.stderr.write(f"Error: {exc}\n")
+        sys.stderr.flush()
+        raise SystemExit(exc.exit_code)
+    except BrokenPipeError:
+        # The reader of our stdout went away (e.g. `olcli test -p - | head`).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(1)

@@ -1,0 +1,130 @@
+"""The chunk loop: progressive validation, then learning, one example at a time.
+
+For each example the model predicts first (progressive validation: the loss is
+charged before the example is learned from), then, when learning and the example
+has a label and positive importance, the algorithm updates with the scalar
+derivative ``g = importance * dloss/dp``.
+
+Statistics go into a float64 array with the named slots below; progress rows
+(VW's table, printed at doubling example weight) go into ``progress``.
+"""
+
+import numpy as np
+from numba import njit
+
+from olcli.engine import adagrad
+from olcli.engine.losses import loss_derivative, loss_value, sigmoid
+
+ADAGRAD = 0
+
+# Run statistics (one array, named slots).
+S_EXAMPLES = 0        # examples seen, labeled or not
+S_WEIGHT = 1          # importance-weighted count of labeled examples
+S_UNLABELED_WEIGHT = 2
+S_LOSS = 3            # importance-weighted progressive loss sum
+S_LABEL_SUM = 4       # importance-weighted label sum
+S_LABEL_SQUARES = 5   # importance-weighted squared-label sum (best constant, squared loss)
+S_POSITIVE = 6        # importance weight of label +1
+S_NEGATIVE = 7        # importance weight of label -1
+S_OTHER_LABELS = 8    # labeled examples whose label is not -1/+1
+S_CORRECT = 9         # importance weight of sign(prediction) == label, for -1/+1 labels
+S_FEATURES = 10       # total feature number
+S_NEXT_DUMP = 11      # example weight at which the next progress row is due
+S_SINCE_LOSS = 12
+S_SINCE_WEIGHT = 13
+S_LABELED = 14        # labeled examples
+N_STATS = 15
+
+# Progress row columns.
+R_AVERAGE_LOSS, R_SINCE_LAST, R_COUNTER, R_WEIGHT, R_LABEL, R_PREDICTION, R_FEATURES = range(7)
+N_PROGRESS_COLUMNS = 7
+MAX_PROGRESS_ROWS = 128
+
+AUC_BINS = 1 << 16
+
+
+def new_stats():
+    stats = np.zeros(N_STATS)
+    stats[S_NEXT_DUMP] = 1.0
+    return stats
+
+
+@njit(cache=True)
+def _predict(algorithm, state, index, value, lo, hi):
+    return adagrad.predict(state, index, value, lo, hi)
+
+
+@njit(cache=True)
+def _update(algorithm, state, index, value, lo, hi, g, params):
+    adagrad.update(state, index, value, lo, hi, g, params)
+
+
+@njit(cache=True)
+def _account(stats, auc_histogram, loss, label, weight, p):
+    """Progressive-validation bookkeeping for one labeled example."""
+    stats[S_LABELED] += 1.0
+    stats[S_WEIGHT] += weight
+    stats[S_LOSS] += weight * loss
+    stats[S_SINCE_LOSS] += weight * loss
+    stats[S_SINCE_WEIGHT] += weight
+    stats[S_LABEL_SUM] += weight * label
+    stats[S_LABEL_SQUARES] += weight * label * label
+    if label == 1.0 or label == -1.0:
+        if label == 1.0:
+            stats[S_POSITIVE] += weight
+        else:
+            stats[S_NEGATIVE] += weight
+        if (p > 0.0 and label == 1.0) or (p <= 0.0 and label == -1.0):
+            stats[S_CORRECT] += weight
+        b = int(sigmoid(p) * AUC_BINS)
+        if b >= AUC_BINS:
+            b = AUC_BINS - 1
+        auc_histogram[0 if label == 1.0 else 1, b] += weight
+    else:
+        stats[S_OTHER_LABELS] += 1.0
+
+
+@njit(cache=True)
+def run_chunk(algorithm, state, params, loss, learn, counters,
+              n_examples, labels, importance, base, row_ptr, index, value,
+              predictions, stats, auc_histogram, progress):
+    """Predict (and learn from, when ``learn``) examples 0..n_examples-1.
+
+    ``counters[0]`` is the model's round counter t (updates made so far).
+    Returns the number of progress rows written.
+    """
+    n_rows = 0
+    for e in range(n_examples):
+        lo = row_ptr[e]
+        hi = row_ptr[e + 1]
+        p = base[e] + _predict(algorithm, state, index, value, lo, hi)
+        predictions[e] = p
+        y = labels[e]
+        h = importance[e]
+        stats[S_EXAMPLES] += 1.0
+        stats[S_FEATURES] += hi - lo
+        if np.isnan(y):
+            stats[S_UNLABELED_WEIGHT] += h
+        else:
+            _account(stats, auc_histogram, loss_value(loss, p, y), y, h, p)
+            if learn and h > 0.0:
+                g = h * loss_derivative(loss, p, y)
+                counters[0] += 1.0
+                _update(algorithm, state, index, value, lo, hi, g, params)
+        seen = stats[S_WEIGHT] + stats[S_UNLABELED_WEIGHT]
+        if seen >= stats[S_NEXT_DUMP] and n_rows < MAX_PROGRESS_ROWS:
+            row = progress[n_rows]
+            row[R_AVERAGE_LOSS] = stats[S_LOSS] / stats[S_WEIGHT] if stats[S_WEIGHT] > 0 else np.nan
+            row[R_SINCE_LAST] = (stats[S_SINCE_LOSS] / stats[S_SINCE_WEIGHT]
+                                 if stats[S_SINCE_WEIGHT] > 0 else np.nan)
+            row[R_COUNTER] = stats[S_EXAMPLES]
+            row[R_WEIGHT] = seen
+            row[R_LABEL] = y
+            row[R_PREDICTION] = p
+            row[R_FEATURES] = hi - lo
+            n_rows += 1
+            stats[S_SINCE_LOSS] = 0.0
+            stats[S_SINCE_WEIGHT] = 0.0
+            while stats[S_NEXT_DUMP] <= seen:
+                stats[S_NEXT_DUMP] *= 2.0
+    return n_rows

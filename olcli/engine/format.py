@@ -1,0 +1,90 @@
+"""Write predictions as text, inside numba: one line per example, VW style.
+
+Each line is the number with six decimals (VW prints ``%f``), then a space and
+the example's tag when it has one. Numbers of magnitude 1e15 or more use
+scientific notation with six decimals; NaN and infinities are written as
+``nan``, ``inf`` and ``-inf``.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+_DIGITS = 6
+_SCALE = 10 ** _DIGITS
+_FIXED_LIMIT = 1e15
+
+
+@njit(cache=True)
+def _write_int(out, pos, number, min_width):
+    """Decimal digits of a non-negative int64, zero-padded to min_width."""
+    digits = np.empty(20, np.uint8)
+    n = 0
+    while number > 0 or n < min_width:
+        digits[n] = 48 + number % 10
+        number //= 10
+        n += 1
+    for k in range(n):
+        out[pos + k] = digits[n - 1 - k]
+    return pos + n
+
+
+@njit(cache=True)
+def _write_text(out, pos, text):
+    for k in range(len(text)):
+        out[pos + k] = text[k]
+    return pos + len(text)
+
+
+_NAN = np.frombuffer(b"nan", dtype=np.uint8).copy()
+_INF = np.frombuffer(b"inf", dtype=np.uint8).copy()
+
+
+@njit(cache=True)
+def _write_number(out, pos, x):
+    if np.isnan(x):
+        return _write_text(out, pos, _NAN)
+    if x < 0.0:
+        out[pos] = 45  # '-'
+        pos += 1
+        x = -x
+    if np.isinf(x):
+        return _write_text(out, pos, _INF)
+    exponent = 0
+    if x >= _FIXED_LIMIT:
+        exponent = int(math.floor(math.log10(x)))
+        x = x / 10.0 ** exponent
+        if x >= 10.0:
+            x /= 10.0
+            exponent += 1
+    scaled = np.int64(round(x * _SCALE))
+    pos = _write_int(out, pos, scaled // _SCALE, 1)
+    out[pos] = 46  # '.'
+    pos = _write_int(out, pos + 1, scaled % _SCALE, _DIGITS)
+    if exponent != 0:
+        out[pos] = 101  # 'e'
+        out[pos + 1] = 43  # '+'
+        pos = _write_int(out, pos + 2, exponent, 2)
+    return pos
+
+
+@njit(cache=True)
+def format_predictions(values, n, tags, chunk):
+    """Text lines for values[0:n]; tags are (start, end) spans into chunk."""
+    size = 0
+    for e in range(n):
+        size += 32 + (tags[e, 1] - tags[e, 0]) + 1
+    out = np.empty(size, np.uint8)
+    pos = 0
+    for e in range(n):
+        pos = _write_number(out, pos, values[e])
+        if tags[e, 1] > tags[e, 0]:
+            out[pos] = 32
+            pos += 1
+            for k in range(tags[e, 0], tags[e, 1]):
+                out[pos] = chunk[k]
+                pos += 1
+        out[pos] = 10
+        pos += 1
+    return out[:pos]

@@ -1,0 +1,60 @@
+"""Losses and their derivatives with respect to the prediction, computed stably.
+
+Conventions (as VW): squared loss is ``(p - y)**2`` with derivative ``2 (p - y)``;
+logistic loss is ``log(1 + exp(-y p))`` for y in {-1, +1}; hinge is
+``max(0, 1 - y p)`` with the subgradient ``-y`` when ``y p < 1`` and 0 otherwise.
+"""
+
+import math
+
+from numba import njit
+
+SQUARED = 0
+LOGISTIC = 1
+HINGE = 2
+
+LOSS_CODES = {"squared": SQUARED, "logistic": LOGISTIC, "hinge": HINGE}
+BINARY_LOSSES = ("logistic", "hinge")
+
+
+@njit(cache=True, inline="always")
+def _log1p_exp(x):
+    """log(1 + exp(x)) without overflow."""
+    if x > 0.0:
+        return x + math.log1p(math.exp(-x))
+    return math.log1p(math.exp(x))
+
+
+@njit(cache=True, inline="always")
+def _sigmoid(x):
+    """1 / (1 + exp(-x)) without overflow."""
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@njit(cache=True)
+def loss_value(loss, p, y):
+    if loss == SQUARED:
+        d = p - y
+        return d * d
+    if loss == LOGISTIC:
+        return _log1p_exp(-y * p)
+    margin = 1.0 - y * p
+    return margin if margin > 0.0 else 0.0
+
+
+@njit(cache=True)
+def loss_derivative(loss, p, y):
+    """d loss / d p at the prediction p."""
+    if loss == SQUARED:
+        return 2.0 * (p - y)
+    if loss == LOGISTIC:
+        return -y * _sigmoid(-y * p)
+    return -y if y * p < 1.0 else 0.0
+
+
+@njit(cache=True)
+def sigmoid(x):
+    return _sigmoid(x)

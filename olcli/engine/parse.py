@@ -1,0 +1,370 @@
+"""Byte-level parsers for VW text and libsvm lines (DESIGN §2, §3).
+
+A chunk is a uint8 array holding whole lines. One kernel call turns it into flat
+arrays: per example ``label`` (NaN when unlabeled), ``importance``, ``base``,
+tag span, line number within the chunk, and a CSR layout ``row_ptr`` /
+``index`` / ``value`` of hashed features. Malformed lines produce no example;
+they are returned as data (an ``errors`` table of codes and byte spans) for
+Python to turn into messages (DESIGN §8).
+
+VW grammar, as VW's own text parser reads it::
+
+    line      := [label_part] ('|' namespace)*
+    label_part:= [label [importance [base]]] [tag]
+    tag       := the last label-part token if it starts with "'" (stripped) or
+                 touches the first '|' (no space between)
+    namespace := [name[':' scale]] (ws feature)*   -- name empty: default namespace
+    feature   := name[':' value]                    -- value 1 when omitted, 0 drops it
+
+Tokens are separated by spaces or tabs; a trailing '\\r' is ignored; lines of
+only white space are skipped. Namespace hash = murmur3(name, 0) (0 for the
+default namespace); feature index = murmur3(name, namespace hash) & mask.
+
+libsvm grammar: ``label (index:value)* [# comment]``; ``qid:`` tokens are
+ignored; index is a non-negative integer, taken modulo the table size.
+"""
+
+import numpy as np
+from numba import njit
+
+from olcli.engine.murmur import murmur3_32
+from olcli.engine.numbers import NUMBER_OK, NUMBER_NONFINITE, parse_number
+
+# Error codes; olcli/parsing.py holds the messages.
+ERR_LABEL_NUMBER = 1      # label / importance / base is not a number
+ERR_LABEL_TOKENS = 2      # more than label, importance, base and a tag
+ERR_LABEL_NOT_BINARY = 3  # the loss needs -1/+1 (or 0/1) labels
+ERR_IMPORTANCE = 4        # negative importance
+ERR_FEATURE_VALUE = 5     # feat:value with a bad value
+ERR_NONFINITE = 6         # NaN or infinite number anywhere
+ERR_NAMESPACE_SCALE = 7   # |ns:scale with a bad scale
+ERR_LIBSVM_INDEX = 8      # libsvm token that is not index:value
+ERR_LIBSVM_LABEL = 9      # libsvm line without a label
+
+# Columns of the errors table.
+E_LINE, E_CODE, E_TOKEN_START, E_TOKEN_END, E_LINE_START, E_LINE_END = 0, 1, 2, 3, 4, 5
+
+_SPACE, _TAB, _NL, _CR, _BAR, _COLON, _QUOTE, _HASH = 32, 9, 10, 13, 124, 58, 39, 35
+
+
+@njit(cache=True, inline="always")
+def _is_ws(c):
+    return c == _SPACE or c == _TAB
+
+
+@njit(cache=True)
+def count_lines(buf):
+    """Number of lines in ``buf`` (a final line without '\\n' counts)."""
+    n = 0
+    for c in buf:
+        if c == _NL:
+            n += 1
+    if len(buf) > 0 and buf[len(buf) - 1] != _NL:
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def _allocate(buf):
+    n_lines = count_lines(buf)
+    # A feature needs at least one byte and a separator, and each line adds one
+    # constant, so this bounds the number of features in the chunk.
+    capacity = len(buf) // 2 + n_lines + 1
+    labels = np.empty(n_lines, np.float64)
+    importance = np.empty(n_lines, np.float64)
+    base = np.empty(n_lines, np.float64)
+    tags = np.empty((n_lines, 2), np.int64)
+    example_line = np.empty(n_lines, np.int64)
+    row_ptr = np.zeros(n_lines + 1, np.int64)
+    index = np.empty(capacity, np.int32)
+    value = np.empty(capacity, np.float64)
+    errors = np.empty((n_lines, 6), np.int64)
+    return n_lines, labels, importance, base, tags, example_line, row_ptr, index, value, errors
+
+
+@njit(cache=True, inline="always")
+def _record_error(errors, n_errors, line, code, token_start, token_end, line_start, line_end):
+    errors[n_errors, E_LINE] = line
+    errors[n_errors, E_CODE] = code
+    errors[n_errors, E_TOKEN_START] = token_start
+    errors[n_errors, E_TOKEN_END] = token_end
+    errors[n_errors, E_LINE_START] = line_start
+    errors[n_errors, E_LINE_END] = line_end
+    return n_errors + 1
+
+
+@njit(cache=True)
+def _check_label(label, binary_labels):
+    """Returns (label, error code); binary losses take -1/+1 and map 0 to -1."""
+    if not binary_labels:
+        return label, 0
+    if label == 1.0 or label == -1.0:
+        return label, 0
+    if label == 0.0:
+        return -1.0, 0
+    return label, ERR_LABEL_NOT_BINARY
+
+
+@njit(cache=True)
+def _line_bounds(buf, pos):
+    """(content start, content end without '\\r', start of next line)."""
+    end = pos
+    n = len(buf)
+    while end < n and buf[end] != _NL:
+        end += 1
+    next_pos = end + 1
+    if end > pos and buf[end - 1] == _CR:
+        end -= 1
+    return pos, end, next_pos
+
+
+@njit(cache=True)
+def _blank(buf, start, end):
+    for k in range(start, end):
+        if not _is_ws(buf[k]):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _parse_vw_label_part(buf, start, bar, has_bar):
+    """Label-part tokens; returns (label, importance, base, tag_start, tag_end,
+    error code, error token start, error token end)."""
+    starts = np.empty(5, np.int64)
+    ends = np.empty(5, np.int64)
+    n_tokens = 0
+    k = start
+    while k < bar:
+        while k < bar and _is_ws(buf[k]):
+            k += 1
+        if k >= bar:
+            break
+        token_start = k
+        while k < bar and not _is_ws(buf[k]):
+            k += 1
+        if n_tokens == 5:
+            return np.nan, 1.0, 0.0, 0, 0, ERR_LABEL_TOKENS, token_start, k
+        starts[n_tokens] = token_start
+        ends[n_tokens] = k
+        n_tokens += 1
+    tag_start = 0
+    tag_end = 0
+    if n_tokens > 0:
+        last = n_tokens - 1
+        if buf[starts[last]] == _QUOTE or (has_bar and ends[last] == bar):
+            tag_start = starts[last]
+            tag_end = ends[last]
+            if buf[tag_start] == _QUOTE:
+                tag_start += 1
+            n_tokens -= 1
+    if n_tokens > 3:
+        return np.nan, 1.0, 0.0, 0, 0, ERR_LABEL_TOKENS, starts[3], ends[n_tokens - 1]
+    numbers = np.array([np.nan, 1.0, 0.0])
+    for t in range(n_tokens):
+        number, status = parse_number(buf, starts[t], ends[t])
+        if status != NUMBER_OK:
+            code = ERR_NONFINITE if status == NUMBER_NONFINITE else ERR_LABEL_NUMBER
+            return np.nan, 1.0, 0.0, 0, 0, code, starts[t], ends[t]
+        numbers[t] = number
+    if numbers[1] < 0.0:
+        return np.nan, 1.0, 0.0, 0, 0, ERR_IMPORTANCE, starts[1], ends[1]
+    return numbers[0], numbers[1], numbers[2], tag_start, tag_end, 0, 0, 0
+
+
+@njit(cache=True)
+def _parse_vw_features(buf, bar, end, mask, index, value, n_features):
+    """Namespaces and features from the first '|' to the end of the line.
+    Returns (n_features, error code, error token start, error token end)."""
+    k = bar
+    namespace_hash = np.uint64(0)
+    scale = 1.0
+    while k < end:
+        c = buf[k]
+        if _is_ws(c):
+            k += 1
+            continue
+        if c == _BAR:
+            k += 1
+            name_start = k
+            while k < end and not _is_ws(buf[k]) and buf[k] != _COLON and buf[k] != _BAR:
+                k += 1
+            namespace_hash = murmur3_32(buf, name_start, k, 0) if k > name_start else np.uint64(0)
+            scale = 1.0
+            if k < end and buf[k] == _COLON:
+                scale_start = k + 1
+                k = scale_start
+                while k < end and not _is_ws(buf[k]) and buf[k] != _BAR:
+                    k += 1
+                scale, status = parse_number(buf, scale_start, k)
+                if status != NUMBER_OK:
+                    code = ERR_NONFINITE if status == NUMBER_NONFINITE else ERR_NAMESPACE_SCALE
+                    return n_features, code, name_start, k
+            continue
+        token_start = k
+        colon = -1
+        while k < end and not _is_ws(buf[k]) and buf[k] != _BAR:
+            if buf[k] == _COLON and colon < 0:
+                colon = k
+            k += 1
+        name_end = k if colon < 0 else colon
+        x = 1.0
+        if colon >= 0:
+            x, status = parse_number(buf, colon + 1, k)
+            if status != NUMBER_OK:
+                code = ERR_NONFINITE if status == NUMBER_NONFINITE else ERR_FEATURE_VALUE
+                return n_features, code, token_start, k
+        x *= scale
+        if x == 0.0:
+            continue
+        h = murmur3_32(buf, token_start, name_end, namespace_hash)
+        index[n_features] = np.int32(h & np.uint64(mask))
+        value[n_features] = x
+        n_features += 1
+    return n_features, 0, 0, 0
+
+
+@njit(cache=True)
+def parse_vw_chunk(buf, mask, constant_index, binary_labels):
+    """Parse whole VW lines in ``buf``. ``constant_index`` < 0 means no constant.
+
+    Returns (n_examples, labels, importance, base, tags, example_line, row_ptr,
+    index, value, n_errors, errors, n_lines); arrays are over-allocated, the
+    counts say how much is valid.
+    """
+    (n_lines, labels, importance, base, tags, example_line, row_ptr,
+     index, value, errors) = _allocate(buf)
+    n_examples = 0
+    n_features = 0
+    n_errors = 0
+    pos = 0
+    line = 0
+    while pos < len(buf):
+        start, end, next_pos = _line_bounds(buf, pos)
+        pos = next_pos
+        line += 1
+        if _blank(buf, start, end):
+            continue
+        bar = start
+        while bar < end and buf[bar] != _BAR:
+            bar += 1
+        has_bar = bar < end
+        label, weight, offset, tag_start, tag_end, code, bad_start, bad_end = \
+            _parse_vw_label_part(buf, start, bar, has_bar)
+        if code == 0 and not np.isnan(label):
+            label, code = _check_label(label, binary_labels)
+            if code != 0:
+                bad_start, bad_end = start, bar
+        first_feature = n_features
+        if code == 0:
+            n_features, code, bad_start, bad_end = _parse_vw_features(
+                buf, bar, end, mask, index, value, n_features)
+        if code != 0:
+            n_features = first_feature
+            n_errors = _record_error(errors, n_errors, line, code, bad_start, bad_end, start, end)
+            continue
+        if constant_index >= 0:
+            index[n_features] = constant_index
+            value[n_features] = 1.0
+            n_features += 1
+        labels[n_examples] = label
+        importance[n_examples] = weight
+        base[n_examples] = offset
+        tags[n_examples, 0] = tag_start
+        tags[n_examples, 1] = tag_end
+        example_line[n_examples] = line
+        n_examples += 1
+        row_ptr[n_examples] = n_features
+    return (n_examples, labels, importance, base, tags, example_line, row_ptr,
+            index, value, n_errors, errors, n_lines)
+
+
+@njit(cache=True)
+def _parse_libsvm_line(buf, start, end, table_size, index, value, n_features):
+    """Returns (label, n_features, error code, error token start, error token end)."""
+    k = start
+    label = np.nan
+    while k < end:
+        while k < end and _is_ws(buf[k]):
+            k += 1
+        if k >= end or buf[k] == _HASH:
+            break
+        token_start = k
+        colon = -1
+        while k < end and not _is_ws(buf[k]):
+            if buf[k] == _COLON and colon < 0:
+                colon = k
+            k += 1
+        if np.isnan(label):
+            if colon >= 0:
+                return label, n_features, ERR_LIBSVM_LABEL, token_start, k
+            label, status = parse_number(buf, token_start, k)
+            if status != NUMBER_OK:
+                code = ERR_NONFINITE if status == NUMBER_NONFINITE else ERR_LABEL_NUMBER
+                return np.nan, n_features, code, token_start, k
+            continue
+        if colon == token_start + 3 and buf[token_start] == 113 and buf[token_start + 1] == 105 \
+                and buf[token_start + 2] == 100:  # "qid:"
+            continue
+        if colon <= token_start:
+            return label, n_features, ERR_LIBSVM_INDEX, token_start, k
+        feature = np.int64(0)
+        for d in range(token_start, colon):
+            digit = buf[d] - 48
+            if digit < 0 or digit > 9:
+                return label, n_features, ERR_LIBSVM_INDEX, token_start, k
+            feature = (feature * 10 + digit) % table_size
+        x, status = parse_number(buf, colon + 1, k)
+        if status != NUMBER_OK:
+            code = ERR_NONFINITE if status == NUMBER_NONFINITE else ERR_FEATURE_VALUE
+            return label, n_features, code, token_start, k
+        if x == 0.0:
+            continue
+        index[n_features] = np.int32(feature)
+        value[n_features] = x
+        n_features += 1
+    return label, n_features, 0, 0, 0
+
+
+@njit(cache=True)
+def parse_libsvm_chunk(buf, mask, constant_index, binary_labels):
+    """Parse whole libsvm lines in ``buf``; same outputs as parse_vw_chunk."""
+    (n_lines, labels, importance, base, tags, example_line, row_ptr,
+     index, value, errors) = _allocate(buf)
+    table_size = np.int64(mask) + 1
+    n_examples = 0
+    n_features = 0
+    n_errors = 0
+    pos = 0
+    line = 0
+    while pos < len(buf):
+        start, end, next_pos = _line_bounds(buf, pos)
+        pos = next_pos
+        line += 1
+        if _blank(buf, start, end):
+            continue
+        first_feature = n_features
+        label, n_features, code, bad_start, bad_end = _parse_libsvm_line(
+            buf, start, end, table_size, index, value, n_features)
+        if code == 0 and np.isnan(label):
+            code, bad_start, bad_end = ERR_LIBSVM_LABEL, start, end
+        if code == 0:
+            label, code = _check_label(label, binary_labels)
+            bad_start, bad_end = start, end
+        if code != 0:
+            n_features = first_feature
+            n_errors = _record_error(errors, n_errors, line, code, bad_start, bad_end, start, end)
+            continue
+        if constant_index >= 0:
+            index[n_features] = constant_index
+            value[n_features] = 1.0
+            n_features += 1
+        labels[n_examples] = label
+        importance[n_examples] = 1.0
+        base[n_examples] = 0.0
+        tags[n_examples, 0] = 0
+        tags[n_examples, 1] = 0
+        example_line[n_examples] = line
+        n_examples += 1
+        row_ptr[n_examples] = n_features
+    return (n_examples, labels, importance, base, tags, example_line, row_ptr,
+            index, value, n_errors, errors, n_lines)

@@ -1,0 +1,76 @@
+"""Turn a chunk of bytes into parsed examples, and parser error codes into messages."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from olcli.engine import parse as kernels
+from olcli.inputs import Chunk
+
+MESSAGES = {
+    kernels.ERR_LABEL_NUMBER: "label, importance or base is not a number",
+    kernels.ERR_LABEL_TOKENS: "too many tokens before '|' (expected: label [importance [base]] [tag])",
+    kernels.ERR_LABEL_NOT_BINARY: "label must be -1 or +1 (or 0/1) for this loss",
+    kernels.ERR_IMPORTANCE: "importance weight is negative",
+    kernels.ERR_FEATURE_VALUE: "feature value is not a number",
+    kernels.ERR_NONFINITE: "NaN or infinite number",
+    kernels.ERR_NAMESPACE_SCALE: "namespace scale is not a number",
+    kernels.ERR_LIBSVM_INDEX: "libsvm feature is not index:value with a non-negative integer index",
+    kernels.ERR_LIBSVM_LABEL: "libsvm line has no label",
+}
+
+_MAX_SHOWN = 200
+
+
+@dataclass
+class BadLine:
+    source: str
+    line: int
+    message: str
+    token: str
+    text: str
+
+    def __str__(self) -> str:
+        where = f"{self.source} line {self.line}"
+        return f"{where}: {self.message}: {self.token!r} in {self.text!r}"
+
+
+@dataclass
+class ParsedChunk:
+    n_examples: int
+    labels: np.ndarray
+    importance: np.ndarray
+    base: np.ndarray
+    tags: np.ndarray          # (n, 2) byte spans into the chunk
+    example_line: np.ndarray  # line within the chunk, 1-based
+    row_ptr: np.ndarray
+    index: np.ndarray
+    value: np.ndarray
+    bad_lines: list
+    n_lines: int
+
+
+def _text(data: np.ndarray, start: int, end: int) -> str:
+    raw = data[start:min(end, start + _MAX_SHOWN)].tobytes()
+    text = raw.decode("utf-8", errors="replace")
+    return text + ("..." if end - start > _MAX_SHOWN else "")
+
+
+def parse_chunk(chunk: Chunk, input_format: str, bits: int, constant: bool,
+                binary_labels: bool) -> ParsedChunk:
+    kernel = kernels.parse_vw_chunk if input_format == "vw" else kernels.parse_libsvm_chunk
+    mask = (1 << bits) - 1
+    constant_index = (1 << bits) if constant else -1
+    (n_examples, labels, importance, base, tags, example_line, row_ptr,
+     index, value, n_errors, errors, n_lines) = kernel(chunk.data, mask, constant_index, binary_labels)
+    bad_lines = []
+    for line, code, token_start, token_end, line_start, line_end in errors[:n_errors]:
+        bad_lines.append(BadLine(
+            source=chunk.source,
+            line=chunk.first_line + int(line) - 1,
+            message=MESSAGES[int(code)],
+            token=_text(chunk.data, token_start, token_end),
+            text=_text(chunk.data, line_start, line_end),
+        ))
+    return ParsedChunk(n_examples, labels, importance, base, tags, example_line,
+                       row_ptr, index, value, bad_lines, n_lines)

@@ -1,0 +1,157 @@
+"""Reports (DESIGN §6): compute records as plain data, then render them.
+
+``summarize`` turns the engine's statistics into a dict (the JSON report);
+``ProgressTable`` and ``render_summary`` print VW's progressive table and
+summary to a text stream (stderr).
+"""
+
+import json
+import math
+
+import numpy as np
+
+from olcli.atomic import atomic_write
+from olcli.engine.driver import (
+    R_AVERAGE_LOSS, R_COUNTER, R_FEATURES, R_LABEL, R_PREDICTION, R_SINCE_LAST, R_WEIGHT,
+    S_CORRECT, S_EXAMPLES, S_FEATURES, S_LABEL_SQUARES, S_LABEL_SUM, S_LABELED, S_LOSS,
+    S_NEGATIVE, S_OTHER_LABELS, S_POSITIVE, S_WEIGHT,
+)
+
+
+def best_constant(loss: str, stats: np.ndarray):
+    """The constant prediction with the least average loss on the labels seen, and that loss."""
+    weight = stats[S_WEIGHT]
+    if weight <= 0:
+        return None, None
+    if loss == "squared":
+        mean = stats[S_LABEL_SUM] / weight
+        return mean, max(stats[S_LABEL_SQUARES] / weight - mean * mean, 0.0)
+    positive, negative = stats[S_POSITIVE], stats[S_NEGATIVE]
+    if stats[S_OTHER_LABELS] > 0 or positive + negative <= 0:
+        return None, None
+    if positive == 0 or negative == 0:
+        return (1.0 if positive > 0 else -1.0), 0.0 if loss == "logistic" else None
+    if loss == "logistic":
+        p = positive / (positive + negative)
+        return math.log(positive / negative), -(p * math.log(p) + (1 - p) * math.log(1 - p))
+    if loss == "hinge":
+        return (1.0 if positive >= negative else -1.0), 2.0 * min(positive, negative) / (positive + negative)
+    return None, None
+
+
+def auc_from_histogram(histogram: np.ndarray):
+    """Area under the ROC curve from binned predictions (row 0 positives, row 1 negatives).
+
+    Pairs in the same bin count one half, so the value is exact unless a positive
+    and a negative prediction share one of the 65,536 bins of sigmoid(prediction).
+    """
+    positives, negatives = histogram[0], histogram[1]
+    total_positive, total_negative = positives.sum(), negatives.sum()
+    if total_positive <= 0 or total_negative <= 0:
+        return None
+    negatives_below = np.cumsum(negatives) - negatives
+    wins = np.sum(positives * (negatives_below + 0.5 * negatives))
+    return float(wins / (total_positive * total_negative))
+
+
+def _number(x):
+    """JSON-safe float: None for NaN/inf."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def progress_records(rows: np.ndarray) -> list:
+    return [{
+        "average_loss": _number(row[R_AVERAGE_LOSS]),
+        "since_last": _number(row[R_SINCE_LAST]),
+        "example_counter": int(row[R_COUNTER]),
+        "example_weight": float(row[R_WEIGHT]),
+        "current_label": _number(row[R_LABEL]),
+        "current_prediction": _number(row[R_PREDICTION]),
+        "current_features": int(row[R_FEATURES]),
+    } for row in rows]
+
+
+def summarize(stats: np.ndarray, auc_histogram: np.ndarray, loss: str, elapsed: float) -> dict:
+    weight = stats[S_WEIGHT]
+    constant, constant_loss = best_constant(loss, stats)
+    binary = stats[S_OTHER_LABELS] == 0 and stats[S_POSITIVE] + stats[S_NEGATIVE] > 0
+    examples = int(stats[S_EXAMPLES])
+    return {
+        "examples": examples,
+        "labeled_examples": int(stats[S_LABELED]),
+        "weighted_example_sum": float(weight),
+        "weighted_label_sum": float(stats[S_LABEL_SUM]),
+        "average_loss": _number(stats[S_LOSS] / weight) if weight > 0 else None,
+        "best_constant": _number(constant),
+        "best_constant_loss": _number(constant_loss),
+        "total_features": int(stats[S_FEATURES]),
+        "accuracy": float(stats[S_CORRECT] / weight) if binary else None,
+        "auc": auc_from_histogram(auc_histogram) if binary else None,
+        "elapsed_seconds": elapsed,
+        "examples_per_second": examples / elapsed if elapsed > 0 else None,
+    }
+
+
+class ProgressTable:
+    """VW's progressive-validation table, one row at each doubling of example weight."""
+
+    HEADER = ("average  since         example        example  current  current  current\n"
+              "loss     last          counter         weight    label  predict features\n")
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.started = False
+
+    def write(self, records: list) -> None:
+        if not records:
+            return
+        if not self.started:
+            self.stream.write(self.HEADER)
+            self.started = True
+        for r in records:
+            label = "unknown" if r["current_label"] is None else f"{r['current_label']:.4f}"
+            prediction = r["current_prediction"]
+            self.stream.write(
+                f"{_fixed(r['average_loss']):<8} {_fixed(r['since_last']):<8} "
+                f"{r['example_counter']:>12} {r['example_weight']:>14.1f} {label:>8} "
+                f"{'nan' if prediction is None else format(prediction, '.4f'):>8} "
+                f"{r['current_features']:>8}\n")
+        self.stream.flush()
+
+
+def _fixed(x, digits=6):
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def render_summary(report: dict) -> str:
+    lines = [
+        "",
+        "finished run" if report["complete"] else f"run stopped early ({report['stopped_by']})",
+        f"number of examples = {report['examples']}",
+        f"weighted example sum = {report['weighted_example_sum']:.6f}",
+        f"weighted label sum = {report['weighted_label_sum']:.6f}",
+        f"average loss = {_fixed(report['average_loss'])}",
+        f"best constant = {_fixed(report['best_constant'])}",
+        f"best constant's loss = {_fixed(report['best_constant_loss'])}",
+        f"total feature number = {report['total_features']}",
+    ]
+    if report["accuracy"] is not None:
+        lines.append(f"accuracy = {report['accuracy']:.6f}")
+    if report["auc"] is not None:
+        lines.append(f"auc = {report['auc']:.6f}")
+    lines.append(f"elapsed seconds = {report['elapsed_seconds']:.3f}")
+    if report["examples_per_second"] is not None:
+        lines.append(f"examples per second = {report['examples_per_second']:.0f}")
+    if report["bad_lines"]:
+        lines.append(f"bad lines skipped = {report['bad_lines']}")
+    if report.get("model_out"):
+        lines.append(f"model written to {report['model_out']} "
+                     f"({report['model_examples']} examples in total)")
+    return "\n".join(lines) + "\n"
+
+
+def write_json(path: str, report: dict) -> None:
+    atomic_write(path, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode("utf-8"))
