@@ -5,7 +5,8 @@ descent update of Eq. (4) and phi = 0; §6 writes the diagonal case in closed fo
 
     G_i += g_i**2,   H_i = delta + sqrt(G_i),   w_i <- w_i - eta * g_i / H_i
 
-Only the coordinates present in the example are touched (a zero gradient
+With delta = 0 and a gradient so small that its square underflows, H_i = 0 and
+the paper's pseudo-inverse leaves w_i unchanged. Only the coordinates present in the example are touched (a zero gradient
 coordinate leaves w_i and G_i unchanged), so an update costs O(nnz). When a
 feature index occurs twice in one example, each occurrence is applied in turn,
 as VW does.
@@ -39,4 +40,6 @@ def update(state, index, value, lo, hi, g, params):
             continue
         i = index[j]
         state[i, G] += g_i * g_i
-        state[i, W] -= eta * g_i / (delta + math.sqrt(state[i, G]))
+        h = delta + math.sqrt(state[i, G])
+        if h > 0.0:  # H = 0 only when delta = 0 and g_i**2 underflowed: pseudo-inverse, no step
+            state[i, W] -= eta * g_i / h

@@ -5,9 +5,12 @@ digit in the mantissa (``.5`` and ``5.`` are fine). ``nan``, ``inf`` and
 ``infinity`` (any case, signed) are recognised so that the caller can report
 them as non-finite rather than as garbage.
 
-Accuracy: the value is the correctly rounded double whenever the decimal has at
-most 15-16 significant digits and a decimal exponent within ±22 (Clinger's fast
-path, which covers ordinary data files); otherwise it is within a few ulp.
+Accuracy: the value is the correctly rounded double whenever the digits form an
+integer mantissa of at most 2**53 (about 15 significant digits) and the decimal
+exponent, after moving the point to the end of the mantissa, is within ±22
+(Clinger's fast path; it covers ordinary data files such as ``0.0429492`` or
+``-122.23``). Otherwise the relative error is below 1e-15 (a few ulp); digits
+after the 19th significant one are ignored.
 """
 
 import numpy as np
