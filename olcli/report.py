@@ -129,7 +129,7 @@ def _fixed(x, digits=6):
 def render_summary(report: dict) -> str:
     lines = [
         "",
-        "finished run" if report["complete"] else f"run stopped early ({report['stopped_by']})",
+        "finished run" if report["complete"] else "run stopped early (the reason follows)",
         f"number of examples = {report['examples']}",
         f"weighted example sum = {report['weighted_example_sum']:.6f}",
         f"weighted label sum = {report['weighted_label_sum']:.6f}",

@@ -17,7 +17,7 @@ from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES
 from olcli.engine.registry import ALGORITHMS
 from olcli.errors import DataError
 from olcli.inputs import CHUNK_BYTES, detect_format, read_chunks
-from olcli.model import Model
+from olcli.model import COUNTER_NAMES, Model
 from olcli.parsing import parse_chunk
 from olcli.report import ProgressTable, progress_records, summarize
 
@@ -77,7 +77,7 @@ def run(model: Model, options: RunOptions, predictions: PredictionWriter | None 
     stats = driver.new_stats()
     auc_histogram = np.zeros((2, driver.AUC_BINS))
     progress = np.zeros((driver.MAX_PROGRESS_ROWS, driver.N_PROGRESS_COLUMNS))
-    rounds = np.array([model.counters["rounds"]])
+    counters = np.array([model.counters[name] for name in COUNTER_NAMES])
     table = None if options.quiet else ProgressTable(stderr)
     result = result if result is not None else RunResult(report={})
     records = []
@@ -88,25 +88,34 @@ def run(model: Model, options: RunOptions, predictions: PredictionWriter | None 
             if input_format is None:
                 input_format = detect_format(chunk.data)
             parsed = parse_chunk(chunk, input_format, model.bits, model.constant, binary_labels)
-            _handle_bad_lines(parsed.bad_lines, options, result, stderr)
+            stop = None
+            if parsed.bad_lines and options.strict:
+                # Learn what precedes the bad line, then stop.
+                stop = parsed.bad_lines[0]
+                parsed.n_examples = int(np.searchsorted(
+                    parsed.example_line[:parsed.n_examples], stop.line - chunk.first_line + 1))
+            else:
+                _report_bad_lines(parsed.bad_lines, result, stderr)
             chunk_predictions = np.empty(parsed.n_examples)
             n_rows = driver.run_chunk(
-                algorithm.code, model.state, params, loss_code, options.learn, rounds,
+                algorithm.code, model.state, params, loss_code, options.learn, counters,
                 parsed.n_examples, parsed.labels, parsed.importance, parsed.base,
                 parsed.row_ptr, parsed.index, parsed.value,
                 chunk_predictions, stats, auc_histogram, progress)
-            if options.learn:
-                model.counters["rounds"] = float(rounds[0])
             new_records = progress_records(progress[:n_rows])
             records += new_records
             if table is not None:
                 table.write(new_records)
             if predictions is not None:
                 predictions.write(chunk_predictions, parsed, chunk.data)
+            if stop is not None:
+                result.bad_lines += 1
+                result.bad_line_samples.append(str(stop))
+                raise DataError(f"{stop} (--strict stops at the first bad line)")
     finally:
         elapsed = time.perf_counter() - started
         if options.learn:
-            _add_counters(model, stats)
+            model.counters = dict(zip(COUNTER_NAMES, counters.tolist()))
             if model.input_format is None:
                 model.input_format = input_format
         result.report = summarize(stats, auc_histogram, model.loss, elapsed)
@@ -124,21 +133,8 @@ def run(model: Model, options: RunOptions, predictions: PredictionWriter | None 
     return result
 
 
-def _add_counters(model: Model, stats: np.ndarray) -> None:
-    c = model.counters
-    c["examples"] += stats[driver.S_EXAMPLES]
-    c["labeled_examples"] += stats[driver.S_LABELED]
-    c["weighted_examples"] += stats[driver.S_WEIGHT]
-    c["weighted_labels"] += stats[driver.S_LABEL_SUM]
-    c["loss_sum"] += stats[driver.S_LOSS]
-    c["total_features"] += stats[driver.S_FEATURES]
-
-
-def _handle_bad_lines(bad_lines: list, options: RunOptions, result: RunResult, stderr) -> None:
-    if not bad_lines:
-        return
-    if options.strict:
-        raise DataError(f"{bad_lines[0]} (--strict stops at the first bad line)")
+def _report_bad_lines(bad_lines: list, result: RunResult, stderr) -> None:
+    """Default (not --strict): skip, count, and warn about the first few."""
     for bad in bad_lines:
         result.bad_lines += 1
         if len(result.bad_line_samples) < MAX_WARNINGS:

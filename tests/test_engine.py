@@ -49,7 +49,7 @@ def run(state, examples, loss, params, learn=True, rounds=None):
     labels, importance, base, row_ptr, index, value = pack(examples)
     predictions = np.empty(len(examples))
     stats = driver.new_stats()
-    rounds = np.zeros(1) if rounds is None else rounds
+    rounds = np.zeros(len(driver.COUNTER_NAMES)) if rounds is None else rounds
     driver.run_chunk(0, state, params, losses.LOSS_CODES[loss], learn, rounds, len(examples),
                      labels, importance, base, row_ptr, index, value, predictions, stats,
                      np.zeros((2, driver.AUC_BINS)), np.zeros((driver.MAX_PROGRESS_ROWS, 7)))
@@ -63,7 +63,7 @@ def test_adagrad_matches_the_paper_step_by_step(loss, eta, delta):
     reference = naive.AdaGradDiagonal(ROWS, eta, delta)
     state = np.zeros((ROWS, 2))
     params = np.array([eta, delta])
-    rounds = np.zeros(1)
+    rounds = np.zeros(len(driver.COUNTER_NAMES))
     for index, value, label, importance, base in examples:
         (p,), _ = run(state, [(index, value, label, importance, base)], loss, params, rounds=rounds)
         features = dict(zip(index.tolist(), value.tolist()))
@@ -72,7 +72,8 @@ def test_adagrad_matches_the_paper_step_by_step(loss, eta, delta):
         if importance > 0:
             reference.learn(features, label, importance, loss, base)
         np.testing.assert_allclose(state[:, W], reference.x, rtol=1e-9, atol=1e-12)
-    assert rounds[0] == sum(1 for ex in examples if ex[3] > 0)
+    assert rounds[driver.C_ROUNDS] == sum(1 for ex in examples if ex[3] > 0)
+    assert rounds[driver.C_EXAMPLES] == len(examples)
 
 
 @pytest.mark.parametrize("loss", ["squared", "logistic", "hinge"])

@@ -14,6 +14,7 @@ from numba import njit
 
 from olcli.engine import adagrad
 from olcli.engine.losses import loss_derivative, loss_value, sigmoid
+from olcli.model import COUNTER_NAMES
 
 ADAGRAD = 0
 
@@ -34,6 +35,16 @@ S_SINCE_LOSS = 12
 S_SINCE_WEIGHT = 13
 S_LABELED = 14        # labeled examples
 N_STATS = 15
+
+# The model's lifetime counters (saved in its header), updated example by example
+# so that a run continued with -i adds up exactly as one long run does.
+C_ROUNDS = COUNTER_NAMES.index("rounds")
+C_EXAMPLES = COUNTER_NAMES.index("examples")
+C_LABELED = COUNTER_NAMES.index("labeled_examples")
+C_WEIGHT = COUNTER_NAMES.index("weighted_examples")
+C_LABEL_SUM = COUNTER_NAMES.index("weighted_labels")
+C_LOSS = COUNTER_NAMES.index("loss_sum")
+C_FEATURES = COUNTER_NAMES.index("total_features")
 
 # Progress row columns.
 R_AVERAGE_LOSS, R_SINCE_LAST, R_COUNTER, R_WEIGHT, R_LABEL, R_PREDICTION, R_FEATURES = range(7)
@@ -90,8 +101,8 @@ def run_chunk(algorithm, state, params, loss, learn, counters,
               predictions, stats, auc_histogram, progress):
     """Predict (and learn from, when ``learn``) examples 0..n_examples-1.
 
-    ``counters[0]`` is the model's round counter t (updates made so far).
-    Returns the number of progress rows written.
+    ``counters`` holds the model's lifetime counters (C_* slots); they change
+    only when learning. Returns the number of progress rows written.
     """
     n_rows = 0
     for e in range(n_examples):
@@ -103,14 +114,23 @@ def run_chunk(algorithm, state, params, loss, learn, counters,
         h = importance[e]
         stats[S_EXAMPLES] += 1.0
         stats[S_FEATURES] += hi - lo
+        if learn:
+            counters[C_EXAMPLES] += 1.0
+            counters[C_FEATURES] += hi - lo
         if np.isnan(y):
             stats[S_UNLABELED_WEIGHT] += h
         else:
-            _account(stats, auc_histogram, loss_value(loss, p, y), y, h, p)
-            if learn and h > 0.0:
-                g = h * loss_derivative(loss, p, y)
-                counters[0] += 1.0
-                _update(algorithm, state, index, value, lo, hi, g, params)
+            example_loss = loss_value(loss, p, y)
+            _account(stats, auc_histogram, example_loss, y, h, p)
+            if learn:
+                counters[C_LABELED] += 1.0
+                counters[C_WEIGHT] += h
+                counters[C_LABEL_SUM] += h * y
+                counters[C_LOSS] += h * example_loss
+                if h > 0.0:
+                    g = h * loss_derivative(loss, p, y)
+                    counters[C_ROUNDS] += 1.0
+                    _update(algorithm, state, index, value, lo, hi, g, params)
         seen = stats[S_WEIGHT] + stats[S_UNLABELED_WEIGHT]
         if seen >= stats[S_NEXT_DUMP] and n_rows < MAX_PROGRESS_ROWS:
             row = progress[n_rows]

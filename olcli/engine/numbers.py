@@ -20,7 +20,9 @@ NUMBER_OK = 0
 NUMBER_BAD = 1
 NUMBER_NONFINITE = 2
 
-_POW10 = np.array([10.0 ** k for k in range(23)])
+# Correctly rounded powers of ten (exact up to 10**22), so that the slow path
+# rounds at most twice.
+_POW10 = np.array([float(f"1e{k}") for k in range(309)])
 _MAX_EXACT = 2 ** 53
 
 
@@ -48,20 +50,16 @@ _INFINITY = np.frombuffer(b"infinity", dtype=np.uint8).copy()
 
 @njit(cache=True)
 def _scale(value, exponent):
-    """value * 10**exponent for exponents outside the exact table."""
-    while exponent > 22:
-        value *= 1e22
-        exponent -= 22
-        if value == np.inf:
-            return value
-    while exponent < -22:
-        value /= 1e22
-        exponent += 22
-        if value == 0.0:
-            return value
+    """value * 10**exponent outside the exact range: one or two roundings."""
+    if exponent > 308:
+        return np.inf
     if exponent >= 0:
         return value * _POW10[exponent]
-    return value / _POW10[-exponent]
+    if exponent >= -308:
+        return value / _POW10[-exponent]
+    if exponent < -308 - 308 - 20:
+        return 0.0
+    return value / 1e308 / _POW10[-exponent - 308]
 
 
 @njit(cache=True)
