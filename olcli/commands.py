@@ -4,6 +4,7 @@ Everything that can be refused is refused before any data is read.
 """
 
 import os
+import signal
 import sys
 
 import numpy as np
@@ -13,14 +14,11 @@ from olcli.engine.registry import ALGORITHMS, slots
 from olcli.errors import ModelError, OlcliError, UsageError
 from olcli.inputs import check_readable
 from olcli.report import render_summary, write_json
+from olcli.signals import RunStopped
 from olcli.run import PredictionWriter, RunOptions, RunResult, run
 
 DEFAULTS = {"bits": 18, "loss": "squared", "link": "identity", "constant": True}
 MAX_BITS = 30
-
-
-class Interrupted(OlcliError):
-    exit_code = 130
 
 
 def _check_writable(path: str | None, what: str) -> None:
@@ -122,8 +120,8 @@ def _execute(model, options: RunOptions, predictions_path, link, report_path, mo
     result = RunResult(report={})
     try:
         run(model, options, writer, result=result)
-    except KeyboardInterrupt:
-        outcome = Interrupted("interrupted")
+    except KeyboardInterrupt:  # SIGINT outside the chunk loop (olcli/signals.py handles it inside)
+        outcome = RunStopped(signal.SIGINT)
     except OlcliError as exc:
         outcome = exc
     finally:
@@ -143,8 +141,8 @@ def _execute(model, options: RunOptions, predictions_path, link, report_path, mo
         sys.stderr.write(render_summary(report))
     if outcome is not None:
         if model_path:
-            raise type(outcome)(f"{outcome}; the model learned so far ({int(model.counters['examples'])} "
-                                f"examples) was written to {model_path}")
+            outcome.args = (f"{outcome}; the model learned so far ({int(model.counters['examples'])} "
+                            f"examples) was written to {model_path}",)
         raise outcome
 
 

@@ -20,6 +20,7 @@ from olcli.inputs import CHUNK_BYTES, detect_format, read_chunks
 from olcli.model import COUNTER_NAMES, Model
 from olcli.parsing import parse_chunk
 from olcli.report import ProgressTable, progress_records, summarize
+from olcli.signals import StopSignals
 
 MAX_WARNINGS = 5
 
@@ -66,71 +67,96 @@ def run(model: Model, options: RunOptions, predictions: PredictionWriter | None 
         stderr=None, result: RunResult | None = None) -> RunResult:
     """Stream the inputs through the model, filling ``result`` (made if not given).
 
-    Errors and KeyboardInterrupt propagate unchanged; ``result.report`` and the
-    model then hold everything up to the last whole chunk, so the caller can
-    still save and report what was learned."""
-    stderr = stderr if stderr is not None else sys.stderr
-    algorithm = ALGORITHMS[model.algorithm]
-    params = np.array([model.params[name] for name in algorithm.params], dtype=np.float64)
-    loss_code = LOSS_CODES[model.loss]
-    binary_labels = model.loss in BINARY_LOSSES
-    stats = driver.new_stats()
-    auc_histogram = np.zeros((2, driver.AUC_BINS))
-    progress = np.zeros((driver.MAX_PROGRESS_ROWS, driver.N_PROGRESS_COLUMNS))
-    counters = np.array([model.counters[name] for name in COUNTER_NAMES])
-    table = None if options.quiet else ProgressTable(stderr)
-    result = result if result is not None else RunResult(report={})
-    records = []
-    input_format = None if options.input_format == "auto" else options.input_format
+    On an error, ``--strict`` or a signal the exception propagates, and
+    ``result.report`` and the model hold everything learned up to that point,
+    so the caller can still save and report it. SIGINT/SIGTERM stop the run
+    between chunks (olcli/signals.py)."""
+    session = _Session(model, options, predictions, stderr if stderr is not None else sys.stderr,
+                       result if result is not None else RunResult(report={}))
+    chunks = read_chunks(options.sources, options.chunk_bytes)
     started = time.perf_counter()
     try:
-        for chunk in read_chunks(options.sources, options.chunk_bytes):
-            if input_format is None:
-                input_format = detect_format(chunk.data)
-            parsed = parse_chunk(chunk, input_format, model.bits, model.constant, binary_labels)
-            stop = None
-            if parsed.bad_lines and options.strict:
-                # Learn what precedes the bad line, then stop.
-                stop = parsed.bad_lines[0]
-                parsed.n_examples = int(np.searchsorted(
-                    parsed.example_line[:parsed.n_examples], stop.line - chunk.first_line + 1))
-            else:
-                _report_bad_lines(parsed.bad_lines, result, stderr)
-            chunk_predictions = np.empty(parsed.n_examples)
-            n_rows = driver.run_chunk(
-                algorithm.code, model.state, params, loss_code, options.learn, counters,
-                parsed.n_examples, parsed.labels, parsed.importance, parsed.base,
-                parsed.row_ptr, parsed.index, parsed.value,
-                chunk_predictions, stats, auc_histogram, progress)
-            new_records = progress_records(progress[:n_rows])
-            records += new_records
-            if table is not None:
-                table.write(new_records)
-            if predictions is not None:
-                predictions.write(chunk_predictions, parsed, chunk.data)
-            if stop is not None:
-                result.bad_lines += 1
-                result.bad_line_samples.append(str(stop))
-                raise DataError(f"{stop} (--strict stops at the first bad line)")
+        with StopSignals() as signals:
+            while True:
+                with signals.waiting_for_input():
+                    chunk = next(chunks, None)
+                if chunk is None:
+                    break
+                session.process(chunk)
+                signals.check()
     finally:
-        elapsed = time.perf_counter() - started
-        if options.learn:
-            model.counters = dict(zip(COUNTER_NAMES, counters.tolist()))
+        session.finish(time.perf_counter() - started)
+    return session.result
+
+
+class _Session:
+    """The state of one run: engine arrays, statistics, progress records."""
+
+    def __init__(self, model: Model, options: RunOptions, predictions, stderr, result: RunResult):
+        self.model, self.options, self.predictions, self.stderr, self.result = \
+            model, options, predictions, stderr, result
+        algorithm = ALGORITHMS[model.algorithm]
+        self.algorithm_code = algorithm.code
+        self.params = np.array([model.params[name] for name in algorithm.params], dtype=np.float64)
+        self.loss_code = LOSS_CODES[model.loss]
+        self.binary_labels = model.loss in BINARY_LOSSES
+        self.stats = driver.new_stats()
+        self.auc_histogram = np.zeros((2, driver.AUC_BINS))
+        self.progress = np.zeros((driver.MAX_PROGRESS_ROWS, driver.N_PROGRESS_COLUMNS))
+        self.counters = np.array([model.counters[name] for name in COUNTER_NAMES])
+        self.table = None if options.quiet else ProgressTable(stderr)
+        self.records = []
+        self.input_format = None if options.input_format == "auto" else options.input_format
+
+    def process(self, chunk) -> None:
+        model, options = self.model, self.options
+        if self.input_format is None:
+            self.input_format = detect_format(chunk.data)
+        parsed = parse_chunk(chunk, self.input_format, model.bits, model.constant, self.binary_labels)
+        stop = None
+        if parsed.bad_lines and options.strict:
+            # Learn what precedes the bad line, then stop.
+            stop = parsed.bad_lines[0]
+            parsed.n_examples = int(np.searchsorted(
+                parsed.example_line[:parsed.n_examples], stop.line - chunk.first_line + 1))
+        else:
+            _report_bad_lines(parsed.bad_lines, self.result, self.stderr)
+        chunk_predictions = np.empty(parsed.n_examples)
+        n_rows = driver.run_chunk(
+            self.algorithm_code, model.state, self.params, self.loss_code, options.learn,
+            self.counters, parsed.n_examples, parsed.labels, parsed.importance, parsed.base,
+            parsed.row_ptr, parsed.index, parsed.value,
+            chunk_predictions, self.stats, self.auc_histogram, self.progress)
+        new_records = progress_records(self.progress[:n_rows])
+        self.records += new_records
+        if self.table is not None:
+            self.table.write(new_records)
+        if self.predictions is not None:
+            self.predictions.write(chunk_predictions, parsed, chunk.data)
+        if stop is not None:
+            self.result.bad_lines += 1
+            self.result.bad_line_samples.append(str(stop))
+            raise DataError(f"{stop} (--strict stops at the first bad line)")
+
+    def finish(self, elapsed: float) -> None:
+        model = self.model
+        if self.options.learn:
+            model.counters = dict(zip(COUNTER_NAMES, self.counters.tolist()))
             if model.input_format is None:
-                model.input_format = input_format
-        result.report = summarize(stats, auc_histogram, model.loss, elapsed)
-        result.report.update({
+                model.input_format = self.input_format
+        report = summarize(self.stats, self.auc_histogram, model.loss, elapsed)
+        report.update({
             "olcli_version": __version__,
-            "format": input_format,
+            "format": self.input_format,
             "algorithm": model.algorithm,
             "params": dict(model.params),
             "loss": model.loss,
             "bits": model.bits,
-            "bad_lines": result.bad_lines,
-            "bad_line_samples": result.bad_line_samples,
-            "progress": records,
+            "bad_lines": self.result.bad_lines,
+            "bad_line_samples": self.result.bad_line_samples,
+            "progress": self.records,
         })
-    return result
+        self.result.report = report
 
 
 def _report_bad_lines(bad_lines: list, result: RunResult, stderr) -> None:

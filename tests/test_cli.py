@@ -209,3 +209,28 @@ def test_help_does_not_import_numba():
     imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line]
     assert "typer" in imported
     assert not [name for name in imported if name.split(".")[0] in ("numba", "llvmlite")]
+
+
+@pytest.mark.parametrize("signum,code", [(2, 130), (15, 143)])
+def test_signal_while_waiting_for_input_keeps_what_was_learned(sample, tmp_path, signum, code):
+    from olcli.inputs import CHUNK_BYTES
+
+    data = (sample / "a9a_train.vw").read_bytes() * 6
+    assert len(data) > CHUNK_BYTES  # one whole chunk is learned, then olcli waits for more
+    process = subprocess.Popen([*olcli_command(), "train", "-", "--loss", "logistic", "-f", "m.olm",
+                                "--report", "r.json"], cwd=tmp_path, stdin=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdin.write(data)
+    process.stdin.flush()
+    for line in process.stderr:  # the progress rows of the first chunk
+        if b" 16384 " in line:
+            break
+    process.send_signal(signum)
+    err = process.communicate(timeout=60)[1].decode()
+    assert process.returncode == code, err
+    learned = data[:CHUNK_BYTES].count(b"\n")
+    assert f"({learned} examples) was written to m.olm" in err
+    assert model_file.load(str(tmp_path / "m.olm")).counters["examples"] == learned
+    report = json.load(open(tmp_path / "r.json"))
+    assert report["complete"] is False and "interrupted" in report["stopped_by"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.olm", "r.json"]
