@@ -224,58 +224,22 @@ def _parse_vw_features(buf, bar, end, mask, index, value, n_features):
 
 
 @njit(cache=True)
-def parse_vw_chunk(buf, mask, constant_index, binary_labels):
-    """Parse whole VW lines in ``buf``. ``constant_index`` < 0 means no constant.
-
-    Returns (n_examples, labels, importance, base, tags, example_line, row_ptr,
-    index, value, n_errors, errors, n_lines); arrays are over-allocated, the
-    counts say how much is valid.
-    """
-    (n_lines, labels, importance, base, tags, example_line, row_ptr,
-     index, value, errors) = _allocate(buf)
-    n_examples = 0
-    n_features = 0
-    n_errors = 0
-    pos = 0
-    line = 0
-    while pos < len(buf):
-        start, end, next_pos = _line_bounds(buf, pos)
-        pos = next_pos
-        line += 1
-        if _blank(buf, start, end):
-            continue
-        bar = start
-        while bar < end and buf[bar] != _BAR:
-            bar += 1
-        has_bar = bar < end
-        label, weight, offset, tag_start, tag_end, code, bad_start, bad_end = \
-            _parse_vw_label_part(buf, start, bar, has_bar)
-        if code == 0 and not np.isnan(label):
-            label, code = _check_label(label, binary_labels)
-            if code != 0:
-                bad_start, bad_end = start, bar
-        first_feature = n_features
-        if code == 0:
-            n_features, code, bad_start, bad_end = _parse_vw_features(
-                buf, bar, end, mask, index, value, n_features)
+def _parse_vw_line(buf, start, end, mask, binary_labels, index, value, n_features):
+    """One VW line. Returns (label, importance, base, tag_start, tag_end,
+    n_features, error code, error token start, error token end)."""
+    bar = start
+    while bar < end and buf[bar] != _BAR:
+        bar += 1
+    label, weight, offset, tag_start, tag_end, code, bad_start, bad_end = \
+        _parse_vw_label_part(buf, start, bar, bar < end)
+    if code == 0 and not np.isnan(label):
+        label, code = _check_label(label, binary_labels)
         if code != 0:
-            n_features = first_feature
-            n_errors = _record_error(errors, n_errors, line, code, bad_start, bad_end, start, end)
-            continue
-        if constant_index >= 0:
-            index[n_features] = constant_index
-            value[n_features] = 1.0
-            n_features += 1
-        labels[n_examples] = label
-        importance[n_examples] = weight
-        base[n_examples] = offset
-        tags[n_examples, 0] = tag_start
-        tags[n_examples, 1] = tag_end
-        example_line[n_examples] = line
-        n_examples += 1
-        row_ptr[n_examples] = n_features
-    return (n_examples, labels, importance, base, tags, example_line, row_ptr,
-            index, value, n_errors, errors, n_lines)
+            bad_start, bad_end = start, bar
+    if code == 0:
+        n_features, code, bad_start, bad_end = _parse_vw_features(
+            buf, bar, end, mask, index, value, n_features)
+    return label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end
 
 
 @njit(cache=True)
@@ -326,11 +290,22 @@ def _parse_libsvm_line(buf, start, end, table_size, index, value, n_features):
 
 
 @njit(cache=True)
-def parse_libsvm_chunk(buf, mask, constant_index, binary_labels):
-    """Parse whole libsvm lines in ``buf``; same outputs as parse_vw_chunk."""
+def _parse_libsvm_example(buf, start, end, mask, binary_labels, index, value, n_features):
+    """One libsvm line, in the shape of _parse_vw_line (importance 1, base 0, no tag)."""
+    label, n_features, code, bad_start, bad_end = _parse_libsvm_line(
+        buf, start, end, np.int64(mask) + 1, index, value, n_features)
+    if code == 0 and np.isnan(label):
+        code, bad_start, bad_end = ERR_LIBSVM_LABEL, start, end
+    if code == 0:
+        label, code = _check_label(label, binary_labels)
+        bad_start, bad_end = start, end
+    return label, 1.0, 0.0, 0, 0, n_features, code, bad_start, bad_end
+
+
+@njit(cache=True)
+def _parse_lines(buf, mask, constant_index, binary_labels, libsvm):
     (n_lines, labels, importance, base, tags, example_line, row_ptr,
      index, value, errors) = _allocate(buf)
-    table_size = np.int64(mask) + 1
     n_examples = 0
     n_features = 0
     n_errors = 0
@@ -343,13 +318,11 @@ def parse_libsvm_chunk(buf, mask, constant_index, binary_labels):
         if _blank(buf, start, end):
             continue
         first_feature = n_features
-        label, n_features, code, bad_start, bad_end = _parse_libsvm_line(
-            buf, start, end, table_size, index, value, n_features)
-        if code == 0 and np.isnan(label):
-            code, bad_start, bad_end = ERR_LIBSVM_LABEL, start, end
-        if code == 0:
-            label, code = _check_label(label, binary_labels)
-            bad_start, bad_end = start, end
+        if libsvm:
+            parsed = _parse_libsvm_example(buf, start, end, mask, binary_labels, index, value, n_features)
+        else:
+            parsed = _parse_vw_line(buf, start, end, mask, binary_labels, index, value, n_features)
+        label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end = parsed
         if code != 0:
             n_features = first_feature
             n_errors = _record_error(errors, n_errors, line, code, bad_start, bad_end, start, end)
@@ -359,12 +332,29 @@ def parse_libsvm_chunk(buf, mask, constant_index, binary_labels):
             value[n_features] = 1.0
             n_features += 1
         labels[n_examples] = label
-        importance[n_examples] = 1.0
-        base[n_examples] = 0.0
-        tags[n_examples, 0] = 0
-        tags[n_examples, 1] = 0
+        importance[n_examples] = weight
+        base[n_examples] = offset
+        tags[n_examples, 0] = tag_start
+        tags[n_examples, 1] = tag_end
         example_line[n_examples] = line
         n_examples += 1
         row_ptr[n_examples] = n_features
     return (n_examples, labels, importance, base, tags, example_line, row_ptr,
             index, value, n_errors, errors, n_lines)
+
+
+@njit(cache=True)
+def parse_vw_chunk(buf, mask, constant_index, binary_labels):
+    """Parse whole VW lines in ``buf``. ``constant_index`` < 0 means no constant.
+
+    Returns (n_examples, labels, importance, base, tags, example_line, row_ptr,
+    index, value, n_errors, errors, n_lines); arrays are over-allocated, the
+    counts say how much is valid.
+    """
+    return _parse_lines(buf, mask, constant_index, binary_labels, False)
+
+
+@njit(cache=True)
+def parse_libsvm_chunk(buf, mask, constant_index, binary_labels):
+    """Parse whole libsvm lines in ``buf``; same outputs as parse_vw_chunk."""
+    return _parse_lines(buf, mask, constant_index, binary_labels, True)
