@@ -6,6 +6,7 @@ place, ``main``. Numba is imported only inside the commands, so that
 """
 
 import os
+import signal
 import sys
 import traceback
 from enum import Enum
@@ -145,9 +146,19 @@ def main(argv: Optional[List[str]] = None) -> None:
             traceback.print_exc()
         sys.stderr.write(f"Error: {exc}\n")
         sys.stderr.flush()
+        _silence_closed_stdout()
         raise SystemExit(exc.exit_code)
     except BrokenPipeError:
-        # The reader of our stdout went away (e.g. `olcli test -p - | head`).
+        # The reader of our stdout went away (e.g. `olcli inspect m | head`).
+        _silence_closed_stdout()
+        raise SystemExit(128 + signal.SIGPIPE)
+
+
+def _silence_closed_stdout() -> None:
+    """After the reader of stdout went away, the interpreter's final flush would
+    raise again; point stdout at /dev/null so that exit is quiet."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        raise SystemExit(1)

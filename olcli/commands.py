@@ -17,6 +17,12 @@ from olcli.report import render_summary, write_json
 from olcli.signals import RunStopped
 from olcli.run import PredictionWriter, RunOptions, RunResult, run
 
+class PipeClosed(OlcliError):
+    """The reader of -p - went away (e.g. `| head`): stop like SIGPIPE would (141)."""
+
+    exit_code = 128 + signal.SIGPIPE
+
+
 DEFAULTS = {"bits": 18, "loss": "squared", "link": "identity", "constant": True}
 MAX_BITS = 30
 
@@ -122,11 +128,16 @@ def _execute(model, options: RunOptions, predictions_path, link, report_path, mo
         run(model, options, writer, result=result)
     except KeyboardInterrupt:  # SIGINT outside the chunk loop (olcli/signals.py handles it inside)
         outcome = RunStopped(signal.SIGINT)
+    except BrokenPipeError:
+        outcome = PipeClosed("the program reading the predictions closed the pipe")
     except OlcliError as exc:
         outcome = exc
     finally:
         if writer is not None:
-            writer.close()
+            try:
+                writer.close()
+            except BrokenPipeError:
+                outcome = outcome or PipeClosed("the program reading the predictions closed the pipe")
     complete = outcome is None
     report = dict(result.report)
     report.update({"complete": complete, "stopped_by": None if complete else str(outcome),

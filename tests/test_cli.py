@@ -234,3 +234,13 @@ def test_signal_while_waiting_for_input_keeps_what_was_learned(sample, tmp_path,
     report = json.load(open(tmp_path / "r.json"))
     assert report["complete"] is False and "interrupted" in report["stopped_by"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.olm", "r.json"]
+
+
+def test_closed_predictions_pipe_keeps_the_model(sample, tmp_path):
+    (tmp_path / "big.vw").write_bytes((sample / "a9a_train.vw").read_bytes() * 10)
+    shell = f"{' '.join(olcli_command())} train big.vw -f m.olm -p - -q | head -1; echo ${{PIPESTATUS[0]}} >&2"
+    done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, cwd=tmp_path)
+    assert done.stdout.count("\n") == 1
+    assert done.stderr.strip().splitlines()[-1] == "141"
+    assert "closed the pipe" in done.stderr and "was written to m.olm" in done.stderr
+    assert model_file.load(str(tmp_path / "m.olm")).counters["examples"] > 0
