@@ -120,7 +120,6 @@ def _check_format(model, input_format: str) -> None:
 def _execute(model, options: RunOptions, predictions_path, link, report_path, model_path) -> None:
     """Run, then always keep what was learned: the model is saved (atomically) even
     when the run stops on an error or an interrupt, and the report says so."""
-    options.link = link
     writer = PredictionWriter(predictions_path, link) if predictions_path else None
     outcome = None
     result = RunResult(report={})
@@ -159,14 +158,14 @@ def _execute(model, options: RunOptions, predictions_path, link, report_path, mo
 
 def inspect(path: str, top: int) -> None:
     model = model_file.load(path)
-    raw = open(path, "rb").read()
-    header, _ = model_file.read_header(raw, path)
+    header = model.file_header
     weights = model.state[:, 0]
     nonzero = np.flatnonzero(weights)
     out = sys.stdout
     out.write(f"model: {path}\n")
     out.write(f"format version: {header['format_version']} (olcli {header['olcli_version']})\n")
-    out.write(f"algorithm: {model.algorithm}  {ALGORITHMS.get(model.algorithm).paper if model.algorithm in ALGORITHMS else ''}\n")
+    paper = ALGORITHMS[model.algorithm].paper if model.algorithm in ALGORITHMS else "unknown to this olcli"
+    out.write(f"algorithm: {model.algorithm}  ({paper})\n")
     out.write("hyper-parameters: " + ", ".join(f"{k}={v:g}" for k, v in model.params.items()) + "\n")
     out.write(f"bits: {model.bits}  loss: {model.loss}  link: {model.link}  "
               f"input format: {model.input_format}  constant: {'yes' if model.constant else 'no'}\n")
@@ -176,7 +175,7 @@ def inspect(path: str, top: int) -> None:
     out.write(f"non-zero weights: {nonzero.size}\n")
     order = nonzero[np.argsort(-np.abs(weights[nonzero]), kind="stable")][:top]
     if order.size:
-        out.write(f"largest weights (index: weight):\n")
+        out.write("largest weights (index: weight):\n")
         for row in order:
             name = " (constant)" if row == model.rows - 1 else ""
             out.write(f"  {row}: {weights[row]:.6g}{name}\n")

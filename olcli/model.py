@@ -46,6 +46,7 @@ class Model:
     state: np.ndarray          # (2**bits + 1, len(slots)) float64; last row: the constant
     slots: tuple
     counters: dict = field(default_factory=lambda: {name: 0.0 for name in COUNTER_NAMES})
+    file_header: dict | None = None   # the header as read from a file, for inspect
 
     @property
     def rows(self) -> int:
@@ -145,6 +146,7 @@ def decode(raw: bytes, path: str) -> Model:
             loss=header["loss"], link=header["link"], input_format=header["input"]["format"],
             constant=bool(header["input"]["constant"]), state=state, slots=slots,
             counters={name: float(header["counters"].get(name, 0.0)) for name in COUNTER_NAMES},
+            file_header=header,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelError(f"{path} is corrupted (header field missing or invalid: {exc})") from exc

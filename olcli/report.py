@@ -30,7 +30,9 @@ def best_constant(loss: str, stats: np.ndarray):
     if stats[S_OTHER_LABELS] > 0 or positive + negative <= 0:
         return None, None
     if positive == 0 or negative == 0:
-        return (1.0 if positive > 0 else -1.0), 0.0 if loss == "logistic" else None
+        # One class only: hinge is 0 at the label itself; logistic tends to 0
+        # as the constant goes to +-infinity (no finite best constant).
+        return (1.0 if positive > 0 else -1.0) if loss == "hinge" else None, 0.0
     if loss == "logistic":
         p = positive / (positive + negative)
         return math.log(positive / negative), -(p * math.log(p) + (1 - p) * math.log(1 - p))

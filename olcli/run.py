@@ -30,7 +30,6 @@ class RunOptions:
     sources: list
     learn: bool
     input_format: str = "auto"     # auto | vw | libsvm
-    link: str = "identity"         # for -p output
     strict: bool = False
     quiet: bool = False
     chunk_bytes: int = CHUNK_BYTES
@@ -112,6 +111,11 @@ class _Session:
         model, options = self.model, self.options
         if self.input_format is None:
             self.input_format = detect_format(chunk.data)
+            if model.input_format and self.input_format != model.input_format:
+                raise DataError(
+                    f"{chunk.source} looks like {self.input_format} input, but the model was trained "
+                    f"on {model.input_format} input (features would hash differently); "
+                    f"pass --format {model.input_format} if the data really is {model.input_format}")
         parsed = parse_chunk(chunk, self.input_format, model.bits, model.constant, self.binary_labels)
         stop = None
         if parsed.bad_lines and options.strict:

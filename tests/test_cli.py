@@ -244,3 +244,11 @@ def test_closed_predictions_pipe_keeps_the_model(sample, tmp_path):
     assert done.stderr.strip().splitlines()[-1] == "141"
     assert "closed the pipe" in done.stderr and "was written to m.olm" in done.stderr
     assert model_file.load(str(tmp_path / "m.olm")).counters["examples"] > 0
+
+
+def test_data_in_another_format_than_the_model_is_refused(cli, sample):
+    cli("train", sample / "a9a_train.vw", "-f", "m.olm", "-q")
+    code, _, err = cli("test", sample / "a9a_test.libsvm", "-i", "m.olm")
+    assert code == 1 and "looks like libsvm" in err and "--format vw" in err
+    code, _, err = cli("train", sample / "a9a_test.libsvm", "-i", "m.olm", "--format", "libsvm")
+    assert code == 2 and "trained on vw input" in err

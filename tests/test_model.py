@@ -98,3 +98,34 @@ def test_newer_format_is_refused_with_upgrade_advice():
 def test_missing_file_is_a_model_error(tmp_path):
     with pytest.raises(ModelError, match="cannot read model"):
         model_file.load(str(tmp_path / "nope.olm"))
+
+
+class _Capture:
+    """Stands in for the -p writer and keeps the raw predictions."""
+
+    def __init__(self):
+        self.values = []
+
+    def write(self, predictions, parsed, data):
+        self.values.extend(predictions[:parsed.n_examples].tolist())
+
+
+def test_saved_and_loaded_model_predicts_identically(sample, tmp_path):
+    import io
+
+    from olcli.commands import new_model
+    from olcli.run import RunOptions, run
+
+    trained = new_model("adagrad", {}, 18, "logistic", None, None)
+    run(trained, RunOptions([str(sample / "a9a_train.vw")], learn=True, quiet=True), stderr=io.StringIO())
+    model_file.save(trained, str(tmp_path / "m.olm"))
+    loaded = model_file.load(str(tmp_path / "m.olm"))
+    outputs = []
+    for model in (trained, loaded):
+        capture = _Capture()
+        run(model, RunOptions([str(sample / "a9a_test.vw")], learn=False, quiet=True), capture,
+            stderr=io.StringIO())
+        outputs.append(capture.values)
+    assert len(outputs[0]) == 2000
+    assert outputs[0] == outputs[1]
+    assert np.array_equal(trained.state, loaded.state) and trained.counters == loaded.counters

@@ -70,3 +70,11 @@ def test_progress_table_is_vw_shaped():
     assert lines[0].split() == ["average", "since", "example", "example", "current", "current", "current"]
     assert lines[2].split() == ["0.693147", "0.693147", "1", "1.0", "-1.0000", "0.0000", "15"]
     assert lines[3].split()[4] == "unknown"
+
+
+@pytest.mark.parametrize("loss,expected", [("logistic", (None, 0.0)), ("hinge", (1.0, 0.0))])
+def test_best_constant_with_one_class(loss, expected):
+    stats = driver.new_stats()
+    for _ in range(3):
+        driver._account(stats, np.zeros((2, driver.AUC_BINS)), 0.0, 1.0, 1.0, 0.0)
+    assert best_constant(loss, stats) == expected
