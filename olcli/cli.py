@@ -139,6 +139,9 @@ def inspect(
 
 def main(argv: Optional[List[str]] = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
+    if "--traceback" in args:  # accepted anywhere on the line, handled by the root command
+        args.remove("--traceback")
+        args.insert(0, "--traceback")
     try:
         app(args=args, prog_name="olcli")
     except OlcliError as exc:

@@ -170,8 +170,10 @@ def test_corrupt_model_is_refused_without_traceback(cli, sample, tmp_path):
     (tmp_path / "bad.olm").write_bytes(bytes(raw))
     code, _, err = cli("test", sample / "a9a_test.vw", "-i", "bad.olm")
     assert code == 1 and "checksum" in err and "Traceback" not in err
-    code, _, err = cli("--traceback", "test", sample / "a9a_test.vw", "-i", "bad.olm")
-    assert code == 1 and "Traceback" in err
+    for args in (["--traceback", "test", sample / "a9a_test.vw", "-i", "bad.olm"],
+                 ["test", sample / "a9a_test.vw", "-i", "bad.olm", "--traceback"]):
+        code, _, err = cli(*args)
+        assert code == 1 and "Traceback" in err and "checksum" in err
 
 
 def test_inspect_lists_header_and_weights(cli, sample):
