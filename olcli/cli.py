@@ -5,6 +5,7 @@ place, ``main``. Numba is imported only inside the commands, so that
 ``olcli --help`` and ``olcli --version`` stay instant.
 """
 
+import inspect
 import os
 import signal
 import sys
@@ -15,8 +16,8 @@ from typing import List, Optional
 import typer
 
 from olcli import __version__
-from olcli.engine.registry import DEFAULT_ALGORITHM
-from olcli.errors import OlcliError
+from olcli.engine.registry import ALGORITHMS
+from olcli.errors import OlcliError, UsageError
 
 app = typer.Typer(
     add_completion=False,
@@ -31,6 +32,8 @@ class Loss(str, Enum):
     squared = "squared"
     logistic = "logistic"
     hinge = "hinge"
+    absolute = "absolute"
+    quantile = "quantile"
 
 
 class Link(str, Enum):
@@ -71,34 +74,72 @@ _strict = typer.Option(False, "--strict", help="Stop with exit 1 at the first ma
 _format = typer.Option(Format.auto, "--format", help="Input format; auto decides from the first non-empty line.")
 
 
+def _with_algorithm_flags(command):
+    """Add one boolean flag per registered algorithm (--adagrad, --ftrl, ...) to a
+    command; the command receives them in ``**flags``."""
+    signature = inspect.signature(command)
+    parameters = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
+    for algorithm in ALGORITHMS.values():
+        parameters.append(inspect.Parameter(
+            algorithm.name.replace("-", "_"), inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+            default=typer.Option(False, f"--{algorithm.name}", help=algorithm.summary,
+                                 rich_help_panel="Algorithm (one of)")))
+    command.__signature__ = signature.replace(parameters=parameters)
+    return command
+
+
+def _chosen_algorithm(flags: dict) -> str:
+    chosen = [name for name in ALGORITHMS if flags.get(name.replace("-", "_"))]
+    if len(chosen) > 1:
+        raise UsageError("choose one algorithm, not " + " and ".join(f"--{name}" for name in chosen))
+    return chosen[0] if chosen else None
+
+
+_hyper = "Hyper-parameters"
+
+
 @app.command()
+@_with_algorithm_flags
 def train(
     data: Optional[List[str]] = typer.Argument(None, help=DATA_HELP, show_default=False),
     final_model: Optional[str] = typer.Option(None, "-f", "--final-model", help="Write the model here at the end (atomically)."),
     initial_model: Optional[str] = typer.Option(None, "-i", "--initial-model", help="Continue from this model (all its options and optimizer state)."),
     predictions: Optional[str] = _predictions,
-    bits: Optional[int] = typer.Option(None, "-b", "--bits", help="Hash table size 2^N.  [default: 18]", show_default=False),
-    adagrad: bool = typer.Option(False, "--adagrad", help="AdaGrad, diagonal, composite mirror descent (the default algorithm)."),
-    learning_rate: Optional[float] = typer.Option(None, "-l", "--learning-rate", help="AdaGrad eta.  [default: 0.3]", show_default=False),
-    delta: Optional[float] = typer.Option(None, "--delta", help="AdaGrad delta, added to sqrt(sum g^2).  [default: 1e-6]", show_default=False),
-    loss: Optional[Loss] = typer.Option(None, "--loss", help="Loss function.  [default: squared]", show_default=False),
+    bits: Optional[int] = typer.Option(None, "-b", "--bits", help="Hash table size 2^N (default 18).", show_default=False),
+    learning_rate: Optional[float] = typer.Option(None, "-l", "--learning-rate", show_default=False, rich_help_panel=_hyper,
+                                                  help="AdaGrad eta (default 0.3), FTRL alpha (0.5), SGD eta (0.5)."),
+    delta: Optional[float] = typer.Option(None, "--delta", show_default=False, rich_help_panel=_hyper,
+                                          help="AdaGrad delta, added to sqrt(sum g^2) (default 1e-6)."),
+    l1: Optional[float] = typer.Option(None, "--l1", show_default=False, rich_help_panel=_hyper,
+                                       help="L1 strength (AdaGrad, AdaGrad dual, FTRL) (default 0)."),
+    l2: Optional[float] = typer.Option(None, "--l2", show_default=False, rich_help_panel=_hyper,
+                                       help="L2 strength (AdaGrad, FTRL) (default 0)."),
+    radius: Optional[float] = typer.Option(None, "--radius", show_default=False, rich_help_panel=_hyper,
+                                           help="AdaGrad: keep every weight in [-R, R] (default none)."),
+    ftrl_beta: Optional[float] = typer.Option(None, "--ftrl-beta", show_default=False, rich_help_panel=_hyper,
+                                              help="FTRL beta (default 1)."),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", show_default=False, rich_help_panel=_hyper,
+                                            help="ScInOL epsilon (initial wealth) (default 1)."),
+    loss: Optional[Loss] = typer.Option(None, "--loss", help="Loss function (default squared).", show_default=False),
+    quantile_tau: Optional[float] = typer.Option(None, "--quantile-tau", show_default=False,
+                                                 help="Level of --loss quantile, in (0, 1) (default 0.5)."),
     link: Optional[Link] = _link,
     input_format: Format = _format,
     noconstant: bool = typer.Option(False, "--noconstant", help="No constant (bias) feature."),
     report: Optional[str] = _report,
     quiet: bool = _quiet,
     strict: bool = _strict,
+    **flags,
 ):
     """Learn from examples; report progressive validation loss."""
     from olcli import commands
 
-    sources = data or ["-"]
-    algorithm = DEFAULT_ALGORITHM
-    params = {"eta": learning_rate, "delta": delta}
+    options = {"learning_rate": learning_rate, "delta": delta, "l1": l1, "l2": l2, "radius": radius,
+               "ftrl_beta": ftrl_beta, "epsilon": epsilon}
     commands.train(
-        sources=sources, final_model=final_model, initial_model=initial_model,
-        predictions=predictions, algorithm=algorithm, params=params, bits=bits,
-        loss=loss.value if loss else None, link=link.value if link else None,
+        sources=data or ["-"], final_model=final_model, initial_model=initial_model,
+        predictions=predictions, algorithm=_chosen_algorithm(flags), options=options, bits=bits,
+        loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
         input_format=input_format.value, constant=None if not noconstant else False,
         report=report, quiet=quiet, strict=strict,
     )
@@ -110,6 +151,8 @@ def test(
     initial_model: str = typer.Option(..., "-i", "--initial-model", help="The model to test (never changed)."),
     predictions: Optional[str] = _predictions,
     loss: Optional[Loss] = typer.Option(None, "--loss", help="Score with this loss instead of the model's.", show_default=False),
+    quantile_tau: Optional[float] = typer.Option(None, "--quantile-tau", show_default=False,
+                                                 help="Level of --loss quantile (default: the model's)."),
     link: Optional[Link] = _link,
     input_format: Format = _format,
     report: Optional[str] = _report,
@@ -121,7 +164,7 @@ def test(
 
     commands.test(
         sources=data or ["-"], initial_model=initial_model, predictions=predictions,
-        loss=loss.value if loss else None, link=link.value if link else None,
+        loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
         input_format=input_format.value, report=report, quiet=quiet, strict=strict,
     )
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from olcli import model as model_file
-from olcli.engine.registry import ALGORITHMS, slots
+from olcli.engine.registry import ALGORITHMS, DEFAULT_ALGORITHM, OPTION_FLAGS, slots, supporting
 from olcli.errors import ModelError, OlcliError, UsageError
 from olcli.inputs import check_readable
 from olcli.report import render_summary, write_json
@@ -39,64 +39,97 @@ def _check_writable(path: str | None, what: str) -> None:
         raise UsageError(f"cannot write {what} {path}: directory {directory} is not writable")
 
 
-def new_model(algorithm: str, params: dict, bits: int | None, loss: str | None,
-              link: str | None, constant: bool | None) -> model_file.Model:
+# Allowed ranges of the hyper-parameters: (low, low inclusive).
+_RANGES = {"eta": (0.0, False), "alpha": (0.0, False), "epsilon": (0.0, False), "delta": (0.0, True),
+           "l1": (0.0, True), "l2": (0.0, True), "radius": (0.0, True), "beta": (0.0, True)}
+
+
+def resolve_params(algorithm: str, options: dict) -> dict:
+    """CLI options -> the algorithm's parameters; refuses options it does not have."""
     spec = ALGORITHMS[algorithm]
-    resolved = {}
-    for name, default in spec.params.items():
-        value = params.get(name)
-        resolved[name] = float(default if value is None else value)
-    if resolved.get("eta", 1.0) <= 0:
-        raise UsageError("the learning rate (-l) must be positive")
-    if resolved.get("delta", 0.0) < 0:
-        raise UsageError("--delta must be zero or positive")
+    for option, value in options.items():
+        if value is not None and option not in spec.options:
+            users = ", ".join(f"--{name}" for name in supporting(option)) or "none"
+            raise UsageError(f"{OPTION_FLAGS[option]} does not apply to --{algorithm} "
+                             f"(it applies to: {users})")
+    params = dict(spec.params)
+    for option, name in spec.options.items():
+        if options.get(option) is not None:
+            params[name] = float(options[option])
+    for name, value in params.items():
+        low, inclusive = _RANGES[name]
+        if not (value >= low if inclusive else value > low) or value != value or value == float("inf"):
+            flag = OPTION_FLAGS[next(o for o, n in spec.options.items() if n == name)]
+            raise UsageError(f"{flag} must be {'>=' if inclusive else '>'} {low:g} (got {value:g})")
+    if params.get("l1", 0.0) > 0 and params.get("l2", 0.0) > 0 and algorithm == "adagrad":
+        raise UsageError("--adagrad takes --l1 or --l2, not both (the paper's closed forms, "
+                         "Eq. 24 and Eq. 25, are for one at a time); --ftrl takes both")
+    return params
+
+
+def new_model(algorithm: str, options: dict, bits: int | None, loss: str | None,
+              quantile_tau: float | None, link: str | None, constant: bool | None) -> model_file.Model:
+    params = resolve_params(algorithm, options)
     bits = DEFAULTS["bits"] if bits is None else bits
     if not 1 <= bits <= MAX_BITS:
         raise UsageError(f"-b/--bits must be between 1 and {MAX_BITS} (got {bits})")
     names = slots(algorithm)
     state = np.zeros((model_file.table_rows(bits), len(names)))
     return model_file.Model(
-        algorithm=algorithm, params=resolved, bits=bits,
-        loss=loss or DEFAULTS["loss"], link=link or DEFAULTS["link"], input_format=None,
+        algorithm=algorithm, params=params, bits=bits,
+        loss=loss or DEFAULTS["loss"], loss_tau=_check_tau(quantile_tau),
+        link=link or DEFAULTS["link"], input_format=None,
         constant=DEFAULTS["constant"] if constant is None else constant,
         state=state, slots=names)
 
 
-def _continue_model(path: str, algorithm: str, params: dict, bits, loss, link, constant):
+def _check_tau(quantile_tau: float | None) -> float:
+    tau = 0.5 if quantile_tau is None else quantile_tau
+    if not 0.0 < tau < 1.0:
+        raise UsageError(f"--quantile-tau must be between 0 and 1 (got {tau:g})")
+    return tau
+
+
+def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss, quantile_tau,
+                    link, constant):
     """Load -i and refuse options that contradict it (it carries its own)."""
     model = model_file.load(path)
     if model.algorithm not in ALGORITHMS:
         raise ModelError(f"{path} uses algorithm {model.algorithm!r}, unknown to this olcli")
-    given = {"bits": bits, "loss": loss, "link": link, "constant": constant}
-    given.update({name: value for name, value in params.items()})
-    held = {"bits": model.bits, "loss": model.loss, "link": model.link, "constant": model.constant}
-    held.update(model.params)
-    if algorithm != model.algorithm:
+    if algorithm is not None and algorithm != model.algorithm:
         raise UsageError(f"{path} was trained with --{model.algorithm}; drop --{algorithm} to continue it")
+    given = resolve_params(model.algorithm, options) if any(v is not None for v in options.values()) else {}
+    given = {name: given[name] for option, name in ALGORITHMS[model.algorithm].options.items()
+             if options.get(option) is not None}
+    given.update({"bits": bits, "loss": loss, "quantile_tau": quantile_tau, "link": link,
+                  "constant": constant})
+    held = {"bits": model.bits, "loss": model.loss, "quantile_tau": model.loss_tau, "link": model.link,
+            "constant": model.constant, **model.params}
     for name, value in given.items():
-        if value is not None and name in held and value != held[name]:
+        if value is not None and value != held[name]:
             raise UsageError(f"{path} was trained with {name} = {held[name]!r}, not {value!r}; "
                              f"drop that option to continue with the model's own")
     return model
 
 
-def train(*, sources, final_model, initial_model, predictions, algorithm, params, bits,
-          loss, link, input_format, constant, report, quiet, strict) -> None:
+def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
+          loss, quantile_tau, link, input_format, constant, report, quiet, strict) -> None:
     check_readable(sources)
     _check_writable(final_model, "model")
     _check_writable(predictions, "predictions file")
     _check_writable(report, "report")
     if initial_model:
-        model = _continue_model(initial_model, algorithm, params, bits, loss, link, constant)
+        model = _continue_model(initial_model, algorithm, options, bits, loss, quantile_tau, link, constant)
     else:
-        model = new_model(algorithm, params, bits, loss, link, constant)
+        model = new_model(algorithm or DEFAULT_ALGORITHM, options, bits, loss, quantile_tau, link, constant)
     _check_format(model, input_format)
     options = RunOptions(sources=sources, learn=True, input_format=input_format,
                          strict=strict, quiet=quiet)
     _execute(model, options, predictions, link or model.link, report, final_model)
 
 
-def test(*, sources, initial_model, predictions, loss, link, input_format, report, quiet, strict) -> None:
+def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input_format, report, quiet,
+         strict) -> None:
     check_readable(sources)
     _check_writable(predictions, "predictions file")
     _check_writable(report, "report")
@@ -105,6 +138,8 @@ def test(*, sources, initial_model, predictions, loss, link, input_format, repor
         raise ModelError(f"{initial_model} uses algorithm {model.algorithm!r}, unknown to this olcli")
     if loss:
         model.loss = loss
+    if quantile_tau is not None:
+        model.loss_tau = _check_tau(quantile_tau)
     _check_format(model, input_format)
     options = RunOptions(sources=sources, learn=False, input_format=input_format,
                          strict=strict, quiet=quiet)
@@ -156,10 +191,19 @@ def _execute(model, options: RunOptions, predictions_path, link, report_path, mo
         raise outcome
 
 
+def current_weights(model) -> np.ndarray:
+    """Every row's weight as the model predicts with it (lazy terms paid)."""
+    from olcli.engine.driver import weights
+
+    algorithm = ALGORITHMS[model.algorithm]
+    params = np.array([model.params[name] for name in algorithm.params], dtype=np.float64)
+    return weights(algorithm.code, model.state, params, model.counters["rounds"])
+
+
 def inspect(path: str, top: int) -> None:
     model = model_file.load(path)
     header = model.file_header
-    weights = model.state[:, 0]
+    weights = current_weights(model)
     nonzero = np.flatnonzero(weights)
     out = sys.stdout
     out.write(f"model: {path}\n")

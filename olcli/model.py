@@ -40,6 +40,7 @@ class Model:
     params: dict
     bits: int
     loss: str
+    loss_tau: float            # quantile level (used by --loss quantile)
     link: str
     input_format: str | None   # None until the first data decides ('auto')
     constant: bool
@@ -60,6 +61,7 @@ class Model:
             "params": dict(self.params),
             "bits": self.bits,
             "loss": self.loss,
+            "quantile_tau": self.loss_tau,
             "link": self.link,
             "input": {
                 "format": self.input_format,
@@ -143,7 +145,7 @@ def decode(raw: bytes, path: str) -> Model:
             state = np.frombuffer(payload, "<f8").reshape(rows, n_slots).copy()
         return Model(
             algorithm=header["algorithm"], params=dict(header["params"]), bits=int(header["bits"]),
-            loss=header["loss"], link=header["link"], input_format=header["input"]["format"],
+            loss=header["loss"], loss_tau=float(header["quantile_tau"]), link=header["link"], input_format=header["input"]["format"],
             constant=bool(header["input"]["constant"]), state=state, slots=slots,
             counters={name: float(header["counters"].get(name, 0.0)) for name in COUNTER_NAMES},
             file_header=header,

@@ -13,7 +13,7 @@ import numpy as np
 from olcli import __version__
 from olcli.engine import driver
 from olcli.engine.format import format_predictions
-from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES
+from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, UNBOUNDED_LOSSES
 from olcli.engine.registry import ALGORITHMS
 from olcli.errors import DataError
 from olcli.inputs import CHUNK_BYTES, detect_format, read_chunks
@@ -98,6 +98,8 @@ class _Session:
         self.algorithm_code = algorithm.code
         self.params = np.array([model.params[name] for name in algorithm.params], dtype=np.float64)
         self.loss_code = LOSS_CODES[model.loss]
+        clip = algorithm.unbounded_loss_clipped and model.loss in UNBOUNDED_LOSSES
+        self.loss_params = np.array([model.loss_tau, 1.0 if clip else 0.0])
         self.binary_labels = model.loss in BINARY_LOSSES
         self.stats = driver.new_stats()
         self.auc_histogram = np.zeros((2, driver.AUC_BINS))
@@ -127,7 +129,7 @@ class _Session:
             _report_bad_lines(parsed.bad_lines, self.result, self.stderr)
         chunk_predictions = np.empty(parsed.n_examples)
         n_rows = driver.run_chunk(
-            self.algorithm_code, model.state, self.params, self.loss_code, options.learn,
+            self.algorithm_code, model.state, self.params, self.loss_code, self.loss_params, options.learn,
             self.counters, parsed.n_examples, parsed.labels, parsed.importance, parsed.base,
             parsed.row_ptr, parsed.index, parsed.value,
             chunk_predictions, self.stats, self.auc_histogram, self.progress)

@@ -1,12 +1,31 @@
+import hashlib
 import io
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
+
+
+def _engine_cache_dir() -> str:
+    """Numba's cache notices when a kernel's own file changes, but not when a
+    kernel it calls (in another file) does, and would run stale code. The tests
+    therefore use a cache directory named after a hash of all engine sources."""
+    import olcli
+
+    engine = Path(olcli.__file__).parent / "engine"
+    digest = hashlib.sha256()
+    for path in sorted(engine.glob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return os.path.join(tempfile.gettempdir(), f"olcli-numba-{digest.hexdigest()[:16]}")
+
+
+# Before anything imports numba; subprocesses started by the tests inherit it.
+os.environ.setdefault("NUMBA_CACHE_DIR", _engine_cache_dir())
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ def vw_feature_index(namespace: str, feature: str, bits: int) -> int:
 
 
 # Losses straight from their definitions (DESIGN §4), with VW's conventions.
-def loss(name: str, p: float, y: float) -> float:
+def loss(name: str, p: float, y: float, tau: float = 0.5) -> float:
     if name == "squared":
         return (p - y) ** 2
     if name == "logistic":
@@ -56,10 +56,14 @@ def loss(name: str, p: float, y: float) -> float:
         return -z if z < -700 else math.log1p(math.exp(-z))
     if name == "hinge":
         return max(0.0, 1.0 - y * p)
+    if name == "absolute":
+        return abs(p - y)
+    if name == "quantile":
+        return tau * (y - p) if y > p else (1 - tau) * (p - y)
     raise ValueError(name)
 
 
-def dloss(name: str, p: float, y: float) -> float:
+def dloss(name: str, p: float, y: float, tau: float = 0.5) -> float:
     if name == "squared":
         return 2.0 * (p - y)
     if name == "logistic":
@@ -67,39 +71,238 @@ def dloss(name: str, p: float, y: float) -> float:
         return -y / (1.0 + math.exp(z)) if z < 700 else 0.0
     if name == "hinge":
         return -y if y * p < 1.0 else 0.0
+    if name == "absolute":
+        return (p > y) - (p < y)
+    if name == "quantile":
+        return -tau if y > p else 1.0 - tau
     raise ValueError(name)
 
 
-class AdaGradDiagonal:
-    """AdaGrad with diagonal matrices, composite mirror descent with phi = 0
-    (Duchi, Hazan, Singer 2010 techreport, Figure 1 and Eq. (4)), kept densely:
+def sign(x: float) -> float:
+    return (x > 0) - (x < 0)
 
-        g_{1:t,i} = [g_{1,i} ... g_{t,i}],  s_{t,i} = ||g_{1:t,i}||_2,
-        H_t = delta I + diag(s_t),  x_{t+1} = x_t - eta H_t^{-1} g_t.
 
-    Every coordinate is updated every round; a zero gradient leaves it unchanged
-    (with delta = 0 and s = 0 we use the pseudo-inverse, i.e. no change).
-    """
+class Learner:
+    """Dense learner over all d coordinates: every round updates every
+    coordinate, with g_i = 0 for the features absent from the example.
 
-    def __init__(self, dim: int, eta: float, delta: float):
-        self.eta, self.delta = eta, delta
+    ``predict(x)`` uses the state as it is (test-time); ``learn`` runs one
+    round: the algorithm's pre-prediction step, prediction, loss derivative
+    (clipped to [-1, 1] when ``clip``), update. Both return the prediction
+    without base; features are a dict {index: value}."""
+
+    def __init__(self, dim: int, params: dict):
+        self.d = dim
+        self.params = params
+        self.t = 0  # rounds completed
+
+    def weights(self) -> list:
+        raise NotImplementedError
+
+    def predict(self, x: dict) -> float:
+        w = self.weights()
+        return sum(w[i] * v for i, v in x.items())
+
+    def before_prediction(self, x: dict) -> None:
+        pass
+
+    def learn(self, x: dict, y: float, importance: float, loss_name: str, tau: float = 0.5,
+              base: float = 0.0, clip: bool = False) -> float:
+        self.before_prediction(x)
+        p = self.predict(x)
+        derivative = dloss(loss_name, p + base, y, tau)
+        if clip:
+            derivative = min(max(derivative, -1.0), 1.0)
+        g = [0.0] * self.d
+        for i, v in x.items():
+            g[i] += importance * derivative * v
+        self.t += 1
+        self.round(g)
+        return p
+
+    def round(self, g: list) -> None:
+        raise NotImplementedError
+
+
+class AdaGradComposite(Learner):
+    """Duchi, Hazan, Singer 2010 (techreport), Figure 1, composite mirror descent
+    Eq. (4): s_{t,i} = ||g_{1:t,i}||_2, H_t = delta I + diag(s_t), and
+      phi = 0:        x_{t+1} = x_t - eta H_t^{-1} g_t
+      phi = l1|x|_1:  Eq. (24)
+      phi = l2/2|x|^2: Eq. (25)
+    then (--radius) projection onto the box [-R, R]^d (Streeter & McMahan)."""
+
+    def __init__(self, dim, params):
+        super().__init__(dim, params)
         self.x = [0.0] * dim
         self.history = [[] for _ in range(dim)]
 
-    def predict(self, features: dict, base: float = 0.0) -> float:
-        return base + sum(self.x[i] * v for i, v in features.items())
+    def weights(self):
+        return list(self.x)
 
-    def learn(self, features: dict, label: float, importance: float, loss_name: str,
-              base: float = 0.0) -> float:
-        p = self.predict(features, base)
-        scalar = importance * dloss(loss_name, p, label)
-        gradient = [0.0] * len(self.x)
-        for i, v in features.items():
-            gradient[i] = scalar * v
-        for i in range(len(self.x)):
-            self.history[i].append(gradient[i])
-            s = math.sqrt(sum(g * g for g in self.history[i]))
-            h = self.delta + s
-            if h > 0:
-                self.x[i] -= self.eta * gradient[i] / h
-        return p
+    def round(self, g):
+        eta, delta = self.params["eta"], self.params["delta"]
+        l1, l2, radius = self.params.get("l1", 0.0), self.params.get("l2", 0.0), self.params.get("radius", 0.0)
+        for i in range(self.d):
+            self.history[i].append(g[i])
+            s = math.sqrt(sum(v * v for v in self.history[i]))
+            h = delta + s
+            if h == 0:
+                continue  # pseudo-inverse: no step
+            if l1 > 0:
+                v = self.x[i] - eta * g[i] / h
+                self.x[i] = sign(v) * max(0.0, abs(v) - l1 * eta / h)
+            elif l2 > 0:
+                self.x[i] = (s * self.x[i] - eta * g[i]) / (eta * l2 + delta + s)
+            else:
+                self.x[i] -= eta * g[i] / h
+            if radius > 0:
+                self.x[i] = min(max(self.x[i], -radius), radius)
+
+
+class AdaGradDual(Learner):
+    """Duchi, Hazan, Singer 2010, primal-dual update Eq. (3) with phi = l1|x|_1,
+    closed form Eq. (22): x_{t+1,i} = sign(-u_{t,i}) (eta t / H_{t,ii}) [|u_{t,i}|/t - l1]_+."""
+
+    def __init__(self, dim, params):
+        super().__init__(dim, params)
+        self.u = [0.0] * dim
+        self.history = [[] for _ in range(dim)]
+
+    def weights(self):
+        eta, delta, l1 = self.params["eta"], self.params["delta"], self.params.get("l1", 0.0)
+        t = self.t
+        out = []
+        for i in range(self.d):
+            h = delta + math.sqrt(sum(v * v for v in self.history[i]))
+            if t == 0 or h == 0:
+                out.append(0.0)
+            else:
+                out.append(sign(-self.u[i]) * eta * t / h * max(0.0, abs(self.u[i]) / t - l1))
+        return out
+
+    def round(self, g):
+        for i in range(self.d):
+            self.u[i] += g[i]
+            self.history[i].append(g[i])
+
+
+class FTRLProximal(Learner):
+    """McMahan et al. 2013, Algorithm 1 (per-coordinate FTRL-Proximal with L1/L2)."""
+
+    def __init__(self, dim, params):
+        super().__init__(dim, params)
+        self.z = [0.0] * dim
+        self.n = [0.0] * dim
+
+    def weights(self):
+        a, b = self.params["alpha"], self.params["beta"]
+        l1, l2 = self.params.get("l1", 0.0), self.params.get("l2", 0.0)
+        return [0.0 if abs(z) <= l1 else -(z - sign(z) * l1) / ((b + math.sqrt(n)) / a + l2)
+                for z, n in zip(self.z, self.n)]
+
+    def round(self, g):
+        w = self.weights()
+        for i in range(self.d):
+            sigma = (math.sqrt(self.n[i] + g[i] ** 2) - math.sqrt(self.n[i])) / self.params["alpha"]
+            self.z[i] += g[i] - sigma * w[i]
+            self.n[i] += g[i] ** 2
+
+
+class SGD(Learner):
+    """Online gradient descent, eta_t = eta / sqrt(t)."""
+
+    def __init__(self, dim, params):
+        super().__init__(dim, params)
+        self.x = [0.0] * dim
+
+    def weights(self):
+        return list(self.x)
+
+    def round(self, g):
+        for i in range(self.d):
+            self.x[i] -= self.params["eta"] / math.sqrt(self.t) * g[i]
+
+
+class _ScInOL(Learner):
+    """Shared bookkeeping of Kempka, Kotłowski, Warmuth 2019, Algorithms 1 and 2,
+    run densely. 0/0 = 0."""
+
+    def __init__(self, dim, params):
+        super().__init__(dim, params)
+        eps = params["epsilon"]
+        self.G = [0.0] * dim
+        self.S2 = [0.0] * dim
+        self.M = [0.0] * dim
+        self.extra = [eps] * dim  # beta (Alg. 1) or eta (Alg. 2), initialized to epsilon
+        self.pending_w = None
+
+    def theta_and_scale(self, i):
+        scale = math.sqrt(self.S2[i] + self.M[i] ** 2)
+        return (0.0 if scale == 0 else self.G[i] / scale), scale
+
+    def learn(self, x, y, importance, loss_name, tau=0.5, base=0.0, clip=False):
+        self.x_now = x
+        return super().learn(x, y, importance, loss_name, tau, base, clip)
+
+    def round(self, g):
+        w = self.weights()
+        x = self.x_now
+        for i in range(self.d):
+            gx = g[i]  # = g_t x_{t,i}
+            self.G[i] -= gx
+            self.S2[i] += gx * gx
+            self.after_round(i, gx, w[i])
+
+    def after_round(self, i, gx, w_i):
+        pass
+
+
+class ScInOL1(_ScInOL):
+    """Algorithm 1: M raised, beta_{t,i} = min(beta, eps (S2 + M^2) / (x^2 t)) before predicting;
+    w = beta sgn(theta) / (2 sqrt(S2 + M^2)) (e^{|theta|/2} - 1)."""
+
+    def before_prediction(self, x):
+        t = self.t + 1
+        for i in range(self.d):
+            v = x.get(i, 0.0)
+            self.M[i] = max(self.M[i], abs(v))
+            if v != 0:
+                self.extra[i] = min(self.extra[i], self.params["epsilon"] * (self.S2[i] + self.M[i] ** 2) / (v * v * t))
+
+    def weights(self):
+        out = []
+        for i in range(self.d):
+            theta, scale = self.theta_and_scale(i)
+            out.append(0.0 if scale == 0 else
+                       self.extra[i] * sign(theta) / (2 * scale) * (math.exp(abs(theta) / 2) - 1))
+        return out
+
+
+class ScInOL2(_ScInOL):
+    """Algorithm 2: M raised before predicting; w = sgn(theta) min(|theta|, 1) / (2 sqrt(S2 + M^2)) eta;
+    eta -= g x w after the loss."""
+
+    def before_prediction(self, x):
+        for i in range(self.d):
+            self.M[i] = max(self.M[i], abs(x.get(i, 0.0)))
+
+    def weights(self):
+        out = []
+        for i in range(self.d):
+            theta, scale = self.theta_and_scale(i)
+            out.append(0.0 if scale == 0 else sign(theta) * min(abs(theta), 1.0) / (2 * scale) * self.extra[i])
+        return out
+
+    def after_round(self, i, gx, w_i):
+        self.extra[i] -= gx * w_i
+
+
+REFERENCES = {
+    "adagrad": AdaGradComposite,
+    "adagrad-dual": AdaGradDual,
+    "ftrl": FTRLProximal,
+    "scinol1": ScInOL1,
+    "scinol2": ScInOL2,
+    "sgd": SGD,
+}

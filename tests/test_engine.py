@@ -1,19 +1,35 @@
+"""The fast kernels against the dense, slow references of tests/naive.py, step by step."""
+
 import math
 
 import numpy as np
 import pytest
 
 from olcli.engine import driver, losses
-from olcli.engine.adagrad import G, W
+from olcli.engine.registry import ALGORITHMS
 from tests import naive
 
 BITS = 6
 ROWS = (1 << BITS) + 1
+LOSSES = ["squared", "logistic", "hinge", "absolute", "quantile"]
+
+# Parameter variants per algorithm (the registry's defaults fill the rest).
+VARIANTS = {
+    "adagrad": [{}, {"eta": 0.05, "delta": 1.0, "radius": 0.2}, {"l1": 0.02}, {"l2": 0.5},
+                {"eta": 1.0, "delta": 0.0}, {"l1": 0.3, "radius": 0.5}],
+    "adagrad-dual": [{}, {"l1": 0.01}, {"eta": 1.0, "delta": 0.0, "l1": 0.2}],
+    "ftrl": [{}, {"alpha": 0.1, "beta": 0.5, "l1": 0.5, "l2": 0.1}, {"l1": 2.0}],
+    "scinol1": [{}, {"epsilon": 0.1}],
+    "scinol2": [{}, {"epsilon": 0.1}],
+    "sgd": [{}, {"eta": 0.05}],
+}
+CASES = [(name, variant) for name in ALGORITHMS for variant in VARIANTS[name]]
 
 
 def sparse_stream(seed, n, loss, scales=(-3, 3)):
-    """Seeded sparse examples: a few distinct indices each (plus the constant),
-    per-feature scales spanning 10**scales, importance weights including 0."""
+    """Seeded sparse examples: a few distinct indices each plus the constant,
+    per-feature scales spanning 10**scales, importance weights including 0,
+    and some unlabeled examples."""
     rng = np.random.default_rng(seed)
     feature_scale = 10.0 ** rng.uniform(*scales, size=ROWS)
     feature_scale[-1] = 1.0
@@ -23,10 +39,12 @@ def sparse_stream(seed, n, loss, scales=(-3, 3)):
         index = np.append(rng.choice(ROWS - 1, size=k, replace=False), ROWS - 1).astype(np.int32)
         value = rng.normal(size=k + 1) * feature_scale[index]
         value[-1] = 1.0
-        if loss == "squared":
+        if loss in ("squared", "absolute", "quantile"):
             label = float(rng.normal() * 3)
         else:
             label = float(rng.choice([-1.0, 1.0]))
+        if rng.random() < 0.05:
+            label = math.nan
         importance = float(rng.choice([0.0, 0.5, 1.0, 1.0, 3.0]))
         base = float(rng.normal() * 0.1)
         examples.append((index, value, label, importance, base))
@@ -37,98 +55,138 @@ def pack(examples):
     row_ptr = np.zeros(len(examples) + 1, np.int64)
     for e, (index, *_) in enumerate(examples):
         row_ptr[e + 1] = row_ptr[e] + len(index)
-    index = np.concatenate([ex[0] for ex in examples])
-    value = np.concatenate([ex[1] for ex in examples])
-    labels = np.array([ex[2] for ex in examples])
-    importance = np.array([ex[3] for ex in examples])
-    base = np.array([ex[4] for ex in examples])
-    return labels, importance, base, row_ptr, index, value
+    return (np.array([ex[2] for ex in examples]), np.array([ex[3] for ex in examples]),
+            np.array([ex[4] for ex in examples]), row_ptr,
+            np.concatenate([ex[0] for ex in examples]), np.concatenate([ex[1] for ex in examples]))
 
 
-def run(state, examples, loss, params, learn=True, rounds=None):
+def params_array(name, params):
+    return np.array([params[p] for p in ALGORITHMS[name].params], dtype=np.float64)
+
+
+def loss_params(name, loss, tau):
+    clip = ALGORITHMS[name].unbounded_loss_clipped and loss in losses.UNBOUNDED_LOSSES
+    return np.array([tau, 1.0 if clip else 0.0])
+
+
+def run(name, state, examples, loss, params, learn=True, counters=None, tau=0.3):
     labels, importance, base, row_ptr, index, value = pack(examples)
     predictions = np.empty(len(examples))
     stats = driver.new_stats()
-    rounds = np.zeros(len(driver.COUNTER_NAMES)) if rounds is None else rounds
-    driver.run_chunk(0, state, params, losses.LOSS_CODES[loss], learn, rounds, len(examples),
-                     labels, importance, base, row_ptr, index, value, predictions, stats,
+    counters = np.zeros(len(driver.COUNTER_NAMES)) if counters is None else counters
+    driver.run_chunk(ALGORITHMS[name].code, state, params_array(name, params), losses.LOSS_CODES[loss],
+                     loss_params(name, loss, tau), learn, counters, len(examples), labels, importance,
+                     base, row_ptr, index, value, predictions, stats,
                      np.zeros((2, driver.AUC_BINS)), np.zeros((driver.MAX_PROGRESS_ROWS, 7)))
     return predictions, stats
 
 
-@pytest.mark.parametrize("loss", ["squared", "logistic", "hinge"])
-@pytest.mark.parametrize("eta,delta", [(0.3, 1e-6), (0.05, 1.0), (1.0, 0.0)])
-def test_adagrad_matches_the_paper_step_by_step(loss, eta, delta):
-    examples = sparse_stream(seed=hash((loss, eta)) % 1000, n=300, loss=loss)
-    reference = naive.AdaGradDiagonal(ROWS, eta, delta)
-    state = np.zeros((ROWS, 2))
-    params = np.array([eta, delta])
-    rounds = np.zeros(len(driver.COUNTER_NAMES))
-    for index, value, label, importance, base in examples:
-        (p,), _ = run(state, [(index, value, label, importance, base)], loss, params, rounds=rounds)
+def new_state(name):
+    from olcli.engine.registry import slots
+
+    return np.zeros((ROWS, len(slots(name))))
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("name,variant", CASES, ids=[f"{n}-{i}" for n, v in VARIANTS.items() for i in range(len(v))])
+def test_engine_matches_the_paper_step_by_step(name, variant, loss):
+    params = {**ALGORITHMS[name].params, **variant}
+    tau = 0.3
+    clip = bool(loss_params(name, loss, tau)[1])
+    examples = sparse_stream(seed=hash((name, loss, str(variant))) % 10000, n=150, loss=loss)
+    reference = naive.REFERENCES[name](ROWS, params)
+    state = new_state(name)
+    counters = np.zeros(len(driver.COUNTER_NAMES))
+    for step, (index, value, label, importance, base) in enumerate(examples):
+        (p,), _ = run(name, state, [(index, value, label, importance, base)], loss, params,
+                      counters=counters, tau=tau)
         features = dict(zip(index.tolist(), value.tolist()))
-        expected = reference.predict(features, base)
-        assert p == pytest.approx(expected, rel=1e-9, abs=1e-12)
-        if importance > 0:
-            reference.learn(features, label, importance, loss, base)
-        np.testing.assert_allclose(state[:, W], reference.x, rtol=1e-9, atol=1e-12)
-    assert rounds[driver.C_ROUNDS] == sum(1 for ex in examples if ex[3] > 0)
-    assert rounds[driver.C_EXAMPLES] == len(examples)
+        if importance > 0 and not math.isnan(label):
+            expected = reference.learn(features, label, importance, loss, tau, base, clip)
+        else:
+            expected = reference.predict(features)
+        assert p == pytest.approx(base + expected, rel=1e-9, abs=1e-9), f"prediction {step}"
+        got = driver.weights(ALGORITHMS[name].code, state, params_array(name, params), counters[driver.C_ROUNDS])
+        want = np.array(reference.weights())
+        scale = max(1.0, float(np.max(np.abs(want))))
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * scale, err_msg=f"weights after {step}")
+    assert counters[driver.C_ROUNDS] == reference.t
 
 
-@pytest.mark.parametrize("loss", ["squared", "logistic", "hinge"])
-def test_one_chunk_equals_example_by_example(loss):
-    examples = sparse_stream(seed=7, n=200, loss=loss)
-    params = np.array([0.3, 1e-6])
-    whole = np.zeros((ROWS, 2))
-    predictions, _ = run(whole, examples, loss, params)
-    single = np.zeros((ROWS, 2))
-    one_by_one = [run(single, [ex], loss, params)[0][0] for ex in examples]
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_one_chunk_equals_example_by_example(name):
+    examples = sparse_stream(seed=7, n=200, loss="logistic")
+    params = dict(ALGORITHMS[name].params)
+    whole = new_state(name)
+    predictions, _ = run(name, whole, examples, "logistic", params)
+    single = new_state(name)
+    counters = np.zeros(len(driver.COUNTER_NAMES))
+    one_by_one = [run(name, single, [ex], "logistic", params, counters=counters)[0][0] for ex in examples]
     assert predictions.tolist() == one_by_one
     assert np.array_equal(whole, single)
 
 
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_learn_false_never_changes_the_state(name):
+    state = new_state(name)
+    run(name, state, sparse_stream(seed=4, n=100, loss="logistic"), "logistic", dict(ALGORITHMS[name].params))
+    before = state.copy()
+    run(name, state, sparse_stream(seed=5, n=100, loss="logistic"), "logistic",
+        dict(ALGORITHMS[name].params), learn=False,
+        counters=np.full(len(driver.COUNTER_NAMES), 100.0))
+    assert np.array_equal(state, before)
+
+
 def test_progressive_loss_is_charged_before_learning():
-    examples = sparse_stream(seed=3, n=50, loss="logistic")
-    params = np.array([0.3, 1e-6])
-    state = np.zeros((ROWS, 2))
-    predictions, stats = run(state, examples, "logistic", params)
+    examples = [ex for ex in sparse_stream(seed=3, n=60, loss="logistic") if not math.isnan(ex[2])]
+    state = new_state("adagrad")
+    predictions, stats = run("adagrad", state, examples, "logistic", dict(ALGORITHMS["adagrad"].params))
     expected = sum(h * naive.loss("logistic", p, y) for p, (_, _, y, h, _) in zip(predictions, examples))
     assert stats[driver.S_LOSS] == pytest.approx(expected, rel=1e-12)
     assert stats[driver.S_WEIGHT] == sum(ex[3] for ex in examples)
     assert predictions[0] == examples[0][4]  # first prediction: the zero model plus base
 
 
-def test_learn_false_never_changes_the_state():
-    examples = sparse_stream(seed=5, n=100, loss="squared")
-    state = np.random.default_rng(1).normal(size=(ROWS, 2))
-    state[:, G] = np.abs(state[:, G])
-    before = state.copy()
-    run(state, examples, "squared", np.array([0.3, 1e-6]), learn=False)
-    assert np.array_equal(state, before)
-
-
 def test_duplicate_index_is_applied_once_per_occurrence():
     # VW's semantics: each occurrence updates in turn with its own g_i.
-    state = np.zeros((ROWS, 2))
+    state = new_state("adagrad")
     index = np.array([3, 3], np.int32)
     value = np.array([1.0, 2.0])
-    run(state, [(index, value, 1.0, 1.0, 0.0)], "squared", np.array([0.5, 0.0]))
-    g = 2.0 * (0.0 - 1.0)
-    g1, g2 = g * 1.0, g * 2.0
+    run("adagrad", state, [(index, value, 1.0, 1.0, 0.0)], "squared",
+        {**ALGORITHMS["adagrad"].params, "eta": 0.5, "delta": 0.0})
+    g1, g2 = -2.0 * 1.0, -2.0 * 2.0
     w = -0.5 * g1 / math.sqrt(g1 * g1)
     w -= 0.5 * g2 / math.sqrt(g1 * g1 + g2 * g2)
-    assert state[3, W] == pytest.approx(w, rel=1e-15)
+    assert state[3, 0] == pytest.approx(w, rel=1e-15)
 
 
-@pytest.mark.parametrize("loss", ["squared", "logistic", "hinge"])
+def test_lazy_l1_equals_dense_shrinkage_over_long_gaps():
+    # A feature seen once, then absent for many rounds, is shrunk to exactly the
+    # dense algorithm's value (here: to zero after enough rounds) when read again.
+    params = {**ALGORITHMS["adagrad"].params, "l1": 0.001}
+    rare = (np.array([5, ROWS - 1], np.int32), np.array([1.0, 1.0]), 1.0, 1.0, 0.0)
+    common = (np.array([7, ROWS - 1], np.int32), np.array([1.0, 1.0]), -1.0, 1.0, 0.0)
+    stream = [rare] + [common] * 500 + [rare]
+    state = new_state("adagrad")
+    reference = naive.REFERENCES["adagrad"](ROWS, params)
+    counters = np.zeros(len(driver.COUNTER_NAMES))
+    for step, ex in enumerate(stream):
+        (p,), _ = run("adagrad", state, [ex], "logistic", params, counters=counters)
+        expected = reference.learn(dict(zip(ex[0].tolist(), ex[1].tolist())), ex[2], ex[3], "logistic")
+        assert p == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    got = driver.weights(0, state, params_array("adagrad", params), counters[driver.C_ROUNDS])
+    np.testing.assert_allclose(got, reference.weights(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize("p", [-1e300, -1e6, -40.0, 0.0, 3.5, 40.0, 1e6, 1e300])
 @pytest.mark.parametrize("y", [-1.0, 1.0])
 def test_losses_are_finite_and_match_their_definitions(loss, p, y):
-    value = losses.loss_value(losses.LOSS_CODES[loss], p, y)
-    derivative = losses.loss_derivative(losses.LOSS_CODES[loss], p, y)
+    code = losses.LOSS_CODES[loss]
+    value = losses.loss_value(code, p, y, 0.3)
+    derivative = losses.loss_derivative(code, p, y, 0.3)
     if loss == "squared" and abs(p) > 1e150:
         return  # (p - y)**2 overflows float64 by definition
     assert math.isfinite(value) and math.isfinite(derivative)
-    assert value == pytest.approx(naive.loss(loss, p, y), rel=1e-12, abs=1e-300)
-    assert derivative == pytest.approx(naive.dloss(loss, p, y), rel=1e-12, abs=1e-300)
+    assert value == pytest.approx(naive.loss(loss, p, y, 0.3), rel=1e-12, abs=1e-300)
+    assert derivative == pytest.approx(naive.dloss(loss, p, y, 0.3), rel=1e-12, abs=1e-300)

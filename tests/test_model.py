@@ -15,7 +15,7 @@ def make_model(bits=6, fill=0.1, seed=0):
     mask = rng.random(state.shape[0]) < fill
     state[mask] = rng.normal(size=(mask.sum(), 2))
     return model_file.Model(algorithm="adagrad", params={"eta": 0.3, "delta": 1e-6}, bits=bits,
-                            loss="logistic", link="identity", input_format="vw", constant=True,
+                            loss="logistic", loss_tau=0.5, link="identity", input_format="vw", constant=True,
                             state=state, slots=("w", "G"),
                             counters={name: float(i) + 0.25 for i, name in enumerate(model_file.COUNTER_NAMES)})
 
@@ -116,7 +116,7 @@ def test_saved_and_loaded_model_predicts_identically(sample, tmp_path):
     from olcli.commands import new_model
     from olcli.run import RunOptions, run
 
-    trained = new_model("adagrad", {}, 18, "logistic", None, None)
+    trained = new_model("adagrad", {}, 18, "logistic", None, None, None)
     run(trained, RunOptions([str(sample / "a9a_train.vw")], learn=True, quiet=True), stderr=io.StringIO())
     model_file.save(trained, str(tmp_path / "m.olm"))
     loaded = model_file.load(str(tmp_path / "m.olm"))

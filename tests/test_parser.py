@@ -232,5 +232,6 @@ def test_feature_order_does_not_change_the_prediction(features, rng):
         (ex,), _ = parse("1 |f " + " ".join(f"{n}:{v}" for n, v in order) + "\n")
         index = np.array([i for i, _ in ex["features"]], np.int32)
         value = np.array([v for _, v in ex["features"]])
-        predictions.append(adagrad.predict(weights, index, value, 0, len(index)))
+        params = np.array([0.3, 1e-6, 0.0, 0.0, 0.0])
+        predictions.append(adagrad.predict(weights, index, value, 0, len(index), params, 0.0, False))
     assert predictions[0] == pytest.approx(predictions[1], rel=1e-12)

@@ -12,11 +12,16 @@ Statistics go into a float64 array with the named slots below; progress rows
 import numpy as np
 from numba import njit
 
-from olcli.engine import adagrad
+from olcli.engine import adagrad, adagrad_dual, ftrl, scinol1, scinol2, sgd
 from olcli.engine.losses import loss_derivative, loss_value, sigmoid
 from olcli.model import COUNTER_NAMES
 
-ADAGRAD = 0
+# Algorithm codes (olcli/engine/registry.py maps names to them).
+ADAGRAD, ADAGRAD_DUAL, FTRL, SCINOL1, SCINOL2, SGD = range(6)
+
+# Loss parameters (one array).
+L_TAU = 0    # quantile level
+L_CLIP = 1   # 1: clip dloss/dp to [-1, 1] (ScInOL with an unbounded loss)
 
 # Run statistics (one array, named slots).
 S_EXAMPLES = 0        # examples seen, labeled or not
@@ -61,13 +66,50 @@ def new_stats():
 
 
 @njit(cache=True)
-def _predict(algorithm, state, index, value, lo, hi):
-    return adagrad.predict(state, index, value, lo, hi)
+def _predict(algorithm, state, index, value, lo, hi, params, rounds, learning):
+    if algorithm == ADAGRAD:
+        return adagrad.predict(state, index, value, lo, hi, params, rounds, learning)
+    if algorithm == ADAGRAD_DUAL:
+        return adagrad_dual.predict(state, index, value, lo, hi, params, rounds, learning)
+    if algorithm == FTRL:
+        return ftrl.predict(state, index, value, lo, hi, params, rounds, learning)
+    if algorithm == SCINOL1:
+        return scinol1.predict(state, index, value, lo, hi, params, rounds, learning)
+    if algorithm == SCINOL2:
+        return scinol2.predict(state, index, value, lo, hi, params, rounds, learning)
+    return sgd.predict(state, index, value, lo, hi, params, rounds, learning)
 
 
 @njit(cache=True)
-def _update(algorithm, state, index, value, lo, hi, g, params):
-    adagrad.update(state, index, value, lo, hi, g, params)
+def _update(algorithm, state, index, value, lo, hi, g, params, rounds):
+    if algorithm == ADAGRAD:
+        adagrad.update(state, index, value, lo, hi, g, params, rounds)
+    elif algorithm == ADAGRAD_DUAL:
+        adagrad_dual.update(state, index, value, lo, hi, g, params, rounds)
+    elif algorithm == FTRL:
+        ftrl.update(state, index, value, lo, hi, g, params, rounds)
+    elif algorithm == SCINOL1:
+        scinol1.update(state, index, value, lo, hi, g, params, rounds)
+    elif algorithm == SCINOL2:
+        scinol2.update(state, index, value, lo, hi, g, params, rounds)
+    else:
+        sgd.update(state, index, value, lo, hi, g, params, rounds)
+
+
+@njit(cache=True)
+def weights(algorithm, state, params, rounds):
+    """Every row's current weight (lazy shrinkage paid, on-demand weights computed)."""
+    if algorithm == ADAGRAD:
+        return adagrad.weights(state, params, rounds)
+    if algorithm == ADAGRAD_DUAL:
+        return adagrad_dual.weights(state, params, rounds)
+    if algorithm == FTRL:
+        return ftrl.weights(state, params, rounds)
+    if algorithm == SCINOL1:
+        return scinol1.weights(state, params, rounds)
+    if algorithm == SCINOL2:
+        return scinol2.weights(state, params, rounds)
+    return sgd.weights(state, params, rounds)
 
 
 @njit(cache=True)
@@ -96,22 +138,29 @@ def _account(stats, auc_histogram, loss, label, weight, p):
 
 
 @njit(cache=True)
-def run_chunk(algorithm, state, params, loss, learn, counters,
+def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
               n_examples, labels, importance, base, row_ptr, index, value,
               predictions, stats, auc_histogram, progress):
     """Predict (and learn from, when ``learn``) examples 0..n_examples-1.
 
     ``counters`` holds the model's lifetime counters (C_* slots); they change
-    only when learning. Returns the number of progress rows written.
+    only when learning. An example is learned from when learning and it has a
+    label and positive importance; only then may the algorithm change state
+    while predicting (ScInOL raises M first). Returns the number of progress
+    rows written.
     """
+    tau = loss_params[L_TAU]
+    clip = loss_params[L_CLIP] > 0.0
     n_rows = 0
     for e in range(n_examples):
         lo = row_ptr[e]
         hi = row_ptr[e + 1]
-        p = base[e] + _predict(algorithm, state, index, value, lo, hi)
-        predictions[e] = p
         y = labels[e]
         h = importance[e]
+        learning = learn and h > 0.0 and not np.isnan(y)
+        p = base[e] + _predict(algorithm, state, index, value, lo, hi, params,
+                               counters[C_ROUNDS], learning)
+        predictions[e] = p
         stats[S_EXAMPLES] += 1.0
         stats[S_FEATURES] += hi - lo
         if learn:
@@ -120,17 +169,20 @@ def run_chunk(algorithm, state, params, loss, learn, counters,
         if np.isnan(y):
             stats[S_UNLABELED_WEIGHT] += h
         else:
-            example_loss = loss_value(loss, p, y)
+            example_loss = loss_value(loss, p, y, tau)
             _account(stats, auc_histogram, example_loss, y, h, p)
             if learn:
                 counters[C_LABELED] += 1.0
                 counters[C_WEIGHT] += h
                 counters[C_LABEL_SUM] += h * y
                 counters[C_LOSS] += h * example_loss
-                if h > 0.0:
-                    g = h * loss_derivative(loss, p, y)
+                if learning:
+                    derivative = loss_derivative(loss, p, y, tau)
+                    if clip:
+                        derivative = min(max(derivative, -1.0), 1.0)
+                    _update(algorithm, state, index, value, lo, hi, h * derivative, params,
+                            counters[C_ROUNDS])
                     counters[C_ROUNDS] += 1.0
-                    _update(algorithm, state, index, value, lo, hi, g, params)
         seen = stats[S_WEIGHT] + stats[S_UNLABELED_WEIGHT]
         if seen >= stats[S_NEXT_DUMP] and n_rows < MAX_PROGRESS_ROWS:
             row = progress[n_rows]

@@ -1,0 +1,78 @@
+"""ScInOL1, scale-invariant online learning (``--scinol1``).
+
+Kempka, Kotłowski, Warmuth 2019, Algorithm 1. Per coordinate: G_i (negative
+gradient sum), S2_i (sum of squared gradients), M_i (max |x_i|), beta_i:
+
+    before predicting, for x_i != 0:
+        M_i <- max(M_i, |x_i|)
+        beta_i <- min(beta_i, eps (S2_i + M_i**2) / (x_i**2 t))
+    theta = G_i / sqrt(S2_i + M_i**2)
+    w_i = beta_i sign(theta) / (2 sqrt(S2_i + M_i**2)) (exp(|theta|/2) - 1)
+    after the loss:  G_i -= g x_i;  S2_i += (g x_i)**2
+
+with 0/0 = 0. beta_i starts at eps; a row whose M_i is still 0 has never been
+touched, so its beta is set to eps when it first is (unseen rows stay zero and
+sparse models stay sparse). M and beta change only for examples that are
+learned from; test and unlabeled examples use the stored state. No learning
+rate: predictions are invariant to rescaling any feature (Appendix B).
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+SLOTS = ("G", "S2", "M", "beta")
+G, S2, M, BETA = 0, 1, 2, 3
+PARAMS = ("epsilon",)
+P_EPSILON = 0
+
+
+@njit(cache=True, inline="always")
+def _weight(state, i):
+    scale = math.sqrt(state[i, S2] + state[i, M] * state[i, M])
+    if scale == 0.0:
+        return 0.0
+    theta = state[i, G] / scale
+    a = state[i, BETA] / (2.0 * scale)
+    half = abs(theta) / 2.0
+    if half < 700.0:
+        magnitude = a * (math.exp(half) - 1.0)
+    else:  # a * e^half overflows only when a is not tiny: go through logs
+        magnitude = math.exp(math.log(a) + half) - a if a > 0.0 else 0.0
+    return math.copysign(magnitude, theta) if theta != 0.0 else 0.0
+
+
+@njit(cache=True)
+def predict(state, index, value, lo, hi, params, rounds, learning):
+    epsilon = params[P_EPSILON]
+    t = rounds + 1.0
+    p = 0.0
+    for j in range(lo, hi):
+        i = index[j]
+        x = value[j]
+        if learning and x != 0.0:
+            if state[i, M] == 0.0:
+                state[i, BETA] = epsilon
+            state[i, M] = max(state[i, M], abs(x))
+            m = state[i, M]
+            state[i, BETA] = min(state[i, BETA], epsilon * (state[i, S2] + m * m) / (x * x * t))
+        p += _weight(state, i) * x
+    return p
+
+
+@njit(cache=True)
+def update(state, index, value, lo, hi, g, params, rounds):
+    for j in range(lo, hi):
+        gx = g * value[j]
+        i = index[j]
+        state[i, G] -= gx
+        state[i, S2] += gx * gx
+
+
+@njit(cache=True)
+def weights(state, params, rounds):
+    out = np.empty(state.shape[0])
+    for i in range(state.shape[0]):
+        out[i] = _weight(state, i)
+    return out

@@ -1,0 +1,69 @@
+"""ScInOL2, scale-invariant online learning (``--scinol2``).
+
+Kempka, Kotłowski, Warmuth 2019, Algorithm 2. Per coordinate: G_i (negative
+gradient sum), S2_i (sum of squared gradients), M_i (max |x_i|), eta_i (starts
+at eps):
+
+    before predicting:  M_i <- max(M_i, |x_i|)
+    theta = G_i / sqrt(S2_i + M_i**2)
+    w_i = sign(theta) min(|theta|, 1) / (2 sqrt(S2_i + M_i**2)) eta_i
+    after the loss:  G_i -= g x_i;  S2_i += (g x_i)**2;  eta_i -= g x_i w_i
+
+with 0/0 = 0. As in scinol1.py, eta_i is set to eps when a row is first
+touched, and M changes only for examples that are learned from. No learning
+rate: predictions are invariant to rescaling any feature (Appendix B).
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+SLOTS = ("G", "S2", "M", "eta")
+G, S2, M, ETA = 0, 1, 2, 3
+PARAMS = ("epsilon",)
+P_EPSILON = 0
+
+
+@njit(cache=True, inline="always")
+def _weight(state, i):
+    scale = math.sqrt(state[i, S2] + state[i, M] * state[i, M])
+    if scale == 0.0:
+        return 0.0
+    theta = state[i, G] / scale
+    clipped = min(abs(theta), 1.0)
+    return math.copysign(clipped, theta) / (2.0 * scale) * state[i, ETA] if theta != 0.0 else 0.0
+
+
+@njit(cache=True)
+def predict(state, index, value, lo, hi, params, rounds, learning):
+    epsilon = params[P_EPSILON]
+    p = 0.0
+    for j in range(lo, hi):
+        i = index[j]
+        x = value[j]
+        if learning and x != 0.0:
+            if state[i, M] == 0.0:
+                state[i, ETA] = epsilon
+            state[i, M] = max(state[i, M], abs(x))
+        p += _weight(state, i) * x
+    return p
+
+
+@njit(cache=True)
+def update(state, index, value, lo, hi, g, params, rounds):
+    for j in range(lo, hi):
+        gx = g * value[j]
+        i = index[j]
+        w = _weight(state, i)  # the weight used in the prediction: the state has not changed since
+        state[i, G] -= gx
+        state[i, S2] += gx * gx
+        state[i, ETA] -= gx * w
+
+
+@njit(cache=True)
+def weights(state, params, rounds):
+    out = np.empty(state.shape[0])
+    for i in range(state.shape[0]):
+        out[i] = _weight(state, i)
+    return out

@@ -1,0 +1,34 @@
+"""Plain online (sub)gradient descent with a 1/sqrt(t) rate (``--sgd``).
+
+The baseline the AdaGrad and ScInOL papers compare against (ScInOL §4: "SGD
+with eta_t ~ 1/sqrt(t)"): w_i <- w_i - (eta / sqrt(t)) g_i, t the round number.
+"""
+
+import math
+
+from numba import njit
+
+SLOTS = ("w",)
+W = 0
+PARAMS = ("eta",)
+P_ETA = 0
+
+
+@njit(cache=True)
+def predict(state, index, value, lo, hi, params, rounds, learning):
+    p = 0.0
+    for j in range(lo, hi):
+        p += state[index[j], W] * value[j]
+    return p
+
+
+@njit(cache=True)
+def update(state, index, value, lo, hi, g, params, rounds):
+    rate = params[P_ETA] / math.sqrt(rounds + 1.0)
+    for j in range(lo, hi):
+        state[index[j], W] -= rate * g * value[j]
+
+
+@njit(cache=True)
+def weights(state, params, rounds):
+    return state[:, W].copy()
