@@ -22,18 +22,19 @@ import math
 import numpy as np
 from numba import njit
 
+from olcli.engine.scinol_common import M, S2, accumulate, raise_max, theta_and_scale
+
 SLOTS = ("G", "S2", "M", "beta")
-G, S2, M, BETA = 0, 1, 2, 3
+BETA = 3
 PARAMS = ("epsilon",)
 P_EPSILON = 0
 
 
 @njit(cache=True, inline="always")
 def _weight(state, i):
-    scale = math.sqrt(state[i, S2] + state[i, M] * state[i, M])
+    theta, scale = theta_and_scale(state, i)
     if scale == 0.0:
         return 0.0
-    theta = state[i, G] / scale
     a = state[i, BETA] / (2.0 * scale)
     half = abs(theta) / 2.0
     if half < 700.0:
@@ -52,9 +53,7 @@ def predict(state, index, value, lo, hi, params, rounds, learning):
         i = index[j]
         x = value[j]
         if learning and x != 0.0:
-            if state[i, M] == 0.0:
-                state[i, BETA] = epsilon
-            state[i, M] = max(state[i, M], abs(x))
+            raise_max(state, i, x, epsilon)
             m = state[i, M]
             state[i, BETA] = min(state[i, BETA], epsilon * (state[i, S2] + m * m) / (x * x * t))
         p += _weight(state, i) * x
@@ -64,10 +63,7 @@ def predict(state, index, value, lo, hi, params, rounds, learning):
 @njit(cache=True)
 def update(state, index, value, lo, hi, g, params, rounds):
     for j in range(lo, hi):
-        gx = g * value[j]
-        i = index[j]
-        state[i, G] -= gx
-        state[i, S2] += gx * gx
+        accumulate(state, index[j], g * value[j])
 
 
 @njit(cache=True)

@@ -19,18 +19,19 @@ import math
 import numpy as np
 from numba import njit
 
+from olcli.engine.scinol_common import accumulate, raise_max, theta_and_scale
+
 SLOTS = ("G", "S2", "M", "eta")
-G, S2, M, ETA = 0, 1, 2, 3
+ETA = 3
 PARAMS = ("epsilon",)
 P_EPSILON = 0
 
 
 @njit(cache=True, inline="always")
 def _weight(state, i):
-    scale = math.sqrt(state[i, S2] + state[i, M] * state[i, M])
+    theta, scale = theta_and_scale(state, i)
     if scale == 0.0:
         return 0.0
-    theta = state[i, G] / scale
     clipped = min(abs(theta), 1.0)
     return math.copysign(clipped, theta) / (2.0 * scale) * state[i, ETA] if theta != 0.0 else 0.0
 
@@ -43,9 +44,7 @@ def predict(state, index, value, lo, hi, params, rounds, learning):
         i = index[j]
         x = value[j]
         if learning and x != 0.0:
-            if state[i, M] == 0.0:
-                state[i, ETA] = epsilon
-            state[i, M] = max(state[i, M], abs(x))
+            raise_max(state, i, x, epsilon)
         p += _weight(state, i) * x
     return p
 
@@ -56,8 +55,7 @@ def update(state, index, value, lo, hi, g, params, rounds):
         gx = g * value[j]
         i = index[j]
         w = _weight(state, i)  # the weight used in the prediction: the state has not changed since
-        state[i, G] -= gx
-        state[i, S2] += gx * gx
+        accumulate(state, i, gx)
         state[i, ETA] -= gx * w
 
 
