@@ -24,7 +24,7 @@ def olcli_loss(path, algorithm):
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "r.json")
         subprocess.run([sys.executable, "-m", "olcli", "train", path, f"--{algorithm}", "--loss", "logistic",
-                        "-b", "18", "-q", "--report", report], check=True)
+                        "-b", "18", "--quiet", "--report", report], check=True)
         return json.load(open(report))["average_loss"]
 
 

@@ -69,7 +69,7 @@ DATA_HELP = "Data files (.gz, .bz2 too) or '-' for stdin; none = stdin."
 _predictions = typer.Option(None, "-p", "--predictions", help="Write one prediction per line here ('-' = stdout).")
 _link = typer.Option(None, "--link", help="Transform of -p output (default: the model's, identity).")
 _report = typer.Option(None, "--report", help="Write the run's numbers as JSON here (schema in README).")
-_quiet = typer.Option(False, "-q", "--quiet", help="No progress table or summary on stderr.")
+_quiet = typer.Option(False, "--quiet", help="No progress table or summary on stderr (VW's --quiet; -q is --quadratic).")
 _strict = typer.Option(False, "--strict", help="Stop with exit 1 at the first malformed line (default: skip it).")
 _format = typer.Option(Format.auto, "--format", help="Input format; auto decides from the first non-empty line.")
 
@@ -96,6 +96,7 @@ def _chosen_algorithm(flags: dict) -> str:
 
 
 _hyper = "Hyper-parameters"
+_features = "Features (VW's namespace options)"
 
 
 @app.command()
@@ -123,6 +124,18 @@ def train(
     loss: Optional[Loss] = typer.Option(None, "--loss", help="Loss function (default squared).", show_default=False),
     quantile_tau: Optional[float] = typer.Option(None, "--quantile-tau", show_default=False,
                                                  help="Level of --loss quantile, in (0, 1) (default 0.5)."),
+    quadratic: Optional[List[str]] = typer.Option(None, "-q", "--quadratic", rich_help_panel=_features, show_default=False,
+                                                  help="Pair the features of two namespaces (first letters; ':' = any), e.g. -q ab. Repeatable."),
+    cubic: Optional[List[str]] = typer.Option(None, "--cubic", rich_help_panel=_features, show_default=False,
+                                              help="Triples of three namespaces, e.g. --cubic abc. Repeatable."),
+    interactions: Optional[List[str]] = typer.Option(None, "--interactions", rich_help_panel=_features, show_default=False,
+                                                     help="Products over 2-7 namespaces, e.g. --interactions abcd. Repeatable."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", rich_help_panel=_features, show_default=False,
+                                               help="Drop the namespaces starting with these letters."),
+    keep: Optional[List[str]] = typer.Option(None, "--keep", rich_help_panel=_features, show_default=False,
+                                             help="Use only the namespaces starting with these letters."),
+    ignore_linear: Optional[List[str]] = typer.Option(None, "--ignore-linear", rich_help_panel=_features, show_default=False,
+                                                      help="Use these namespaces only inside interactions."),
     link: Optional[Link] = _link,
     input_format: Format = _format,
     noconstant: bool = typer.Option(False, "--noconstant", help="No constant (bias) feature."),
@@ -141,8 +154,27 @@ def train(
         predictions=predictions, algorithm=_chosen_algorithm(flags), options=options, bits=bits,
         loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
         input_format=input_format.value, constant=None if not noconstant else False,
+        features=_feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear),
         report=report, quiet=quiet, strict=strict,
     )
+
+
+def _feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear) -> dict:
+    """The namespace options as given; None for those not given (so -i can tell)."""
+    given = {"interactions": None, "ignore": None, "keep": None, "ignore_linear": None}
+    specs = []
+    for values, length, flag in ((quadratic, 2, "-q"), (cubic, 3, "--cubic"), (interactions, None, "--interactions")):
+        for spec in values or []:
+            if (length and len(spec) != length) or not 2 <= len(spec) <= 7:
+                wanted = f"{length} namespace letters" if length else "2 to 7 namespace letters"
+                raise UsageError(f"{flag} {spec!r}: expected {wanted} (first letters of namespaces, ':' for any)")
+            specs.append(spec)
+    if specs:
+        given["interactions"] = specs
+    for name, values in (("ignore", ignore), ("keep", keep), ("ignore_linear", ignore_linear)):
+        if values:
+            given[name] = "".join(values)
+    return given
 
 
 @app.command()

@@ -91,7 +91,7 @@ def _check_tau(quantile_tau: float | None) -> float:
 
 
 def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss, quantile_tau,
-                    link, constant):
+                    link, constant, features: dict):
     """Load -i and refuse options that contradict it (it carries its own)."""
     model = model_file.load(path)
     if model.algorithm not in ALGORITHMS:
@@ -102,9 +102,10 @@ def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss,
     given = {name: given[name] for option, name in ALGORITHMS[model.algorithm].options.items()
              if options.get(option) is not None}
     given.update({"bits": bits, "loss": loss, "quantile_tau": quantile_tau, "link": link,
-                  "constant": constant})
+                  "constant": constant, **features})
     held = {"bits": model.bits, "loss": model.loss, "quantile_tau": model.loss_tau, "link": model.link,
-            "constant": model.constant, **model.params}
+            "constant": model.constant, "interactions": model.interactions, "ignore": model.ignore,
+            "keep": model.keep, "ignore_linear": model.ignore_linear, **model.params}
     for name, value in given.items():
         if value is not None and value != held[name]:
             raise UsageError(f"{path} was trained with {name} = {held[name]!r}, not {value!r}; "
@@ -113,15 +114,19 @@ def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss,
 
 
 def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
-          loss, quantile_tau, link, input_format, constant, report, quiet, strict) -> None:
+          loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None) -> None:
     check_readable(sources)
     _check_writable(final_model, "model")
     _check_writable(predictions, "predictions file")
     _check_writable(report, "report")
     if initial_model:
-        model = _continue_model(initial_model, algorithm, options, bits, loss, quantile_tau, link, constant)
+        model = _continue_model(initial_model, algorithm, options, bits, loss, quantile_tau, link, constant,
+                                features or {})
     else:
         model = new_model(algorithm or DEFAULT_ALGORITHM, options, bits, loss, quantile_tau, link, constant)
+        for name, value in (features or {}).items():
+            if value is not None:
+                setattr(model, name, value)
     _check_format(model, input_format)
     options = RunOptions(sources=sources, learn=True, input_format=input_format,
                          strict=strict, quiet=quiet)
@@ -213,6 +218,9 @@ def inspect(path: str, top: int) -> None:
     out.write("hyper-parameters: " + ", ".join(f"{k}={v:g}" for k, v in model.params.items()) + "\n")
     out.write(f"bits: {model.bits}  loss: {model.loss}  link: {model.link}  "
               f"input format: {model.input_format}  constant: {'yes' if model.constant else 'no'}\n")
+    if model.interactions or model.ignore or model.keep or model.ignore_linear:
+        out.write(f"interactions: {' '.join(model.interactions) or '-'}  ignore: {model.ignore or '-'}  "
+                  f"keep: {model.keep or '-'}  ignore-linear: {model.ignore_linear or '-'}\n")
     out.write(f"state slots: {', '.join(model.slots)}  rows: {model.rows} "
               f"(constant at row {model.rows - 1})\n")
     out.write("counters: " + ", ".join(f"{k}={v:g}" for k, v in model.counters.items()) + "\n")

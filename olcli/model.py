@@ -46,6 +46,10 @@ class Model:
     constant: bool
     state: np.ndarray          # (2**bits + 1, len(slots)) float64; last row: the constant
     slots: tuple
+    interactions: list = field(default_factory=list)   # e.g. ["Tf", "ff", "::"]
+    ignore: str = ""           # namespace letters dropped entirely
+    keep: str = ""             # if set, only these namespace letters are used
+    ignore_linear: str = ""    # namespace letters used only inside interactions
     counters: dict = field(default_factory=lambda: {name: 0.0 for name in COUNTER_NAMES})
     file_header: dict | None = None   # the header as read from a file, for inspect
 
@@ -67,6 +71,10 @@ class Model:
                 "format": self.input_format,
                 "constant": self.constant,
                 "constant_index": self.rows - 1,
+                "interactions": list(self.interactions),
+                "ignore": self.ignore,
+                "keep": self.keep,
+                "ignore_linear": self.ignore_linear,
                 "hash": "murmur3_x86_32(feature, seed=murmur3_x86_32(namespace, 0)) & (2**bits - 1)",
             },
             "counters": dict(self.counters),
@@ -147,6 +155,8 @@ def decode(raw: bytes, path: str) -> Model:
             algorithm=header["algorithm"], params=dict(header["params"]), bits=int(header["bits"]),
             loss=header["loss"], loss_tau=float(header["quantile_tau"]), link=header["link"], input_format=header["input"]["format"],
             constant=bool(header["input"]["constant"]), state=state, slots=slots,
+            interactions=list(header["input"]["interactions"]), ignore=header["input"]["ignore"],
+            keep=header["input"]["keep"], ignore_linear=header["input"]["ignore_linear"],
             counters={name: float(header["counters"].get(name, 0.0)) for name in COUNTER_NAMES},
             file_header=header,
         )

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from olcli.engine import parse as kernels
+from olcli.engine.features import IGNORED, LINEAR_IGNORED, MAX_INTERACTION, WILDCARD
 from olcli.inputs import Chunk
 
 MESSAGES = {
@@ -46,8 +47,39 @@ class ParsedChunk:
     row_ptr: np.ndarray
     index: np.ndarray
     value: np.ndarray
+    feature_count: np.ndarray  # per example, as VW counts features
     bad_lines: list
     n_lines: int
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """What the parser keeps and generates, as kernel arrays (see engine/features.py)."""
+    namespace_mode: np.ndarray   # uint8[256] by namespace letter
+    interactions: np.ndarray     # int64[n, MAX_INTERACTION] letters, WILDCARD for ':'
+    lengths: np.ndarray          # int64[n]
+
+    @staticmethod
+    def build(interactions=(), ignore="", keep="", ignore_linear="") -> "FeatureSpec":
+        mode = np.zeros(256, np.uint8)
+        if keep:
+            mode[:] = IGNORED
+            for letter in keep.encode("latin-1"):
+                mode[letter] = 0
+        for letter in ignore.encode("latin-1"):
+            mode[letter] = IGNORED
+        for letter in ignore_linear.encode("latin-1"):
+            mode[letter] = LINEAR_IGNORED
+        table = np.zeros((len(interactions), MAX_INTERACTION), np.int64)
+        lengths = np.zeros(len(interactions), np.int64)
+        for row, spec in enumerate(interactions):
+            for position, letter in enumerate(spec.encode("latin-1")):
+                table[row, position] = WILDCARD if letter == ord(":") else letter
+            lengths[row] = len(spec)
+        return FeatureSpec(mode, table, lengths)
+
+
+PLAIN = FeatureSpec.build()
 
 
 def _text(data: np.ndarray, start: int, end: int) -> str:
@@ -57,12 +89,13 @@ def _text(data: np.ndarray, start: int, end: int) -> str:
 
 
 def parse_chunk(chunk: Chunk, input_format: str, bits: int, constant: bool,
-                binary_labels: bool) -> ParsedChunk:
+                binary_labels: bool, features: FeatureSpec = PLAIN) -> ParsedChunk:
     kernel = kernels.parse_vw_chunk if input_format == "vw" else kernels.parse_libsvm_chunk
     mask = (1 << bits) - 1
     constant_index = (1 << bits) if constant else -1
-    (n_examples, labels, importance, base, tags, example_line, row_ptr,
-     index, value, n_errors, errors, n_lines) = kernel(chunk.data, mask, constant_index, binary_labels)
+    (n_examples, labels, importance, base, tags, example_line, row_ptr, index, value, feature_count,
+     n_errors, errors, n_lines) = kernel(chunk.data, mask, constant_index, binary_labels,
+                                         features.namespace_mode, features.interactions, features.lengths)
     bad_lines = []
     for line, code, token_start, token_end, line_start, line_end in errors[:n_errors]:
         bad_lines.append(BadLine(
@@ -73,4 +106,4 @@ def parse_chunk(chunk: Chunk, input_format: str, bits: int, constant: bool,
             text=_text(chunk.data, line_start, line_end),
         ))
     return ParsedChunk(n_examples, labels, importance, base, tags, example_line,
-                       row_ptr, index, value, bad_lines, n_lines)
+                       row_ptr, index, value, feature_count, bad_lines, n_lines)

@@ -18,7 +18,7 @@ from olcli.engine.registry import ALGORITHMS
 from olcli.errors import DataError
 from olcli.inputs import CHUNK_BYTES, detect_format, read_chunks
 from olcli.model import COUNTER_NAMES, Model
-from olcli.parsing import parse_chunk
+from olcli.parsing import FeatureSpec, parse_chunk
 from olcli.report import ProgressTable, progress_records, summarize
 from olcli.signals import StopSignals
 
@@ -105,6 +105,7 @@ class _Session:
         self.auc_histogram = np.zeros((2, driver.AUC_BINS))
         self.progress = np.zeros((driver.MAX_PROGRESS_ROWS, driver.N_PROGRESS_COLUMNS))
         self.counters = np.array([model.counters[name] for name in COUNTER_NAMES])
+        self.features = FeatureSpec.build(model.interactions, model.ignore, model.keep, model.ignore_linear)
         self.table = None if options.quiet else ProgressTable(stderr)
         self.records = []
         self.input_format = None if options.input_format == "auto" else options.input_format
@@ -118,7 +119,8 @@ class _Session:
                     f"{chunk.source} looks like {self.input_format} input, but the model was trained "
                     f"on {model.input_format} input (features would hash differently); "
                     f"pass --format {model.input_format} if the data really is {model.input_format}")
-        parsed = parse_chunk(chunk, self.input_format, model.bits, model.constant, self.binary_labels)
+        parsed = parse_chunk(chunk, self.input_format, model.bits, model.constant, self.binary_labels,
+                             self.features)
         stop = None
         if parsed.bad_lines and options.strict:
             # Learn what precedes the bad line, then stop.
@@ -131,7 +133,7 @@ class _Session:
         n_rows = driver.run_chunk(
             self.algorithm_code, model.state, self.params, self.loss_code, self.loss_params, options.learn,
             self.counters, parsed.n_examples, parsed.labels, parsed.importance, parsed.base,
-            parsed.row_ptr, parsed.index, parsed.value,
+            parsed.row_ptr, parsed.index, parsed.value, parsed.feature_count,
             chunk_predictions, self.stats, self.auc_histogram, self.progress)
         new_records = progress_records(self.progress[:n_rows])
         self.records += new_records

@@ -40,9 +40,9 @@ def test_continuing_is_bit_identical_for_every_algorithm(cli, sample, tmp_path, 
     lines = (sample / "a9a_train.vw").read_bytes().splitlines(keepends=True)
     (tmp_path / "A.vw").write_bytes(b"".join(lines[:2500]))
     (tmp_path / "B.vw").write_bytes(b"".join(lines[2500:4000]))
-    args = ["--loss", "logistic", "-q", f"--{name}", *extra]
+    args = ["--loss", "logistic", "--quiet", f"--{name}", *extra]
     assert cli("train", "A.vw", "-f", "a.olm", *args)[0] == 0
-    code, predictions_b, err = cli("train", "B.vw", "-i", "a.olm", "-f", "ab.olm", "-p", "-", "-q")
+    code, predictions_b, err = cli("train", "B.vw", "-i", "a.olm", "-f", "ab.olm", "-p", "-", "--quiet")
     assert code == 0, err
     assert cli("train", "A.vw", "B.vw", "-f", "all.olm", "-p", "all.txt", *args)[0] == 0
     assert (tmp_path / "all.txt").read_bytes().splitlines()[2500:] == predictions_b.splitlines()
@@ -72,7 +72,7 @@ def _predictions(name, rows, multipliers, loss="logistic"):
     clip = 1.0 if loss in losses.UNBOUNDED_LOSSES else 0.0
     driver.run_chunk(ALGORITHMS[name].code, state, params, losses.LOSS_CODES[loss], np.array([0.5, clip]),
                      True, np.zeros(len(driver.COUNTER_NAMES)), len(rows), labels, np.ones(len(rows)),
-                     np.zeros(len(rows)), row_ptr, index, value, predictions, driver.new_stats(),
+                     np.zeros(len(rows)), row_ptr, index, value, np.diff(row_ptr), predictions, driver.new_stats(),
                      np.zeros((2, driver.AUC_BINS)), np.zeros((driver.MAX_PROGRESS_ROWS, 7)))
     return predictions
 
@@ -128,8 +128,8 @@ def _rescaled_libsvm(path, tmp_path):
 @pytest.mark.parametrize("name,invariant", [("scinol1", True), ("scinol2", True), ("adagrad", False)])
 def test_scale_invariance_through_the_cli(cli, sample, tmp_path, name, invariant):
     scaled = _rescaled_libsvm(sample / "a9a_train.libsvm", tmp_path)
-    _, plain, _ = cli("train", sample / "a9a_train.libsvm", f"--{name}", "--loss", "logistic", "-p", "-", "-q")
-    _, rescaled, _ = cli("train", scaled, f"--{name}", "--loss", "logistic", "-p", "-", "-q")
+    _, plain, _ = cli("train", sample / "a9a_train.libsvm", f"--{name}", "--loss", "logistic", "-p", "-", "--quiet")
+    _, rescaled, _ = cli("train", scaled, f"--{name}", "--loss", "logistic", "-p", "-", "--quiet")
     a = np.array([float(x) for x in plain.split()])
     b = np.array([float(x) for x in rescaled.split()])
     assert len(a) == 6000
@@ -150,7 +150,7 @@ def test_nonzero_weights_fall_as_l1_grows(cli, sample, name, strengths):
     for l1 in strengths:
         extra = ["--l1", str(l1)] if l1 else []
         assert cli("train", sample / "a9a_train.vw", f"--{name}", "--loss", "logistic", "-f", "m.olm",
-                   "-q", *extra)[0] == 0
+                   "--quiet", *extra)[0] == 0
         counts.append(_nonzero(cli, "m.olm"))
     assert counts == sorted(counts, reverse=True) and counts[0] > counts[-1], counts
 
@@ -161,6 +161,6 @@ def test_quantile_loss_learns_the_quantile(cli, tmp_path):
     (tmp_path / "q.vw").write_text("".join(f"{y:.6f} |f\n" for y in labels))
     for tau in (0.1, 0.9):
         assert cli("train", "q.vw", "--loss", "quantile", "--quantile-tau", str(tau), "--sgd", "-l", "5",
-                   "-f", "m.olm", "-q")[0] == 0
+                   "-f", "m.olm", "--quiet")[0] == 0
         constant = model_file.load("m.olm").state[-1, 0]
         assert constant == pytest.approx(10 * tau, abs=0.4)

@@ -41,9 +41,9 @@ def test_train_file_then_test_prints_one_prediction_per_line(cli, sample, tmp_pa
 
 def test_stdin_dash_and_no_data_are_the_same(cli, sample):
     data = (sample / "a9a_train.vw").read_bytes()
-    assert cli("train", "-", "--loss", "logistic", "-f", "a.olm", "-q", stdin=data)[0] == 0
-    assert cli("train", "--loss", "logistic", "-f", "b.olm", "-q", stdin=data)[0] == 0
-    assert cli("train", sample / "a9a_train.vw", "--loss", "logistic", "-f", "c.olm", "-q")[0] == 0
+    assert cli("train", "-", "--loss", "logistic", "-f", "a.olm", "--quiet", stdin=data)[0] == 0
+    assert cli("train", "--loss", "logistic", "-f", "b.olm", "--quiet", stdin=data)[0] == 0
+    assert cli("train", sample / "a9a_train.vw", "--loss", "logistic", "-f", "c.olm", "--quiet")[0] == 0
     a, b, c = (model_file.load(name).state for name in ("a.olm", "b.olm", "c.olm"))
     assert np.array_equal(a, b) and np.array_equal(a, c)
 
@@ -52,21 +52,21 @@ def test_compressed_inputs(cli, sample, tmp_path):
     raw = (sample / "a9a_train.vw").read_bytes()
     (tmp_path / "d.vw.gz").write_bytes(gzip.compress(raw))
     (tmp_path / "d.vw.bz2").write_bytes(bz2.compress(raw))
-    cli("train", sample / "a9a_train.vw", "-f", "plain.olm", "-q")
+    cli("train", sample / "a9a_train.vw", "-f", "plain.olm", "--quiet")
     for name in ("d.vw.gz", "d.vw.bz2"):
-        code, _, err = cli("train", name, "-f", "z.olm", "-q")
+        code, _, err = cli("train", name, "-f", "z.olm", "--quiet")
         assert code == 0, err
         assert np.array_equal(model_file.load("z.olm").state, model_file.load("plain.olm").state)
 
 
 def test_damaged_gzip_is_a_data_error(cli, tmp_path):
     (tmp_path / "bad.vw.gz").write_bytes(gzip.compress(b"1 |f a\n" * 1000)[:50])
-    code, _, err = cli("train", "bad.vw.gz", "-q")
+    code, _, err = cli("train", "bad.vw.gz", "--quiet")
     assert code == 1 and "bad.vw.gz" in err
 
 
 def test_libsvm_input_learns(cli, sample):
-    code, _, err = cli("train", sample / "a9a_train.libsvm", "--loss", "logistic", "--report", "r.json", "-q")
+    code, _, err = cli("train", sample / "a9a_train.libsvm", "--loss", "logistic", "--report", "r.json", "--quiet")
     assert code == 0, err
     report = json.load(open("r.json"))
     assert report["format"] == "libsvm"
@@ -87,7 +87,7 @@ def test_continuing_equals_one_long_run_bit_for_bit(cli, sample, tmp_path):
     data = lines_of(sample / "a9a_train.vw")
     (tmp_path / "A.vw").write_bytes(b"".join(data[:3500]))
     (tmp_path / "B.vw").write_bytes(b"".join(data[3500:]))
-    args = ["--loss", "logistic", "-q"]
+    args = ["--loss", "logistic", "--quiet"]
     assert cli("train", "A.vw", "-f", "a.olm", *args)[0] == 0
     code, predictions_b, err = cli("train", "B.vw", "-i", "a.olm", "-f", "ab.olm", "-p", "-", *args)
     assert code == 0, err
@@ -98,7 +98,7 @@ def test_continuing_equals_one_long_run_bit_for_bit(cli, sample, tmp_path):
 
 
 def test_options_that_contradict_the_initial_model_are_refused(cli, sample):
-    cli("train", sample / "a9a_train.vw", "--loss", "logistic", "-f", "m.olm", "-q")
+    cli("train", sample / "a9a_train.vw", "--loss", "logistic", "-f", "m.olm", "--quiet")
     code, _, err = cli("train", sample / "a9a_train.vw", "-i", "m.olm", "--loss", "squared")
     assert code == 2 and "loss" in err and "m.olm" in err
     code, _, err = cli("train", sample / "a9a_train.vw", "-i", "m.olm", "-b", "10")
@@ -106,10 +106,10 @@ def test_options_that_contradict_the_initial_model_are_refused(cli, sample):
 
 
 def test_test_never_changes_the_model(cli, sample, tmp_path):
-    cli("train", sample / "a9a_train.vw", "--loss", "logistic", "-f", "m.olm", "-q")
+    cli("train", sample / "a9a_train.vw", "--loss", "logistic", "-f", "m.olm", "--quiet")
     before = (tmp_path / "m.olm").read_bytes()
-    _, first, _ = cli("test", sample / "a9a_test.vw", "-i", "m.olm", "-p", "-", "-q")
-    _, second, _ = cli("test", sample / "a9a_test.vw", "-i", "m.olm", "-p", "-", "-q")
+    _, first, _ = cli("test", sample / "a9a_test.vw", "-i", "m.olm", "-p", "-", "--quiet")
+    _, second, _ = cli("test", sample / "a9a_test.vw", "-i", "m.olm", "-p", "-", "--quiet")
     assert first == second
     assert (tmp_path / "m.olm").read_bytes() == before
 
@@ -164,7 +164,7 @@ def test_refusals_and_exit_codes(cli, args, code, message):
 
 
 def test_corrupt_model_is_refused_without_traceback(cli, sample, tmp_path):
-    cli("train", sample / "a9a_train.vw", "-f", "m.olm", "-q")
+    cli("train", sample / "a9a_train.vw", "-f", "m.olm", "--quiet")
     raw = bytearray((tmp_path / "m.olm").read_bytes())
     raw[len(raw) // 2] ^= 0x10
     (tmp_path / "bad.olm").write_bytes(bytes(raw))
@@ -177,7 +177,7 @@ def test_corrupt_model_is_refused_without_traceback(cli, sample, tmp_path):
 
 
 def test_inspect_lists_header_and_weights(cli, sample):
-    cli("train", sample / "a9a_train.vw", "--loss", "logistic", "-f", "m.olm", "-q")
+    cli("train", sample / "a9a_train.vw", "--loss", "logistic", "-f", "m.olm", "--quiet")
     code, out, _ = cli("inspect", "m.olm", "--top", "3")
     text = out.decode()
     assert code == 0
@@ -240,7 +240,7 @@ def test_signal_while_waiting_for_input_keeps_what_was_learned(sample, tmp_path,
 
 def test_closed_predictions_pipe_keeps_the_model(sample, tmp_path):
     (tmp_path / "big.vw").write_bytes((sample / "a9a_train.vw").read_bytes() * 10)
-    shell = f"{' '.join(olcli_command())} train big.vw -f m.olm -p - -q | head -1; echo ${{PIPESTATUS[0]}} >&2"
+    shell = f"{' '.join(olcli_command())} train big.vw -f m.olm -p - --quiet | head -1; echo ${{PIPESTATUS[0]}} >&2"
     done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, cwd=tmp_path)
     assert done.stdout.count("\n") == 1
     assert done.stderr.strip().splitlines()[-1] == "141"
@@ -249,7 +249,7 @@ def test_closed_predictions_pipe_keeps_the_model(sample, tmp_path):
 
 
 def test_data_in_another_format_than_the_model_is_refused(cli, sample):
-    cli("train", sample / "a9a_train.vw", "-f", "m.olm", "-q")
+    cli("train", sample / "a9a_train.vw", "-f", "m.olm", "--quiet")
     code, _, err = cli("test", sample / "a9a_test.libsvm", "-i", "m.olm")
     assert code == 1 and "looks like libsvm" in err and "--format vw" in err
     code, _, err = cli("train", sample / "a9a_test.libsvm", "-i", "m.olm", "--format", "libsvm")

@@ -76,7 +76,7 @@ def run(name, state, examples, loss, params, learn=True, counters=None, tau=0.3)
     counters = np.zeros(len(driver.COUNTER_NAMES)) if counters is None else counters
     driver.run_chunk(ALGORITHMS[name].code, state, params_array(name, params), losses.LOSS_CODES[loss],
                      loss_params(name, loss, tau), learn, counters, len(examples), labels, importance,
-                     base, row_ptr, index, value, predictions, stats,
+                     base, row_ptr, index, value, np.diff(row_ptr), predictions, stats,
                      np.zeros((2, driver.AUC_BINS)), np.zeros((driver.MAX_PROGRESS_ROWS, 7)))
     return predictions, stats
 

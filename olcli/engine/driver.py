@@ -139,7 +139,7 @@ def _account(stats, auc_histogram, loss, label, weight, p):
 
 @njit(cache=True)
 def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
-              n_examples, labels, importance, base, row_ptr, index, value,
+              n_examples, labels, importance, base, row_ptr, index, value, feature_count,
               predictions, stats, auc_histogram, progress):
     """Predict (and learn from, when ``learn``) examples 0..n_examples-1.
 
@@ -162,10 +162,10 @@ def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
                                counters[C_ROUNDS], learning)
         predictions[e] = p
         stats[S_EXAMPLES] += 1.0
-        stats[S_FEATURES] += hi - lo
+        stats[S_FEATURES] += feature_count[e]
         if learn:
             counters[C_EXAMPLES] += 1.0
-            counters[C_FEATURES] += hi - lo
+            counters[C_FEATURES] += feature_count[e]
         if np.isnan(y):
             stats[S_UNLABELED_WEIGHT] += h
         else:
@@ -193,7 +193,7 @@ def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
             row[R_WEIGHT] = seen
             row[R_LABEL] = y
             row[R_PREDICTION] = p
-            row[R_FEATURES] = hi - lo
+            row[R_FEATURES] = feature_count[e]
             n_rows += 1
             stats[S_SINCE_LOSS] = 0.0
             stats[S_SINCE_WEIGHT] = 0.0

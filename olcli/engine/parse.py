@@ -27,6 +27,7 @@ ignored; index is a non-negative integer, taken modulo the table size.
 import numpy as np
 from numba import njit
 
+from olcli.engine.features import IGNORED, LINEAR_IGNORED, grow, interact
 from olcli.engine.murmur import murmur3_32
 from olcli.engine.numbers import NUMBER_OK, NUMBER_NONFINITE, parse_number
 
@@ -78,8 +79,11 @@ def _allocate(buf):
     row_ptr = np.zeros(n_lines + 1, np.int64)
     index = np.empty(capacity, np.int32)
     value = np.empty(capacity, np.float64)
+    letters = np.empty(capacity, np.uint8)     # namespace letter of each feature
+    feature_count = np.empty(n_lines, np.int64)
     errors = np.empty((n_lines, 6), np.int64)
-    return n_lines, labels, importance, base, tags, example_line, row_ptr, index, value, errors
+    return (n_lines, labels, importance, base, tags, example_line, row_ptr, index, value, letters,
+            feature_count, errors)
 
 
 @njit(cache=True, inline="always")
@@ -172,12 +176,14 @@ def _parse_vw_label_part(buf, start, bar, has_bar):
 
 
 @njit(cache=True)
-def _parse_vw_features(buf, bar, end, mask, index, value, n_features):
-    """Namespaces and features from the first '|' to the end of the line.
+def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letters, n_features):
+    """Namespaces and features from the first '|' to the end of the line; features
+    of --ignore'd namespaces are checked but not kept.
     Returns (n_features, error code, error token start, error token end)."""
     k = bar
     namespace_hash = np.uint64(0)
     scale = 1.0
+    letter = _SPACE
     while k < end:
         c = buf[k]
         if _is_ws(c):
@@ -189,6 +195,7 @@ def _parse_vw_features(buf, bar, end, mask, index, value, n_features):
             while k < end and not _is_ws(buf[k]) and buf[k] != _COLON and buf[k] != _BAR:
                 k += 1
             namespace_hash = murmur3_32(buf, name_start, k, 0) if k > name_start else np.uint64(0)
+            letter = buf[name_start] if k > name_start else _SPACE
             scale = 1.0
             if k < end and buf[k] == _COLON:
                 scale_start = k + 1
@@ -214,17 +221,18 @@ def _parse_vw_features(buf, bar, end, mask, index, value, n_features):
                 code = ERR_NONFINITE if status == NUMBER_NONFINITE else ERR_FEATURE_VALUE
                 return n_features, code, token_start, k
         x *= scale
-        if x == 0.0:
+        if x == 0.0 or namespace_mode[letter] == IGNORED:
             continue
         h = murmur3_32(buf, token_start, name_end, namespace_hash)
         index[n_features] = np.int32(h & np.uint64(mask))
         value[n_features] = x
+        letters[n_features] = letter
         n_features += 1
     return n_features, 0, 0, 0
 
 
 @njit(cache=True)
-def _parse_vw_line(buf, start, end, mask, binary_labels, index, value, n_features):
+def _parse_vw_line(buf, start, end, mask, binary_labels, namespace_mode, index, value, letters, n_features):
     """One VW line. Returns (label, importance, base, tag_start, tag_end,
     n_features, error code, error token start, error token end)."""
     bar = start
@@ -238,12 +246,12 @@ def _parse_vw_line(buf, start, end, mask, binary_labels, index, value, n_feature
             bad_start, bad_end = start, bar
     if code == 0:
         n_features, code, bad_start, bad_end = _parse_vw_features(
-            buf, bar, end, mask, index, value, n_features)
+            buf, bar, end, mask, namespace_mode, index, value, letters, n_features)
     return label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end
 
 
 @njit(cache=True)
-def _parse_libsvm_line(buf, start, end, table_size, index, value, n_features):
+def _parse_libsvm_line(buf, start, end, table_size, keep, index, value, letters, n_features):
     """Returns (label, n_features, error code, error token start, error token end)."""
     k = start
     label = np.nan
@@ -281,19 +289,22 @@ def _parse_libsvm_line(buf, start, end, table_size, index, value, n_features):
         if status != NUMBER_OK:
             code = ERR_NONFINITE if status == NUMBER_NONFINITE else ERR_FEATURE_VALUE
             return label, n_features, code, token_start, k
-        if x == 0.0:
+        if x == 0.0 or not keep:
             continue
         index[n_features] = np.int32(feature)
         value[n_features] = x
+        letters[n_features] = _SPACE  # libsvm features live in the default namespace
         n_features += 1
     return label, n_features, 0, 0, 0
 
 
 @njit(cache=True)
-def _parse_libsvm_example(buf, start, end, mask, binary_labels, index, value, n_features):
+def _parse_libsvm_example(buf, start, end, mask, binary_labels, namespace_mode, index, value, letters,
+                          n_features):
     """One libsvm line, in the shape of _parse_vw_line (importance 1, base 0, no tag)."""
     label, n_features, code, bad_start, bad_end = _parse_libsvm_line(
-        buf, start, end, np.int64(mask) + 1, index, value, n_features)
+        buf, start, end, np.int64(mask) + 1, namespace_mode[_SPACE] != IGNORED, index, value, letters,
+        n_features)
     if code == 0 and np.isnan(label):
         code, bad_start, bad_end = ERR_LIBSVM_LABEL, start, end
     if code == 0:
@@ -303,9 +314,13 @@ def _parse_libsvm_example(buf, start, end, mask, binary_labels, index, value, n_
 
 
 @njit(cache=True)
-def _parse_lines(buf, mask, constant_index, binary_labels, libsvm):
+def _parse_lines(buf, mask, constant_index, binary_labels, libsvm, namespace_mode, interactions, lengths):
     (n_lines, labels, importance, base, tags, example_line, row_ptr,
-     index, value, errors) = _allocate(buf)
+     index, value, letters, feature_count, errors) = _allocate(buf)
+    some_linear_ignored = False
+    for mode in namespace_mode:
+        if mode == LINEAR_IGNORED:
+            some_linear_ignored = True
     n_examples = 0
     n_features = 0
     n_errors = 0
@@ -317,17 +332,41 @@ def _parse_lines(buf, mask, constant_index, binary_labels, libsvm):
         line += 1
         if _blank(buf, start, end):
             continue
+        needed = n_features + (end - start) // 2 + 2
+        if needed > len(index):  # only interactions make the first estimate too small
+            index, value, letters = grow(index, value, letters, needed)
         first_feature = n_features
         if libsvm:
-            parsed = _parse_libsvm_example(buf, start, end, mask, binary_labels, index, value, n_features)
+            parsed = _parse_libsvm_example(buf, start, end, mask, binary_labels, namespace_mode,
+                                           index, value, letters, n_features)
         else:
-            parsed = _parse_vw_line(buf, start, end, mask, binary_labels, index, value, n_features)
+            parsed = _parse_vw_line(buf, start, end, mask, binary_labels, namespace_mode,
+                                    index, value, letters, n_features)
         label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end = parsed
         if code != 0:
             n_features = first_feature
             n_errors = _record_error(errors, n_errors, line, code, bad_start, bad_end, start, end)
             continue
+        linear_end = n_features
+        if len(lengths) > 0:
+            index, value, letters, n_features = interact(
+                index, value, letters, first_feature, linear_end, n_features, interactions, lengths, mask)
+        linear_ignored = 0
+        if some_linear_ignored:
+            # --ignore-linear: such features only feed interactions; VW still counts them.
+            kept = first_feature
+            for j in range(first_feature, n_features):
+                if j < linear_end and namespace_mode[letters[j]] == LINEAR_IGNORED:
+                    linear_ignored += 1
+                    continue
+                index[kept] = index[j]
+                value[kept] = value[j]
+                letters[kept] = letters[j]
+                kept += 1
+            n_features = kept
         if constant_index >= 0:
+            if n_features == len(index):
+                index, value, letters = grow(index, value, letters, n_features + 1)
             index[n_features] = constant_index
             value[n_features] = 1.0
             n_features += 1
@@ -337,24 +376,30 @@ def _parse_lines(buf, mask, constant_index, binary_labels, libsvm):
         tags[n_examples, 0] = tag_start
         tags[n_examples, 1] = tag_end
         example_line[n_examples] = line
+        feature_count[n_examples] = n_features - first_feature + linear_ignored
         n_examples += 1
         row_ptr[n_examples] = n_features
     return (n_examples, labels, importance, base, tags, example_line, row_ptr,
-            index, value, n_errors, errors, n_lines)
+            index, value, feature_count, n_errors, errors, n_lines)
 
 
 @njit(cache=True)
-def parse_vw_chunk(buf, mask, constant_index, binary_labels):
-    """Parse whole VW lines in ``buf``. ``constant_index`` < 0 means no constant.
+def parse_vw_chunk(buf, mask, constant_index, binary_labels, namespace_mode, interactions, lengths):
+    """Parse whole VW lines in ``buf``. ``constant_index`` < 0 means no constant;
+    ``namespace_mode`` (256 entries, by first letter) says which namespaces are
+    ignored or kept only for interactions; ``interactions`` rows (``lengths``
+    used) are namespace letters, features.WILDCARD for ':'.
 
     Returns (n_examples, labels, importance, base, tags, example_line, row_ptr,
-    index, value, n_errors, errors, n_lines); arrays are over-allocated, the
-    counts say how much is valid.
+    index, value, feature_count, n_errors, errors, n_lines); arrays are
+    over-allocated, the counts say how much is valid. ``feature_count`` is each
+    example's feature number as VW counts it.
     """
-    return _parse_lines(buf, mask, constant_index, binary_labels, False)
+    return _parse_lines(buf, mask, constant_index, binary_labels, False, namespace_mode, interactions, lengths)
 
 
 @njit(cache=True)
-def parse_libsvm_chunk(buf, mask, constant_index, binary_labels):
-    """Parse whole libsvm lines in ``buf``; same outputs as parse_vw_chunk."""
-    return _parse_lines(buf, mask, constant_index, binary_labels, True)
+def parse_libsvm_chunk(buf, mask, constant_index, binary_labels, namespace_mode, interactions, lengths):
+    """Parse whole libsvm lines in ``buf`` (their features are in the default
+    namespace ' '); same arguments and outputs as parse_vw_chunk."""
+    return _parse_lines(buf, mask, constant_index, binary_labels, True, namespace_mode, interactions, lengths)

@@ -1,0 +1,158 @@
+"""Feature generation after parsing: interactions (VW's -q, --cubic, --interactions).
+
+An interaction is a sequence of namespace letters (a namespace is known by the
+first character of its name, ' ' for the default namespace, as in VW), with
+WILDCARD (':') matching any namespace present in the example. For each example:
+
+- wildcards expand to the letters present, the first position varying slowest,
+  and an interaction with a wildcard is generated in sorted letter order
+  (``f:T`` gives ``TTf`` and ``Tff``), while explicit ones keep their order
+  (``-q fT`` hashes f first), as VW does;
+- a letter sequence whose sorted letters equal an earlier one's is skipped, so
+  ``-q ab -q ba`` or ``-q ::`` generate each namespace combination once (VW's
+  default, without --leave_duplicate_interactions);
+- consecutive equal letters take combinations with repetition, not permutations
+  (``-q ff`` pairs feature i with features j >= i), as VW does by default;
+- a generated feature's index is VW's FNV-style combination of the masked
+  indices, ``h = i1; h = (FNV_PRIME * h) ^ i_k`` for each next feature, masked,
+  and its value is the product of the values.
+
+The result matches ``vw --audit`` indices and VW's feature counts.
+"""
+
+import numpy as np
+from numba import njit
+
+WILDCARD = 256
+MAX_INTERACTION = 7
+FNV_PRIME = np.uint64(16777619)
+
+# namespace_mode values (per first letter)
+NORMAL, IGNORED, LINEAR_IGNORED = 0, 1, 2
+
+
+@njit(cache=True)
+def grow(index, value, letters, needed):
+    """Bigger feature arrays holding at least ``needed`` entries (contents kept)."""
+    size = max(2 * len(index), needed)
+    new_index = np.empty(size, np.int32)
+    new_value = np.empty(size, np.float64)
+    new_letters = np.empty(size, np.uint8)
+    new_index[:len(index)] = index
+    new_value[:len(value)] = value
+    new_letters[:len(letters)] = letters
+    return new_index, new_value, new_letters
+
+
+@njit(cache=True)
+def _key(combo, length):
+    """The sorted letters of a combination, packed (order-free identity)."""
+    ordered = np.sort(combo[:length])
+    key = np.int64(length)
+    for p in range(length):
+        key = key * 257 + ordered[p]
+    return key
+
+
+@njit(cache=True)
+def interact(index, value, letters, lo, hi, n_features, interactions, lengths, mask):
+    """Append the interaction features of the linear features [lo, hi) at n_features.
+
+    Returns (index, value, letters, n_features): the arrays grow when needed.
+    """
+    n = hi - lo
+    if n == 0 or len(lengths) == 0:
+        return index, value, letters, n_features
+    counts = np.zeros(257, np.int64)
+    for j in range(lo, hi):
+        counts[letters[j] + 1] += 1
+    starts = np.cumsum(counts)  # starts[l]: first slot of letter l in `order`
+    order = np.empty(n, np.int64)
+    fill = starts[:256].copy()
+    for j in range(lo, hi):
+        order[fill[letters[j]]] = j
+        fill[letters[j]] += 1
+    present = np.empty(256, np.int64)
+    n_present = 0
+    for letter in range(256):
+        if counts[letter + 1] > 0:
+            present[n_present] = letter
+            n_present += 1
+    seen = np.empty(16, np.int64)
+    n_seen = 0
+    combo = np.empty(MAX_INTERACTION, np.int64)
+    for s in range(len(lengths)):
+        length = lengths[s]
+        n_wild = 0
+        for p in range(length):
+            if interactions[s, p] == WILDCARD:
+                n_wild += 1
+        total = n_present ** n_wild
+        for c in range(total):
+            rest = c
+            for p in range(length - 1, -1, -1):  # the first wildcard varies slowest
+                if interactions[s, p] == WILDCARD:
+                    combo[p] = present[rest % n_present]
+                    rest //= n_present
+                else:
+                    combo[p] = interactions[s, p]
+            if n_wild > 0:
+                combo[:length] = np.sort(combo[:length])
+            usable = True
+            for p in range(length):
+                if counts[combo[p] + 1] == 0:
+                    usable = False
+            if not usable:
+                continue
+            key = _key(combo, length)
+            duplicate = False
+            for k in range(n_seen):
+                if seen[k] == key:
+                    duplicate = True
+            if duplicate:
+                continue
+            if n_seen == len(seen):
+                bigger = np.empty(2 * len(seen), np.int64)
+                bigger[:n_seen] = seen
+                seen = bigger
+            seen[n_seen] = key
+            n_seen += 1
+            index, value, letters, n_features = _emit(
+                index, value, letters, n_features, combo, length, counts, starts, order, mask)
+    return index, value, letters, n_features
+
+
+@njit(cache=True)
+def _emit(index, value, letters, n_features, combo, length, counts, starts, order, mask):
+    """All features of one letter combination (combinations with repetition for
+    consecutive equal letters)."""
+    position = np.zeros(length, np.int64)
+    for p in range(1, length):
+        if combo[p] == combo[p - 1]:
+            position[p] = position[p - 1]
+    mask64 = np.uint64(mask)
+    while True:
+        h = np.uint64(0)
+        x = 1.0
+        for p in range(length):
+            j = order[starts[combo[p]] + position[p]]
+            i = np.uint64(index[j])
+            h = i if p == 0 else (FNV_PRIME * h) ^ i
+            x *= value[j]
+        if n_features == len(index):
+            index, value, letters = grow(index, value, letters, n_features + 1)
+        index[n_features] = np.int32(h & mask64)
+        value[n_features] = x
+        letters[n_features] = 0
+        n_features += 1
+        p = length - 1
+        while p >= 0:
+            position[p] += 1
+            if position[p] < counts[combo[p] + 1]:
+                break
+            p -= 1
+        if p < 0:
+            break
+        for q in range(p + 1, length):
+            position[q] = position[q - 1] if combo[q] == combo[q - 1] else 0
+    return index, value, letters, n_features
