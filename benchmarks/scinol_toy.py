@@ -68,7 +68,7 @@ def learning_curve(name, params, train, test):
         driver.run_chunk(algorithm.code, state, param_array, losses.LOGISTIC, np.array([0.5, 0.0]), True,
                          counters, EVERY, y[start:start + EVERY], ones, zeros, row_ptr, index,
                          x[start:start + EVERY].ravel(), np.diff(row_ptr), predictions, stats, histogram,
-                         progress)
+                         progress, driver.new_holdout())
         w = driver.weights(algorithm.code, state, param_array, counters[driver.C_ROUNDS])
         with np.errstate(over="ignore", invalid="ignore"):
             loss = logistic_loss(y_test * (x_test @ w))

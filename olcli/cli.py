@@ -97,6 +97,7 @@ def _chosen_algorithm(flags: dict) -> str:
 
 _hyper = "Hyper-parameters"
 _features = "Features (VW's namespace options)"
+_passes = "Passes"
 
 
 @app.command()
@@ -136,6 +137,18 @@ def train(
                                              help="Use only the namespaces starting with these letters."),
     ignore_linear: Optional[List[str]] = typer.Option(None, "--ignore-linear", rich_help_panel=_features, show_default=False,
                                                       help="Use these namespaces only inside interactions."),
+    passes: int = typer.Option(1, "--passes", rich_help_panel=_passes,
+                               help="Passes over the data (the first builds an example cache)."),
+    holdout_period: int = typer.Option(10, "--holdout-period", rich_help_panel=_passes,
+                                       help="With --passes > 1: every K-th example is held out."),
+    holdout_off: bool = typer.Option(False, "--holdout-off", rich_help_panel=_passes,
+                                     help="With --passes > 1: learn from every example; report progressive loss."),
+    early_terminate: int = typer.Option(3, "--early-terminate", rich_help_panel=_passes,
+                                        help="Stop after K passes without a better holdout loss."),
+    cache: Optional[str] = typer.Option(None, "--cache", rich_help_panel=_passes, show_default=False,
+                                        help="Example cache file (default with --passes: DATA.olcache)."),
+    kill_cache: bool = typer.Option(False, "-k", "--kill-cache", rich_help_panel=_passes,
+                                    help="Rebuild the example cache even if it looks current."),
     link: Optional[Link] = _link,
     input_format: Format = _format,
     noconstant: bool = typer.Option(False, "--noconstant", help="No constant (bias) feature."),
@@ -156,6 +169,8 @@ def train(
         input_format=input_format.value, constant=None if not noconstant else False,
         features=_feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear),
         report=report, quiet=quiet, strict=strict,
+        passes=dict(passes=passes, holdout_period=0 if holdout_off else holdout_period,
+                    early_terminate=early_terminate, cache_path=cache, kill_cache=kill_cache),
     )
 
 

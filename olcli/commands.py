@@ -114,8 +114,17 @@ def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss,
 
 
 def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
-          loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None) -> None:
+          loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
+          passes=None) -> None:
+    passes = passes or {}
+    if passes.get("passes", 1) < 1:
+        raise UsageError("--passes must be at least 1")
+    if passes.get("holdout_period", 10) < 0 or passes.get("holdout_period") == 1:
+        raise UsageError("--holdout-period must be 2 or more (or use --holdout-off)")
+    if passes.get("early_terminate", 3) < 1:
+        raise UsageError("--early-terminate must be at least 1")
     check_readable(sources)
+    _check_writable(passes.get("cache_path"), "cache")
     _check_writable(final_model, "model")
     _check_writable(predictions, "predictions file")
     _check_writable(report, "report")
@@ -129,7 +138,7 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                 setattr(model, name, value)
     _check_format(model, input_format)
     options = RunOptions(sources=sources, learn=True, input_format=input_format,
-                         strict=strict, quiet=quiet)
+                         strict=strict, quiet=quiet, **passes)
     _execute(model, options, predictions, link or model.link, report, final_model)
 
 

@@ -64,8 +64,10 @@ def _number(x):
     return x if math.isfinite(x) else None
 
 
-def progress_records(rows: np.ndarray) -> list:
+def progress_records(rows: np.ndarray, holdout: bool = False) -> list:
+    """Progress rows as dicts; ``holdout``: their losses are holdout losses (VW's 'h')."""
     return [{
+        "holdout": holdout,
         "average_loss": _number(row[R_AVERAGE_LOSS]),
         "since_last": _number(row[R_SINCE_LAST]),
         "example_counter": int(row[R_COUNTER]),
@@ -116,8 +118,9 @@ class ProgressTable:
         for r in records:
             label = "unknown" if r["current_label"] is None else f"{r['current_label']:.4f}"
             prediction = r["current_prediction"]
+            mark = " h" if r.get("holdout") else ""
             self.stream.write(
-                f"{_fixed(r['average_loss']):<8} {_fixed(r['since_last']):<8} "
+                f"{_fixed(r['average_loss']) + mark:<8} {_fixed(r['since_last']) + mark:<8} "
                 f"{r['example_counter']:>12} {r['example_weight']:>14.1f} {label:>8} "
                 f"{'nan' if prediction is None else format(prediction, '.4f'):>8} "
                 f"{r['current_features']:>8}\n")
@@ -135,7 +138,9 @@ def render_summary(report: dict) -> str:
         f"number of examples = {report['examples']}",
         f"weighted example sum = {report['weighted_example_sum']:.6f}",
         f"weighted label sum = {report['weighted_label_sum']:.6f}",
-        f"average loss = {_fixed(report['average_loss'])}",
+        f"average loss = {_fixed(report['average_loss'])}"
+        + (f" h (holdout loss of pass {report['best_pass']}, the model kept)"
+           if report.get("average_loss_is_holdout") else ""),
         f"best constant = {_fixed(report['best_constant'])}",
         f"best constant's loss = {_fixed(report['best_constant_loss'])}",
         f"total feature number = {report['total_features']}",
@@ -147,6 +152,9 @@ def render_summary(report: dict) -> str:
     lines.append(f"elapsed seconds = {report['elapsed_seconds']:.3f}")
     if report["examples_per_second"] is not None:
         lines.append(f"examples per second = {report['examples_per_second']:.0f}")
+    if report.get("holdout_losses"):
+        losses = ", ".join("n/a" if x is None else f"{x:.6f}" for x in report["holdout_losses"])
+        lines.append(f"passes = {report['passes']} (holdout loss by pass: {losses})")
     if report["bad_lines"]:
         lines.append(f"bad lines skipped = {report['bad_lines']}")
     if report.get("model_out"):

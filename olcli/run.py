@@ -1,16 +1,22 @@
-"""One pass over the inputs: parse chunk by chunk, predict, learn, report.
+"""Passes over the inputs: parse chunk by chunk, predict, learn, report.
 
 Python works per chunk (a few MiB of lines); everything per example or per
-token happens in the numba kernels.
+token happens in the numba kernels. With --passes N > 1 the first pass writes
+the parsed chunks to a cache (olcli/cache.py) that later passes read, every
+holdout-period-th example is held out, and the model of the pass with the best
+holdout loss is kept.
 """
 
+import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from olcli import __version__
+from olcli import cache as example_cache
 from olcli.engine import driver
 from olcli.engine.format import format_predictions
 from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, UNBOUNDED_LOSSES
@@ -33,6 +39,19 @@ class RunOptions:
     strict: bool = False
     quiet: bool = False
     chunk_bytes: int = CHUNK_BYTES
+    passes: int = 1
+    holdout_period: int = 10       # used when passes > 1; 0 = --holdout-off
+    early_terminate: int = 3       # stop after this many passes without a better holdout loss
+    cache_path: str | None = None  # --cache; default <first data file>.olcache when passes > 1
+    kill_cache: bool = False       # -k: rebuild the cache
+
+    @property
+    def caching(self) -> bool:
+        return self.passes > 1 or self.cache_path is not None
+
+    @property
+    def holdout(self) -> int:
+        return self.holdout_period if self.passes > 1 else 0
 
 
 @dataclass
@@ -72,17 +91,16 @@ def run(model: Model, options: RunOptions, predictions: PredictionWriter | None 
     between chunks (olcli/signals.py)."""
     session = _Session(model, options, predictions, stderr if stderr is not None else sys.stderr,
                        result if result is not None else RunResult(report={}))
-    chunks = read_chunks(options.sources, options.chunk_bytes)
     started = time.perf_counter()
     try:
         with StopSignals() as signals:
-            while True:
-                with signals.waiting_for_input():
-                    chunk = next(chunks, None)
-                if chunk is None:
+            for pass_number in range(1, options.passes + 1):
+                session.start_pass(pass_number)
+                for item in session.pass_chunks(pass_number, signals):
+                    session.process(*item)
+                    signals.check()
+                if session.end_pass():
                     break
-                session.process(chunk)
-                signals.check()
     finally:
         session.finish(time.perf_counter() - started)
     return session.result
@@ -109,38 +127,128 @@ class _Session:
         self.table = None if options.quiet else ProgressTable(stderr)
         self.records = []
         self.input_format = None if options.input_format == "auto" else options.input_format
+        self.pass_number = 0
+        self.holdout = driver.new_holdout()
+        self.cache_path, self.cache_temporary, self.cache_reused = None, False, False
+        self.pass_losses, self.best_loss, self.best_pass = [], float("inf"), None
+        self.passes_since_best, self.best_snapshot = 0, None
 
-    def process(self, chunk) -> None:
+    # --- passes and the cache ---
+
+    def _cache_header(self) -> dict:
+        model = self.model
+        return {"olcli_version": __version__, "sources": example_cache.fingerprint(self.options.sources),
+                "parse": {"format_option": self.options.input_format, "bits": model.bits,
+                          "constant": model.constant, "binary_labels": self.binary_labels,
+                          "interactions": list(model.interactions), "ignore": model.ignore,
+                          "keep": model.keep, "ignore_linear": model.ignore_linear}}
+
+    def _cache_location(self) -> tuple:
+        """(path, temporary): --cache, else beside the first data file, else a temporary file."""
+        options = self.options
+        if options.cache_path:
+            return options.cache_path, False
+        first = options.sources[0]
+        if first != "-" and os.access(os.path.dirname(os.path.abspath(first)), os.W_OK):
+            return first + ".olcache", False
+        fd, path = tempfile.mkstemp(prefix="olcli-", suffix=".olcache")
+        os.close(fd)
+        return path, True
+
+    def start_pass(self, pass_number: int) -> None:
+        self.pass_number = pass_number
+        self.holdout = driver.new_holdout(self.options.holdout, report_rows=pass_number > 1 and
+                                          self.options.holdout > 0)
+
+    def pass_chunks(self, pass_number: int, signals):
+        """(parsed chunk, bytes its tags point into, bad line to stop at) per chunk."""
+        if pass_number == 1:
+            header = self._cache_header() if self.options.caching else None
+            if self.options.caching:
+                self.cache_path, self.cache_temporary = self._cache_location()
+                if not self.options.kill_cache and example_cache.usable(self.cache_path, header, self.options.sources):
+                    self.cache_reused = True
+            if not self.cache_reused:
+                yield from self._parse_sources(signals, header)
+                return
+            if self.input_format is None:
+                self._set_format(example_cache.header(self.cache_path)["format"], self.cache_path)
+        for cached in example_cache.read(self.cache_path):
+            yield cached, cached.data, None
+
+    def _parse_sources(self, signals, header):
         model, options = self.model, self.options
-        if self.input_format is None:
-            self.input_format = detect_format(chunk.data)
-            if model.input_format and self.input_format != model.input_format:
-                raise DataError(
-                    f"{chunk.source} looks like {self.input_format} input, but the model was trained "
-                    f"on {model.input_format} input (features would hash differently); "
-                    f"pass --format {model.input_format} if the data really is {model.input_format}")
-        parsed = parse_chunk(chunk, self.input_format, model.bits, model.constant, self.binary_labels,
-                             self.features)
-        stop = None
-        if parsed.bad_lines and options.strict:
-            # Learn what precedes the bad line, then stop.
-            stop = parsed.bad_lines[0]
-            parsed.n_examples = int(np.searchsorted(
-                parsed.example_line[:parsed.n_examples], stop.line - chunk.first_line + 1))
+        writer = None
+        chunks = read_chunks(options.sources, options.chunk_bytes)
+        try:
+            while True:
+                with signals.waiting_for_input():
+                    chunk = next(chunks, None)
+                if chunk is None:
+                    break
+                if self.input_format is None:
+                    self._set_format(detect_format(chunk.data), chunk.source)
+                parsed = parse_chunk(chunk, self.input_format, model.bits, model.constant,
+                                     self.binary_labels, self.features)
+                stop = None
+                if parsed.bad_lines and options.strict:
+                    # Learn what precedes the bad line, then stop.
+                    stop = parsed.bad_lines[0]
+                    parsed.n_examples = int(np.searchsorted(
+                        parsed.example_line[:parsed.n_examples], stop.line - chunk.first_line + 1))
+                else:
+                    _report_bad_lines(parsed.bad_lines, self.result, self.stderr)
+                if header is not None and writer is None:
+                    writer = example_cache.CacheWriter(self.cache_path, {**header, "format": self.input_format})
+                if writer is not None:
+                    writer.add(parsed, chunk.data)
+                yield parsed, chunk.data, stop
+            if writer is not None:
+                writer.commit()
+                writer = None
+        finally:
+            if writer is not None:
+                writer.abort()
+
+    def _set_format(self, detected: str, source: str) -> None:
+        model = self.model
+        if model.input_format and detected != model.input_format:
+            raise DataError(
+                f"{source} looks like {detected} input, but the model was trained "
+                f"on {model.input_format} input (features would hash differently); "
+                f"pass --format {model.input_format} if the data really is {model.input_format}")
+        self.input_format = detected
+
+    def end_pass(self) -> bool:
+        """After a pass: track the best holdout loss; True when the run should stop early."""
+        if not self.options.holdout:
+            return False
+        weight = self.holdout[driver.H_WEIGHT]
+        loss = self.holdout[driver.H_LOSS] / weight if weight > 0 else float("inf")
+        self.pass_losses.append(loss)
+        if loss < self.best_loss:
+            self.best_loss, self.best_pass, self.passes_since_best = loss, self.pass_number, 0
+            self.best_snapshot = (self.model.state.copy(), self.counters.copy())
         else:
-            _report_bad_lines(parsed.bad_lines, self.result, self.stderr)
+            self.passes_since_best += 1
+        return self.passes_since_best >= self.options.early_terminate
+
+    # --- one chunk ---
+
+    def process(self, parsed, data, stop) -> None:
+        model, options = self.model, self.options
         chunk_predictions = np.empty(parsed.n_examples)
         n_rows = driver.run_chunk(
             self.algorithm_code, model.state, self.params, self.loss_code, self.loss_params, options.learn,
             self.counters, parsed.n_examples, parsed.labels, parsed.importance, parsed.base,
             parsed.row_ptr, parsed.index, parsed.value, parsed.feature_count,
-            chunk_predictions, self.stats, self.auc_histogram, self.progress)
-        new_records = progress_records(self.progress[:n_rows])
+            chunk_predictions, self.stats, self.auc_histogram, self.progress, self.holdout)
+        new_records = progress_records(self.progress[:n_rows], holdout=bool(self.holdout[driver.H_ROWS] > 0))
         self.records += new_records
         if self.table is not None:
             self.table.write(new_records)
         if self.predictions is not None:
-            self.predictions.write(chunk_predictions, parsed, chunk.data)
+            self.predictions.write(chunk_predictions, parsed, data)
         if stop is not None:
             self.result.bad_lines += 1
             self.result.bad_line_samples.append(str(stop))
@@ -148,6 +256,12 @@ class _Session:
 
     def finish(self, elapsed: float) -> None:
         model = self.model
+        if self.cache_temporary and self.cache_path and os.path.exists(self.cache_path):
+            os.unlink(self.cache_path)
+        if self.best_snapshot is not None and self.best_pass != self.pass_number:
+            # -f keeps the pass with the best holdout loss.
+            model.state[:] = self.best_snapshot[0]
+            self.counters[:] = self.best_snapshot[1]
         if self.options.learn:
             model.counters = dict(zip(COUNTER_NAMES, self.counters.tolist()))
             if model.input_format is None:
@@ -163,7 +277,19 @@ class _Session:
             "bad_lines": self.result.bad_lines,
             "bad_line_samples": self.result.bad_line_samples,
             "progress": self.records,
+            "passes": self.pass_number,
+            "holdout_period": self.options.holdout,
+            "holdout_losses": [x if x != float("inf") else None for x in self.pass_losses],
+            "best_pass": self.best_pass,
+            "cache": None if self.cache_temporary else self.cache_path,
+            "cache_reused": self.cache_reused,
         })
+        if self.best_pass is not None:
+            # After several passes the honest number is the holdout loss of the kept model.
+            report["average_loss"] = self.best_loss
+            report["average_loss_is_holdout"] = True
+        else:
+            report["average_loss_is_holdout"] = False
         self.result.report = report
 
 

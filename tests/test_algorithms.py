@@ -73,7 +73,8 @@ def _predictions(name, rows, multipliers, loss="logistic"):
     driver.run_chunk(ALGORITHMS[name].code, state, params, losses.LOSS_CODES[loss], np.array([0.5, clip]),
                      True, np.zeros(len(driver.COUNTER_NAMES)), len(rows), labels, np.ones(len(rows)),
                      np.zeros(len(rows)), row_ptr, index, value, np.diff(row_ptr), predictions, driver.new_stats(),
-                     np.zeros((2, driver.AUC_BINS)), np.zeros((driver.MAX_PROGRESS_ROWS, 7)))
+                     np.zeros((2, driver.AUC_BINS)), np.zeros((driver.MAX_PROGRESS_ROWS, 7)),
+                     driver.new_holdout())
     return predictions
 
 

@@ -77,7 +77,8 @@ def run(name, state, examples, loss, params, learn=True, counters=None, tau=0.3)
     driver.run_chunk(ALGORITHMS[name].code, state, params_array(name, params), losses.LOSS_CODES[loss],
                      loss_params(name, loss, tau), learn, counters, len(examples), labels, importance,
                      base, row_ptr, index, value, np.diff(row_ptr), predictions, stats,
-                     np.zeros((2, driver.AUC_BINS)), np.zeros((driver.MAX_PROGRESS_ROWS, 7)))
+                     np.zeros((2, driver.AUC_BINS)), np.zeros((driver.MAX_PROGRESS_ROWS, 7)),
+                     driver.new_holdout())
     return predictions, stats
 
 

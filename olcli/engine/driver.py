@@ -58,11 +58,28 @@ MAX_PROGRESS_ROWS = 128
 
 AUC_BINS = 1 << 16
 
+# Holdout (--passes): one array per pass, named slots.
+H_PERIOD = 0        # every H_PERIOD-th example of the data is held out; 0 = no holdout
+H_SEEN = 1          # examples of this pass processed so far
+H_ROWS = 2          # 1: progress rows report the holdout loss (passes after the first)
+H_LOSS = 3          # importance-weighted loss of held-out examples in this pass
+H_WEIGHT = 4
+H_SINCE_LOSS = 5
+H_SINCE_WEIGHT = 6
+N_HOLDOUT = 7
+
 
 def new_stats():
     stats = np.zeros(N_STATS)
     stats[S_NEXT_DUMP] = 1.0
     return stats
+
+
+def new_holdout(period=0, report_rows=False):
+    holdout = np.zeros(N_HOLDOUT)
+    holdout[H_PERIOD] = period
+    holdout[H_ROWS] = 1.0 if report_rows else 0.0
+    return holdout
 
 
 @njit(cache=True)
@@ -140,15 +157,17 @@ def _account(stats, auc_histogram, loss, label, weight, p):
 @njit(cache=True)
 def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
               n_examples, labels, importance, base, row_ptr, index, value, feature_count,
-              predictions, stats, auc_histogram, progress):
+              predictions, stats, auc_histogram, progress, holdout):
     """Predict (and learn from, when ``learn``) examples 0..n_examples-1.
 
     ``counters`` holds the model's lifetime counters (C_* slots); they change
     only when learning. An example is learned from when learning and it has a
     label and positive importance; only then may the algorithm change state
-    while predicting (ScInOL raises M first). Returns the number of progress
-    rows written.
+    while predicting (ScInOL raises M first). With holdout (H_PERIOD > 0) every
+    H_PERIOD-th example of the pass is scored but never learned from; its loss
+    goes to the pass's holdout sums. Returns the number of progress rows written.
     """
+    period = holdout[H_PERIOD]
     tau = loss_params[L_TAU]
     clip = loss_params[L_CLIP] > 0.0
     n_rows = 0
@@ -157,7 +176,9 @@ def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
         hi = row_ptr[e + 1]
         y = labels[e]
         h = importance[e]
-        learning = learn and h > 0.0 and not np.isnan(y)
+        holdout[H_SEEN] += 1.0
+        held_out = period > 0.0 and holdout[H_SEEN] % period == 0.0
+        learning = learn and h > 0.0 and not np.isnan(y) and not held_out
         p = base[e] + _predict(algorithm, state, index, value, lo, hi, params,
                                counters[C_ROUNDS], learning)
         predictions[e] = p
@@ -171,6 +192,11 @@ def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
         else:
             example_loss = loss_value(loss, p, y, tau)
             _account(stats, auc_histogram, example_loss, y, h, p)
+            if held_out:
+                holdout[H_LOSS] += h * example_loss
+                holdout[H_WEIGHT] += h
+                holdout[H_SINCE_LOSS] += h * example_loss
+                holdout[H_SINCE_WEIGHT] += h
             if learn:
                 counters[C_LABELED] += 1.0
                 counters[C_WEIGHT] += h
@@ -186,9 +212,16 @@ def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
         seen = stats[S_WEIGHT] + stats[S_UNLABELED_WEIGHT]
         if seen >= stats[S_NEXT_DUMP] and n_rows < MAX_PROGRESS_ROWS:
             row = progress[n_rows]
-            row[R_AVERAGE_LOSS] = stats[S_LOSS] / stats[S_WEIGHT] if stats[S_WEIGHT] > 0 else np.nan
-            row[R_SINCE_LAST] = (stats[S_SINCE_LOSS] / stats[S_SINCE_WEIGHT]
-                                 if stats[S_SINCE_WEIGHT] > 0 else np.nan)
+            if holdout[H_ROWS] > 0.0:
+                row[R_AVERAGE_LOSS] = holdout[H_LOSS] / holdout[H_WEIGHT] if holdout[H_WEIGHT] > 0 else np.nan
+                row[R_SINCE_LAST] = (holdout[H_SINCE_LOSS] / holdout[H_SINCE_WEIGHT]
+                                     if holdout[H_SINCE_WEIGHT] > 0 else np.nan)
+                holdout[H_SINCE_LOSS] = 0.0
+                holdout[H_SINCE_WEIGHT] = 0.0
+            else:
+                row[R_AVERAGE_LOSS] = stats[S_LOSS] / stats[S_WEIGHT] if stats[S_WEIGHT] > 0 else np.nan
+                row[R_SINCE_LAST] = (stats[S_SINCE_LOSS] / stats[S_SINCE_WEIGHT]
+                                     if stats[S_SINCE_WEIGHT] > 0 else np.nan)
             row[R_COUNTER] = stats[S_EXAMPLES]
             row[R_WEIGHT] = seen
             row[R_LABEL] = y
