@@ -71,6 +71,8 @@ _link = typer.Option(None, "--link", help="Transform of -p output (default: the 
 _report = typer.Option(None, "--report", help="Write the run's numbers as JSON here (schema in README).")
 _quiet = typer.Option(False, "--quiet", help="No progress table or summary on stderr (VW's --quiet; -q is --quadratic).")
 _strict = typer.Option(False, "--strict", help="Stop with exit 1 at the first malformed line (default: skip it).")
+_probabilities = typer.Option(False, "--probabilities", help="-p writes probabilities: K of them for "
+                              "multiclass (1:p1 2:p2 ...), else the logistic link.")
 _format = typer.Option(Format.auto, "--format", help="Input format; auto decides from the first non-empty line.")
 
 
@@ -98,6 +100,7 @@ def _chosen_algorithm(flags: dict) -> str:
 _hyper = "Hyper-parameters"
 _features = "Features (VW's namespace options)"
 _passes = "Passes"
+_multiclass = "Multiclass"
 
 
 @app.command()
@@ -149,6 +152,11 @@ def train(
                                         help="Example cache file (default with --passes: DATA.olcache)."),
     kill_cache: bool = typer.Option(False, "-k", "--kill-cache", rich_help_panel=_passes,
                                     help="Rebuild the example cache even if it looks current."),
+    oaa: Optional[int] = typer.Option(None, "--oaa", rich_help_panel=_multiclass, show_default=False,
+                                      help="K classes (labels 1..K), one against all with the chosen loss."),
+    softmax: Optional[int] = typer.Option(None, "--softmax", rich_help_panel=_multiclass, show_default=False,
+                                          help="K classes (labels 1..K), multinomial logistic loss."),
+    probabilities: bool = _probabilities,
     link: Optional[Link] = _link,
     input_format: Format = _format,
     noconstant: bool = typer.Option(False, "--noconstant", help="No constant (bias) feature."),
@@ -171,7 +179,18 @@ def train(
         report=report, quiet=quiet, strict=strict,
         passes=dict(passes=passes, holdout_period=0 if holdout_off else holdout_period,
                     early_terminate=early_terminate, cache_path=cache, kill_cache=kill_cache),
+        multiclass=_multiclass_option(oaa, softmax), probabilities=probabilities,
     )
+
+
+def _multiclass_option(oaa, softmax) -> tuple:
+    if oaa is not None and softmax is not None:
+        raise UsageError("choose --oaa or --softmax, not both")
+    if oaa is not None:
+        return "oaa", oaa
+    if softmax is not None:
+        return "softmax", softmax
+    return "", 0
 
 
 def _feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear) -> dict:
@@ -200,6 +219,7 @@ def test(
     loss: Optional[Loss] = typer.Option(None, "--loss", help="Score with this loss instead of the model's.", show_default=False),
     quantile_tau: Optional[float] = typer.Option(None, "--quantile-tau", show_default=False,
                                                  help="Level of --loss quantile (default: the model's)."),
+    probabilities: bool = _probabilities,
     link: Optional[Link] = _link,
     input_format: Format = _format,
     report: Optional[str] = _report,
@@ -212,7 +232,7 @@ def test(
     commands.test(
         sources=data or ["-"], initial_model=initial_model, predictions=predictions,
         loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
-        input_format=input_format.value, report=report, quiet=quiet, strict=strict,
+        input_format=input_format.value, report=report, quiet=quiet, strict=strict, probabilities=probabilities,
     )
 
 

@@ -68,19 +68,25 @@ def resolve_params(algorithm: str, options: dict) -> dict:
 
 
 def new_model(algorithm: str, options: dict, bits: int | None, loss: str | None,
-              quantile_tau: float | None, link: str | None, constant: bool | None) -> model_file.Model:
+              quantile_tau: float | None, link: str | None, constant: bool | None,
+              multiclass: tuple = ("", 0)) -> model_file.Model:
     params = resolve_params(algorithm, options)
+    mode, classes = multiclass
+    if mode == "softmax":
+        if loss not in (None, "logistic"):
+            raise UsageError("--softmax learns the multinomial logistic loss; drop --loss (or use --oaa)")
+        loss = "logistic"
     bits = DEFAULTS["bits"] if bits is None else bits
     if not 1 <= bits <= MAX_BITS:
         raise UsageError(f"-b/--bits must be between 1 and {MAX_BITS} (got {bits})")
     names = slots(algorithm)
-    state = np.zeros((model_file.table_rows(bits), len(names)))
+    state = np.zeros((max(1, classes) * model_file.table_rows(bits), len(names)))
     return model_file.Model(
         algorithm=algorithm, params=params, bits=bits,
         loss=loss or DEFAULTS["loss"], loss_tau=_check_tau(quantile_tau),
         link=link or DEFAULTS["link"], input_format=None,
         constant=DEFAULTS["constant"] if constant is None else constant,
-        state=state, slots=names)
+        state=state, slots=names, classes=classes, multiclass=mode)
 
 
 def _check_tau(quantile_tau: float | None) -> float:
@@ -115,7 +121,10 @@ def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss,
 
 def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
           loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
-          passes=None) -> None:
+          passes=None, multiclass=("", 0), probabilities=False) -> None:
+    mode, classes = multiclass
+    if mode and not 2 <= classes <= 10000:
+        raise UsageError(f"--{mode} takes the number of classes, 2 to 10000 (got {classes})")
     passes = passes or {}
     if passes.get("passes", 1) < 1:
         raise UsageError("--passes must be at least 1")
@@ -131,19 +140,24 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
     if initial_model:
         model = _continue_model(initial_model, algorithm, options, bits, loss, quantile_tau, link, constant,
                                 features or {})
+        if mode and (mode, classes) != (model.multiclass, model.classes):
+            raise UsageError(f"{initial_model} was trained with "
+                             f"{'--' + model.multiclass + ' ' + str(model.classes) if model.classes else 'binary/real labels'}; "
+                             f"drop --{mode} to continue it")
     else:
-        model = new_model(algorithm or DEFAULT_ALGORITHM, options, bits, loss, quantile_tau, link, constant)
+        model = new_model(algorithm or DEFAULT_ALGORITHM, options, bits, loss, quantile_tau, link, constant,
+                          multiclass)
         for name, value in (features or {}).items():
             if value is not None:
                 setattr(model, name, value)
     _check_format(model, input_format)
     options = RunOptions(sources=sources, learn=True, input_format=input_format,
                          strict=strict, quiet=quiet, **passes)
-    _execute(model, options, predictions, link or model.link, report, final_model)
+    _execute(model, options, predictions, link or model.link, report, final_model, probabilities)
 
 
 def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input_format, report, quiet,
-         strict) -> None:
+         strict, probabilities=False) -> None:
     check_readable(sources)
     _check_writable(predictions, "predictions file")
     _check_writable(report, "report")
@@ -157,7 +171,7 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
     _check_format(model, input_format)
     options = RunOptions(sources=sources, learn=False, input_format=input_format,
                          strict=strict, quiet=quiet)
-    _execute(model, options, predictions, link or model.link, report, None)
+    _execute(model, options, predictions, link or model.link, report, None, probabilities)
 
 
 def _check_format(model, input_format: str) -> None:
@@ -166,10 +180,13 @@ def _check_format(model, input_format: str) -> None:
                          f"--format {input_format} would hash features differently")
 
 
-def _execute(model, options: RunOptions, predictions_path, link, report_path, model_path) -> None:
+def _execute(model, options: RunOptions, predictions_path, link, report_path, model_path,
+             probabilities=False) -> None:
     """Run, then always keep what was learned: the model is saved (atomically) even
     when the run stops on an error or an interrupt, and the report says so."""
-    writer = PredictionWriter(predictions_path, link) if predictions_path else None
+    if probabilities and not model.classes:
+        link = "logistic"  # binary: --probabilities is --link logistic
+    writer = PredictionWriter(predictions_path, link, model, probabilities) if predictions_path else None
     outcome = None
     result = RunResult(report={})
     try:
@@ -238,5 +255,7 @@ def inspect(path: str, top: int) -> None:
     if order.size:
         out.write("largest weights (index: weight):\n")
         for row in order:
-            name = " (constant)" if row == model.rows - 1 else ""
-            out.write(f"  {row}: {weights[row]:.6g}{name}\n")
+            block, index = divmod(int(row), model.block_rows)
+            name = " (constant)" if index == model.block_rows - 1 else ""
+            where = f"class {block + 1} index {index}" if model.classes else str(index)
+            out.write(f"  {where}: {weights[row]:.6g}{name}\n")

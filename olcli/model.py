@@ -50,12 +50,19 @@ class Model:
     ignore: str = ""           # namespace letters dropped entirely
     keep: str = ""             # if set, only these namespace letters are used
     ignore_linear: str = ""    # namespace letters used only inside interactions
+    classes: int = 0           # K for --oaa/--softmax K (state: K blocks of block_rows), else 0
+    multiclass: str = ""       # "oaa" or "softmax"
     counters: dict = field(default_factory=lambda: {name: 0.0 for name in COUNTER_NAMES})
     file_header: dict | None = None   # the header as read from a file, for inspect
 
     @property
     def rows(self) -> int:
         return self.state.shape[0]
+
+    @property
+    def block_rows(self) -> int:
+        """Rows of one class's block (the whole table when not multiclass)."""
+        return self.rows // max(1, self.classes)
 
     def header(self) -> dict:
         return {
@@ -70,13 +77,14 @@ class Model:
             "input": {
                 "format": self.input_format,
                 "constant": self.constant,
-                "constant_index": self.rows - 1,
+                "constant_index": self.block_rows - 1,
                 "interactions": list(self.interactions),
                 "ignore": self.ignore,
                 "keep": self.keep,
                 "ignore_linear": self.ignore_linear,
                 "hash": "murmur3_x86_32(feature, seed=murmur3_x86_32(namespace, 0)) & (2**bits - 1)",
             },
+            "multiclass": {"mode": self.multiclass, "classes": self.classes},
             "counters": dict(self.counters),
             "state": {"slots": list(self.slots), "rows": self.rows, "dtype": "<f8"},
         }
@@ -157,6 +165,7 @@ def decode(raw: bytes, path: str) -> Model:
             constant=bool(header["input"]["constant"]), state=state, slots=slots,
             interactions=list(header["input"]["interactions"]), ignore=header["input"]["ignore"],
             keep=header["input"]["keep"], ignore_linear=header["input"]["ignore_linear"],
+            classes=int(header["multiclass"]["classes"]), multiclass=header["multiclass"]["mode"],
             counters={name: float(header["counters"].get(name, 0.0)) for name in COUNTER_NAMES},
             file_header=header,
         )

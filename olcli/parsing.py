@@ -18,6 +18,7 @@ MESSAGES = {
     kernels.ERR_NAMESPACE_SCALE: "namespace scale is not a number",
     kernels.ERR_LIBSVM_INDEX: "libsvm feature is not index:value with a non-negative integer index",
     kernels.ERR_LIBSVM_LABEL: "libsvm line has no label",
+    kernels.ERR_LABEL_NOT_CLASS: "label must be a class number 1..K for --oaa/--softmax K",
 }
 
 _MAX_SHOWN = 200
@@ -89,12 +90,13 @@ def _text(data: np.ndarray, start: int, end: int) -> str:
 
 
 def parse_chunk(chunk: Chunk, input_format: str, bits: int, constant: bool,
-                binary_labels: bool, features: FeatureSpec = PLAIN) -> ParsedChunk:
+                label_kind: int, features: FeatureSpec = PLAIN) -> ParsedChunk:
+    """``label_kind``: engine.parse.LABELS_ANY, LABELS_BINARY, or K >= 2 classes."""
     kernel = kernels.parse_vw_chunk if input_format == "vw" else kernels.parse_libsvm_chunk
     mask = (1 << bits) - 1
     constant_index = (1 << bits) if constant else -1
     (n_examples, labels, importance, base, tags, example_line, row_ptr, index, value, feature_count,
-     n_errors, errors, n_lines) = kernel(chunk.data, mask, constant_index, binary_labels,
+     n_errors, errors, n_lines) = kernel(chunk.data, mask, constant_index, label_kind,
                                          features.namespace_mode, features.interactions, features.lengths)
     bad_lines = []
     for line, code, token_start, token_end, line_start, line_end in errors[:n_errors]:

@@ -13,7 +13,7 @@ import numpy as np
 from olcli.atomic import atomic_write
 from olcli.engine.driver import (
     R_AVERAGE_LOSS, R_COUNTER, R_FEATURES, R_LABEL, R_PREDICTION, R_SINCE_LAST, R_WEIGHT,
-    S_CORRECT, S_EXAMPLES, S_FEATURES, S_LABEL_SQUARES, S_LABEL_SUM, S_LABELED, S_LOSS,
+    S_CORRECT, S_EXAMPLES, S_FEATURES, S_LABEL_SQUARES, S_LABEL_SUM, S_LABELED, S_LOG_LOSS, S_LOSS,
     S_NEGATIVE, S_OTHER_LABELS, S_POSITIVE, S_WEIGHT,
 )
 
@@ -78,10 +78,12 @@ def progress_records(rows: np.ndarray, holdout: bool = False) -> list:
     } for row in rows]
 
 
-def summarize(stats: np.ndarray, auc_histogram: np.ndarray, loss: str, elapsed: float) -> dict:
+def summarize(stats: np.ndarray, auc_histogram: np.ndarray, loss: str, elapsed: float,
+              classes: int = 0) -> dict:
+    """The run's numbers. Multiclass: average loss is the 0/1 error, plus the log loss."""
     weight = stats[S_WEIGHT]
-    constant, constant_loss = best_constant(loss, stats)
-    binary = stats[S_OTHER_LABELS] == 0 and stats[S_POSITIVE] + stats[S_NEGATIVE] > 0
+    constant, constant_loss = (None, None) if classes else best_constant(loss, stats)
+    binary = not classes and stats[S_OTHER_LABELS] == 0 and stats[S_POSITIVE] + stats[S_NEGATIVE] > 0
     examples = int(stats[S_EXAMPLES])
     return {
         "examples": examples,
@@ -92,7 +94,8 @@ def summarize(stats: np.ndarray, auc_histogram: np.ndarray, loss: str, elapsed: 
         "best_constant": _number(constant),
         "best_constant_loss": _number(constant_loss),
         "total_features": int(stats[S_FEATURES]),
-        "accuracy": float(stats[S_CORRECT] / weight) if binary else None,
+        "accuracy": float(stats[S_CORRECT] / weight) if (binary or classes) and weight > 0 else None,
+        "multiclass_log_loss": _number(stats[S_LOG_LOSS] / weight) if classes and weight > 0 else None,
         "auc": auc_from_histogram(auc_histogram) if binary else None,
         "elapsed_seconds": elapsed,
         "examples_per_second": examples / elapsed if elapsed > 0 else None,
@@ -138,13 +141,16 @@ def render_summary(report: dict) -> str:
         f"number of examples = {report['examples']}",
         f"weighted example sum = {report['weighted_example_sum']:.6f}",
         f"weighted label sum = {report['weighted_label_sum']:.6f}",
-        f"average loss = {_fixed(report['average_loss'])}"
+        ("average loss (multiclass 0/1 error) = " if report.get("classes") else "average loss = ")
+        + f"{_fixed(report['average_loss'])}"
         + (f" h (holdout loss of pass {report['best_pass']}, the model kept)"
            if report.get("average_loss_is_holdout") else ""),
         f"best constant = {_fixed(report['best_constant'])}",
         f"best constant's loss = {_fixed(report['best_constant_loss'])}",
         f"total feature number = {report['total_features']}",
     ]
+    if report.get("multiclass_log_loss") is not None:
+        lines.append(f"multiclass log loss = {report['multiclass_log_loss']:.6f}")
     if report["accuracy"] is not None:
         lines.append(f"accuracy = {report['accuracy']:.6f}")
     if report["auc"] is not None:

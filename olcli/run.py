@@ -17,7 +17,7 @@ import numpy as np
 
 from olcli import __version__
 from olcli import cache as example_cache
-from olcli.engine import driver
+from olcli.engine import driver, multiclass
 from olcli.engine.format import format_predictions
 from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, UNBOUNDED_LOSSES
 from olcli.engine.registry import ALGORITHMS
@@ -62,17 +62,38 @@ class RunResult:
 
 
 class PredictionWriter:
-    """-p: one prediction per example, with its tag; '-' is standard output."""
+    """-p: one prediction per example, with its tag; '-' is standard output.
 
-    def __init__(self, path: str, link: str):
+    Multiclass: the predicted class, or with --probabilities VW's
+    ``1:p1 2:p2 ... K:pK`` (softmax, or normalized sigmoids for OAA)."""
+
+    def __init__(self, path: str, link: str, model: Model | None = None, probabilities: bool = False):
         self.link = link
+        self.classes = model.classes if model is not None else 0
+        self.mode = multiclass.SOFTMAX if model is not None and model.multiclass == "softmax" else multiclass.OAA
+        self.probabilities = probabilities
         self.stream = sys.stdout.buffer if path == "-" else open(path, "wb")
+
+    def write_classes(self, predictions: np.ndarray, scores: np.ndarray, parsed, data: np.ndarray) -> None:
+        n = parsed.n_examples
+        if not self.probabilities:
+            self.stream.write(format_predictions(predictions[:n], n, parsed.tags, data, True).tobytes())
+            return
+        lines = []
+        log_probs = np.empty(self.classes)
+        for e in range(n):  # one line of K numbers: Python per example is fine next to formatting K values
+            multiclass.log_probabilities(scores[e], self.mode, log_probs)
+            text = " ".join(f"{k + 1}:{p:.6f}" for k, p in enumerate(np.exp(log_probs)))
+            start, end = parsed.tags[e]
+            tag = b" " + data[start:end].tobytes() if end > start else b""
+            lines.append(text.encode() + tag + b"\n")
+        self.stream.write(b"".join(lines))
 
     def write(self, predictions: np.ndarray, parsed, data: np.ndarray) -> None:
         values = predictions[:parsed.n_examples]
         if self.link == "logistic":
             values = 1.0 / (1.0 + np.exp(-np.clip(values, -700.0, 700.0)))
-        self.stream.write(format_predictions(values, parsed.n_examples, parsed.tags, data).tobytes())
+        self.stream.write(format_predictions(values, parsed.n_examples, parsed.tags, data, False).tobytes())
 
     def close(self) -> None:
         if self.stream is sys.stdout.buffer:
@@ -118,7 +139,8 @@ class _Session:
         self.loss_code = LOSS_CODES[model.loss]
         clip = algorithm.unbounded_loss_clipped and model.loss in UNBOUNDED_LOSSES
         self.loss_params = np.array([model.loss_tau, 1.0 if clip else 0.0])
-        self.binary_labels = model.loss in BINARY_LOSSES
+        self.label_kind = model.classes or (1 if model.loss in BINARY_LOSSES else 0)
+        self.multiclass_mode = multiclass.SOFTMAX if model.multiclass == "softmax" else multiclass.OAA
         self.stats = driver.new_stats()
         self.auc_histogram = np.zeros((2, driver.AUC_BINS))
         self.progress = np.zeros((driver.MAX_PROGRESS_ROWS, driver.N_PROGRESS_COLUMNS))
@@ -139,7 +161,7 @@ class _Session:
         model = self.model
         return {"olcli_version": __version__, "sources": example_cache.fingerprint(self.options.sources),
                 "parse": {"format_option": self.options.input_format, "bits": model.bits,
-                          "constant": model.constant, "binary_labels": self.binary_labels,
+                          "constant": model.constant, "label_kind": self.label_kind,
                           "interactions": list(model.interactions), "ignore": model.ignore,
                           "keep": model.keep, "ignore_linear": model.ignore_linear}}
 
@@ -189,7 +211,7 @@ class _Session:
                 if self.input_format is None:
                     self._set_format(detect_format(chunk.data), chunk.source)
                 parsed = parse_chunk(chunk, self.input_format, model.bits, model.constant,
-                                     self.binary_labels, self.features)
+                                     self.label_kind, self.features)
                 stop = None
                 if parsed.bad_lines and options.strict:
                     # Learn what precedes the bad line, then stop.
@@ -238,17 +260,29 @@ class _Session:
     def process(self, parsed, data, stop) -> None:
         model, options = self.model, self.options
         chunk_predictions = np.empty(parsed.n_examples)
-        n_rows = driver.run_chunk(
-            self.algorithm_code, model.state, self.params, self.loss_code, self.loss_params, options.learn,
-            self.counters, parsed.n_examples, parsed.labels, parsed.importance, parsed.base,
-            parsed.row_ptr, parsed.index, parsed.value, parsed.feature_count,
-            chunk_predictions, self.stats, self.auc_histogram, self.progress, self.holdout)
+        if model.classes:
+            scores = np.empty((parsed.n_examples, model.classes))
+            n_rows = multiclass.run_chunk_multiclass(
+                self.algorithm_code, model.state, self.params, model.block_rows, model.classes,
+                self.multiclass_mode, self.loss_code, self.loss_params, options.learn, self.counters,
+                parsed.n_examples, parsed.labels, parsed.importance, parsed.base, parsed.row_ptr, parsed.index,
+                parsed.value, parsed.feature_count, scores, chunk_predictions, self.stats, self.progress,
+                self.holdout)
+        else:
+            n_rows = driver.run_chunk(
+                self.algorithm_code, model.state, self.params, self.loss_code, self.loss_params, options.learn,
+                self.counters, parsed.n_examples, parsed.labels, parsed.importance, parsed.base,
+                parsed.row_ptr, parsed.index, parsed.value, parsed.feature_count,
+                chunk_predictions, self.stats, self.auc_histogram, self.progress, self.holdout)
         new_records = progress_records(self.progress[:n_rows], holdout=bool(self.holdout[driver.H_ROWS] > 0))
         self.records += new_records
         if self.table is not None:
             self.table.write(new_records)
         if self.predictions is not None:
-            self.predictions.write(chunk_predictions, parsed, data)
+            if model.classes:
+                self.predictions.write_classes(chunk_predictions, scores, parsed, data)
+            else:
+                self.predictions.write(chunk_predictions, parsed, data)
         if stop is not None:
             self.result.bad_lines += 1
             self.result.bad_line_samples.append(str(stop))
@@ -266,7 +300,7 @@ class _Session:
             model.counters = dict(zip(COUNTER_NAMES, self.counters.tolist()))
             if model.input_format is None:
                 model.input_format = self.input_format
-        report = summarize(self.stats, self.auc_histogram, model.loss, elapsed)
+        report = summarize(self.stats, self.auc_histogram, model.loss, elapsed, model.classes)
         report.update({
             "olcli_version": __version__,
             "format": self.input_format,
@@ -274,6 +308,8 @@ class _Session:
             "params": dict(model.params),
             "loss": model.loss,
             "bits": model.bits,
+            "multiclass": model.multiclass or None,
+            "classes": model.classes or None,
             "bad_lines": self.result.bad_lines,
             "bad_line_samples": self.result.bad_line_samples,
             "progress": self.records,

@@ -47,6 +47,19 @@ def vw_feature_index(namespace: str, feature: str, bits: int) -> int:
     return murmur3_32(feature.encode(), seed) & ((1 << bits) - 1)
 
 
+def merge_repeats(features: list) -> list:
+    """An example as a sparse vector (DESIGN/README: repeated indices are summed):
+    unchanged when no index repeats; otherwise sorted by index, values summed,
+    zero sums dropped. ``features``: (index, value) pairs."""
+    indices = [i for i, _ in features]
+    if len(set(indices)) == len(indices):
+        return list(features)
+    total = {}
+    for i, v in features:
+        total[i] = total.get(i, 0.0) + v
+    return [(i, total[i]) for i in sorted(total) if total[i] != 0.0]
+
+
 # Losses straight from their definitions (DESIGN §4), with VW's conventions.
 def loss(name: str, p: float, y: float, tau: float = 0.5) -> float:
     if name == "squared":

@@ -148,19 +148,6 @@ def test_progressive_loss_is_charged_before_learning():
     assert predictions[0] == examples[0][4]  # first prediction: the zero model plus base
 
 
-def test_duplicate_index_is_applied_once_per_occurrence():
-    # VW's semantics: each occurrence updates in turn with its own g_i.
-    state = new_state("adagrad")
-    index = np.array([3, 3], np.int32)
-    value = np.array([1.0, 2.0])
-    run("adagrad", state, [(index, value, 1.0, 1.0, 0.0)], "squared",
-        {**ALGORITHMS["adagrad"].params, "eta": 0.5, "delta": 0.0})
-    g1, g2 = -2.0 * 1.0, -2.0 * 2.0
-    w = -0.5 * g1 / math.sqrt(g1 * g1)
-    w -= 0.5 * g2 / math.sqrt(g1 * g1 + g2 * g2)
-    assert state[3, 0] == pytest.approx(w, rel=1e-15)
-
-
 def test_lazy_l1_equals_dense_shrinkage_over_long_gaps():
     # A feature seen once, then absent for many rounds, is shrunk to exactly the
     # dense algorithm's value (here: to zero after enough rounds) when read again.

@@ -108,8 +108,8 @@ def test_interactions_match_the_naive_generator(features, specs, bits):
     ((indices, count),) = parse(line, specs, bits)
     linear = [(ns, naive.vw_feature_index(ns, name, bits), value) for ns, name, value in features]
     expected = naive_interactions(linear, specs, bits)
-    assert indices[:len(linear)] == [i for _, i, _ in linear]
-    assert indices[len(linear):] == [i for i, _ in expected]
+    merged = naive.merge_repeats([(i, v) for _, i, v in linear] + expected)
+    assert indices == [i for i, _ in merged]
     assert count == len(linear) + len(expected)
 
 

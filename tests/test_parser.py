@@ -63,6 +63,15 @@ def test_zero_values_are_dropped_and_scale_multiplies():
     assert ex["features"] == [(idx("n", "b"), 6.0), (idx("n", "c"), 3.0), (CONSTANT, 1.0)]
 
 
+def test_repeated_features_are_summed_but_counted_as_vw_does():
+    chunk = Chunk("t.vw", 1, np.frombuffer(b"1 |f a b a:2 |g c\n", np.uint8))
+    parsed = parse_chunk(chunk, "vw", BITS, True, False)
+    a, b, c = idx("f", "a"), idx("f", "b"), idx("g", "c")
+    got = list(zip(parsed.index[:parsed.row_ptr[1]].tolist(), parsed.value[:parsed.row_ptr[1]].tolist()))
+    assert got == sorted([(a, 3.0), (b, 1.0), (c, 1.0)]) + [(CONSTANT, 1.0)]
+    assert parsed.feature_count[0] == 5  # VW counts every occurrence (and the constant)
+
+
 def test_noconstant():
     (ex,), _ = parse("1 |f a\n", constant=False)
     assert ex["features"] == [(idx("f", "a"), 1.0)]
@@ -204,7 +213,8 @@ def test_round_trip_vw(examples, bits):
             assert got["label"] == want["label"]
             assert got["importance"] == (1.0 if want["importance"] is None else want["importance"])
         assert got["tag"] == (want["tag"] or "")
-        expected = [(naive.vw_feature_index(ns, f, bits), float(v)) for ns, fs in want["namespaces"] for f, v in fs]
+        expected = naive.merge_repeats([(naive.vw_feature_index(ns, f, bits), float(v))
+                                        for ns, fs in want["namespaces"] for f, v in fs])
         expected.append((1 << bits, 1.0))
         assert got["features"] == expected
         assert all(0 <= i <= (1 << bits) for i, _ in got["features"])
@@ -216,7 +226,7 @@ def test_round_trip_libsvm_and_indices_in_range(features, bits):
     line = "1 " + " ".join(f"{i}:{v}" for i, v in features) + "\n"
     (ex,), bad = parse(line, fmt="libsvm", bits=bits)
     assert not bad
-    expected = [(i % (1 << bits), float(v)) for i, v in features] + [(1 << bits, 1.0)]
+    expected = naive.merge_repeats([(i % (1 << bits), float(v)) for i, v in features]) + [(1 << bits, 1.0)]
     assert ex["features"] == expected
 
 
@@ -233,5 +243,5 @@ def test_feature_order_does_not_change_the_prediction(features, rng):
         index = np.array([i for i, _ in ex["features"]], np.int32)
         value = np.array([v for _, v in ex["features"]])
         params = np.array([0.3, 1e-6, 0.0, 0.0, 0.0])
-        predictions.append(adagrad.predict(weights, index, value, 0, len(index), params, 0.0, False))
+        predictions.append(adagrad.predict(weights, index, value, 0, len(index), 0, params, 0.0, False))
     assert predictions[0] == pytest.approx(predictions[1], rel=1e-12)

@@ -55,11 +55,11 @@ def _settled(state, i, params, rounds):
 
 
 @njit(cache=True)
-def predict(state, index, value, lo, hi, params, rounds, learning):
+def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     lazy = params[P_L1] > 0.0 or params[P_L2] > 0.0
     p = 0.0
     for j in range(lo, hi):
-        i = index[j]
+        i = offset + index[j]
         if lazy:
             w = _settled(state, i, params, rounds)
             if learning:
@@ -72,7 +72,7 @@ def predict(state, index, value, lo, hi, params, rounds, learning):
 
 
 @njit(cache=True)
-def update(state, index, value, lo, hi, g, params, rounds):
+def update(state, index, value, lo, hi, offset, g, params, rounds):
     eta = params[P_ETA]
     delta = params[P_DELTA]
     l1 = params[P_L1]
@@ -82,7 +82,7 @@ def update(state, index, value, lo, hi, g, params, rounds):
         g_i = g * value[j]
         if g_i == 0.0:
             continue
-        i = index[j]
+        i = offset + index[j]
         state[i, G] += g_i * g_i
         s = math.sqrt(state[i, G])
         h = delta + s

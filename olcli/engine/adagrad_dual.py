@@ -35,18 +35,18 @@ def _weight(state, i, params, rounds):
 
 
 @njit(cache=True)
-def predict(state, index, value, lo, hi, params, rounds, learning):
+def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     p = 0.0
     for j in range(lo, hi):
-        p += _weight(state, index[j], params, rounds) * value[j]
+        p += _weight(state, offset + index[j], params, rounds) * value[j]
     return p
 
 
 @njit(cache=True)
-def update(state, index, value, lo, hi, g, params, rounds):
+def update(state, index, value, lo, hi, offset, g, params, rounds):
     for j in range(lo, hi):
         g_i = g * value[j]
-        i = index[j]
+        i = offset + index[j]
         state[i, U] += g_i
         state[i, G] += g_i * g_i
 

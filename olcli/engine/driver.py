@@ -39,7 +39,8 @@ S_NEXT_DUMP = 11      # example weight at which the next progress row is due
 S_SINCE_LOSS = 12
 S_SINCE_WEIGHT = 13
 S_LABELED = 14        # labeled examples
-N_STATS = 15
+S_LOG_LOSS = 15       # multiclass: importance-weighted log loss of the class probabilities
+N_STATS = 16
 
 # The model's lifetime counters (saved in its header), updated example by example
 # so that a run continued with -i adds up exactly as one long run does.
@@ -83,34 +84,34 @@ def new_holdout(period=0, report_rows=False):
 
 
 @njit(cache=True)
-def _predict(algorithm, state, index, value, lo, hi, params, rounds, learning):
+def _predict(algorithm, state, index, value, lo, hi, offset, params, rounds, learning):
     if algorithm == ADAGRAD:
-        return adagrad.predict(state, index, value, lo, hi, params, rounds, learning)
+        return adagrad.predict(state, index, value, lo, hi, offset, params, rounds, learning)
     if algorithm == ADAGRAD_DUAL:
-        return adagrad_dual.predict(state, index, value, lo, hi, params, rounds, learning)
+        return adagrad_dual.predict(state, index, value, lo, hi, offset, params, rounds, learning)
     if algorithm == FTRL:
-        return ftrl.predict(state, index, value, lo, hi, params, rounds, learning)
+        return ftrl.predict(state, index, value, lo, hi, offset, params, rounds, learning)
     if algorithm == SCINOL1:
-        return scinol1.predict(state, index, value, lo, hi, params, rounds, learning)
+        return scinol1.predict(state, index, value, lo, hi, offset, params, rounds, learning)
     if algorithm == SCINOL2:
-        return scinol2.predict(state, index, value, lo, hi, params, rounds, learning)
-    return sgd.predict(state, index, value, lo, hi, params, rounds, learning)
+        return scinol2.predict(state, index, value, lo, hi, offset, params, rounds, learning)
+    return sgd.predict(state, index, value, lo, hi, offset, params, rounds, learning)
 
 
 @njit(cache=True)
-def _update(algorithm, state, index, value, lo, hi, g, params, rounds):
+def _update(algorithm, state, index, value, lo, hi, offset, g, params, rounds):
     if algorithm == ADAGRAD:
-        adagrad.update(state, index, value, lo, hi, g, params, rounds)
+        adagrad.update(state, index, value, lo, hi, offset, g, params, rounds)
     elif algorithm == ADAGRAD_DUAL:
-        adagrad_dual.update(state, index, value, lo, hi, g, params, rounds)
+        adagrad_dual.update(state, index, value, lo, hi, offset, g, params, rounds)
     elif algorithm == FTRL:
-        ftrl.update(state, index, value, lo, hi, g, params, rounds)
+        ftrl.update(state, index, value, lo, hi, offset, g, params, rounds)
     elif algorithm == SCINOL1:
-        scinol1.update(state, index, value, lo, hi, g, params, rounds)
+        scinol1.update(state, index, value, lo, hi, offset, g, params, rounds)
     elif algorithm == SCINOL2:
-        scinol2.update(state, index, value, lo, hi, g, params, rounds)
+        scinol2.update(state, index, value, lo, hi, offset, g, params, rounds)
     else:
-        sgd.update(state, index, value, lo, hi, g, params, rounds)
+        sgd.update(state, index, value, lo, hi, offset, g, params, rounds)
 
 
 @njit(cache=True)
@@ -155,6 +156,36 @@ def _account(stats, auc_histogram, loss, label, weight, p):
 
 
 @njit(cache=True)
+def progress_row(progress, n_rows, stats, holdout, label, prediction, features):
+    """VW's table: a row each time the example weight reaches the next power of two.
+    Rows report the holdout loss when H_ROWS is set (passes after the first)."""
+    seen = stats[S_WEIGHT] + stats[S_UNLABELED_WEIGHT]
+    if seen < stats[S_NEXT_DUMP] or n_rows >= MAX_PROGRESS_ROWS:
+        return n_rows
+    row = progress[n_rows]
+    if holdout[H_ROWS] > 0.0:
+        row[R_AVERAGE_LOSS] = holdout[H_LOSS] / holdout[H_WEIGHT] if holdout[H_WEIGHT] > 0 else np.nan
+        row[R_SINCE_LAST] = (holdout[H_SINCE_LOSS] / holdout[H_SINCE_WEIGHT]
+                             if holdout[H_SINCE_WEIGHT] > 0 else np.nan)
+        holdout[H_SINCE_LOSS] = 0.0
+        holdout[H_SINCE_WEIGHT] = 0.0
+    else:
+        row[R_AVERAGE_LOSS] = stats[S_LOSS] / stats[S_WEIGHT] if stats[S_WEIGHT] > 0 else np.nan
+        row[R_SINCE_LAST] = (stats[S_SINCE_LOSS] / stats[S_SINCE_WEIGHT]
+                             if stats[S_SINCE_WEIGHT] > 0 else np.nan)
+    row[R_COUNTER] = stats[S_EXAMPLES]
+    row[R_WEIGHT] = seen
+    row[R_LABEL] = label
+    row[R_PREDICTION] = prediction
+    row[R_FEATURES] = features
+    stats[S_SINCE_LOSS] = 0.0
+    stats[S_SINCE_WEIGHT] = 0.0
+    while stats[S_NEXT_DUMP] <= seen:
+        stats[S_NEXT_DUMP] *= 2.0
+    return n_rows + 1
+
+
+@njit(cache=True)
 def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
               n_examples, labels, importance, base, row_ptr, index, value, feature_count,
               predictions, stats, auc_histogram, progress, holdout):
@@ -179,7 +210,7 @@ def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
         holdout[H_SEEN] += 1.0
         held_out = period > 0.0 and holdout[H_SEEN] % period == 0.0
         learning = learn and h > 0.0 and not np.isnan(y) and not held_out
-        p = base[e] + _predict(algorithm, state, index, value, lo, hi, params,
+        p = base[e] + _predict(algorithm, state, index, value, lo, hi, 0, params,
                                counters[C_ROUNDS], learning)
         predictions[e] = p
         stats[S_EXAMPLES] += 1.0
@@ -206,30 +237,8 @@ def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
                     derivative = loss_derivative(loss, p, y, tau)
                     if clip:
                         derivative = min(max(derivative, -1.0), 1.0)
-                    _update(algorithm, state, index, value, lo, hi, h * derivative, params,
+                    _update(algorithm, state, index, value, lo, hi, 0, h * derivative, params,
                             counters[C_ROUNDS])
                     counters[C_ROUNDS] += 1.0
-        seen = stats[S_WEIGHT] + stats[S_UNLABELED_WEIGHT]
-        if seen >= stats[S_NEXT_DUMP] and n_rows < MAX_PROGRESS_ROWS:
-            row = progress[n_rows]
-            if holdout[H_ROWS] > 0.0:
-                row[R_AVERAGE_LOSS] = holdout[H_LOSS] / holdout[H_WEIGHT] if holdout[H_WEIGHT] > 0 else np.nan
-                row[R_SINCE_LAST] = (holdout[H_SINCE_LOSS] / holdout[H_SINCE_WEIGHT]
-                                     if holdout[H_SINCE_WEIGHT] > 0 else np.nan)
-                holdout[H_SINCE_LOSS] = 0.0
-                holdout[H_SINCE_WEIGHT] = 0.0
-            else:
-                row[R_AVERAGE_LOSS] = stats[S_LOSS] / stats[S_WEIGHT] if stats[S_WEIGHT] > 0 else np.nan
-                row[R_SINCE_LAST] = (stats[S_SINCE_LOSS] / stats[S_SINCE_WEIGHT]
-                                     if stats[S_SINCE_WEIGHT] > 0 else np.nan)
-            row[R_COUNTER] = stats[S_EXAMPLES]
-            row[R_WEIGHT] = seen
-            row[R_LABEL] = y
-            row[R_PREDICTION] = p
-            row[R_FEATURES] = feature_count[e]
-            n_rows += 1
-            stats[S_SINCE_LOSS] = 0.0
-            stats[S_SINCE_WEIGHT] = 0.0
-            while stats[S_NEXT_DUMP] <= seen:
-                stats[S_NEXT_DUMP] *= 2.0
+        n_rows = progress_row(progress, n_rows, stats, holdout, y, p, feature_count[e])
     return n_rows

@@ -156,3 +156,52 @@ def _emit(index, value, letters, n_features, combo, length, counts, starts, orde
         for q in range(p + 1, length):
             position[q] = position[q - 1] if combo[q] == combo[q - 1] else 0
     return index, value, letters, n_features
+
+
+@njit(cache=True)
+def merge_duplicates(index, value, lo, hi, bloom):
+    """Sum the values of repeated indices in [lo, hi) (a repeated token, or two
+    features hashed to one row), so every algorithm sees a proper sparse vector,
+    as the papers define them; entries that sum to 0 are dropped. ``bloom`` is a
+    uint64[64] scratch filter: without a repeat (the common case) this is O(k)
+    and keeps the order; with one, the entries are sorted by index. Returns the
+    new end."""
+    if hi - lo < 2:
+        return hi
+    bloom[:] = 0
+    repeated = False
+    for j in range(lo, hi):
+        bit = index[j] & 4095
+        word = bit >> 6
+        flag = np.uint64(1) << np.uint64(bit & 63)
+        if bloom[word] & flag:
+            repeated = True
+            break
+        bloom[word] |= flag
+    if not repeated:
+        return hi
+    order = np.argsort(index[lo:hi], kind="mergesort")
+    sorted_index = index[lo:hi][order]
+    sorted_value = value[lo:hi][order]
+    real_repeat = False
+    for k in range(1, hi - lo):
+        if sorted_index[k] == sorted_index[k - 1]:
+            real_repeat = True
+            break
+    if not real_repeat:  # a false alarm of the filter: keep the example as it is
+        return hi
+    out = lo
+    for k in range(hi - lo):
+        if out > lo and sorted_index[k] == index[out - 1]:
+            value[out - 1] += sorted_value[k]
+        else:
+            index[out] = sorted_index[k]
+            value[out] = sorted_value[k]
+            out += 1
+    kept = lo
+    for j in range(lo, out):
+        if value[j] != 0.0:
+            index[kept] = index[j]
+            value[kept] = value[j]
+            kept += 1
+    return kept

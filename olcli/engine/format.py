@@ -70,15 +70,19 @@ def _write_number(out, pos, x):
 
 
 @njit(cache=True)
-def format_predictions(values, n, tags, chunk):
-    """Text lines for values[0:n]; tags are (start, end) spans into chunk."""
+def format_predictions(values, n, tags, chunk, integers):
+    """Text lines for values[0:n] (as integers when ``integers``: class numbers);
+    tags are (start, end) spans into chunk."""
     size = 0
     for e in range(n):
         size += 32 + (tags[e, 1] - tags[e, 0]) + 1
     out = np.empty(size, np.uint8)
     pos = 0
     for e in range(n):
-        pos = _write_number(out, pos, values[e])
+        if integers:
+            pos = _write_int(out, pos, np.int64(values[e]), 1)
+        else:
+            pos = _write_number(out, pos, values[e])
         if tags[e, 1] > tags[e, 0]:
             out[pos] = 32
             pos += 1

@@ -35,21 +35,21 @@ def _weight(state, i, params):
 
 
 @njit(cache=True)
-def predict(state, index, value, lo, hi, params, rounds, learning):
+def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     p = 0.0
     for j in range(lo, hi):
-        p += _weight(state, index[j], params) * value[j]
+        p += _weight(state, offset + index[j], params) * value[j]
     return p
 
 
 @njit(cache=True)
-def update(state, index, value, lo, hi, g, params, rounds):
+def update(state, index, value, lo, hi, offset, g, params, rounds):
     alpha = params[P_ALPHA]
     for j in range(lo, hi):
         g_i = g * value[j]
         if g_i == 0.0:
             continue
-        i = index[j]
+        i = offset + index[j]
         w = _weight(state, i, params)
         n = state[i, N]
         sigma = (math.sqrt(n + g_i * g_i) - math.sqrt(n)) / alpha

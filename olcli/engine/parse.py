@@ -24,10 +24,12 @@ libsvm grammar: ``label (index:value)* [# comment]``; ``qid:`` tokens are
 ignored; index is a non-negative integer, taken modulo the table size.
 """
 
+import math
+
 import numpy as np
 from numba import njit
 
-from olcli.engine.features import IGNORED, LINEAR_IGNORED, grow, interact
+from olcli.engine.features import IGNORED, LINEAR_IGNORED, grow, interact, merge_duplicates
 from olcli.engine.murmur import murmur3_32
 from olcli.engine.numbers import NUMBER_OK, NUMBER_NONFINITE, parse_number
 
@@ -41,6 +43,12 @@ ERR_NONFINITE = 6         # NaN or infinite number anywhere
 ERR_NAMESPACE_SCALE = 7   # |ns:scale with a bad scale
 ERR_LIBSVM_INDEX = 8      # libsvm token that is not index:value
 ERR_LIBSVM_LABEL = 9      # libsvm line without a label
+ERR_LABEL_NOT_CLASS = 10  # multiclass label that is not one of 1..K
+
+# label_kind: what labels may be.
+LABELS_ANY = 0            # any finite number
+LABELS_BINARY = 1         # -1/+1, 0 read as -1
+# label_kind K >= 2: classes 1..K
 
 # Columns of the errors table.
 E_LINE, E_CODE, E_TOKEN_START, E_TOKEN_END, E_LINE_START, E_LINE_END = 0, 1, 2, 3, 4, 5
@@ -98,10 +106,15 @@ def _record_error(errors, n_errors, line, code, token_start, token_end, line_sta
 
 
 @njit(cache=True)
-def _check_label(label, binary_labels):
-    """Returns (label, error code); binary losses take -1/+1 and map 0 to -1."""
-    if not binary_labels:
+def _check_label(label, label_kind):
+    """Returns (label, error code): binary losses take -1/+1 and map 0 to -1;
+    multiclass (label_kind = K) takes the integers 1..K."""
+    if label_kind == LABELS_ANY:
         return label, 0
+    if label_kind >= 2:
+        if label == math.floor(label) and 1.0 <= label <= label_kind:
+            return label, 0
+        return label, ERR_LABEL_NOT_CLASS
     if label == 1.0 or label == -1.0:
         return label, 0
     if label == 0.0:
@@ -232,7 +245,7 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
 
 
 @njit(cache=True)
-def _parse_vw_line(buf, start, end, mask, binary_labels, namespace_mode, index, value, letters, n_features):
+def _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode, index, value, letters, n_features):
     """One VW line. Returns (label, importance, base, tag_start, tag_end,
     n_features, error code, error token start, error token end)."""
     bar = start
@@ -241,7 +254,7 @@ def _parse_vw_line(buf, start, end, mask, binary_labels, namespace_mode, index, 
     label, weight, offset, tag_start, tag_end, code, bad_start, bad_end = \
         _parse_vw_label_part(buf, start, bar, bar < end)
     if code == 0 and not np.isnan(label):
-        label, code = _check_label(label, binary_labels)
+        label, code = _check_label(label, label_kind)
         if code != 0:
             bad_start, bad_end = start, bar
     if code == 0:
@@ -299,7 +312,7 @@ def _parse_libsvm_line(buf, start, end, table_size, keep, index, value, letters,
 
 
 @njit(cache=True)
-def _parse_libsvm_example(buf, start, end, mask, binary_labels, namespace_mode, index, value, letters,
+def _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode, index, value, letters,
                           n_features):
     """One libsvm line, in the shape of _parse_vw_line (importance 1, base 0, no tag)."""
     label, n_features, code, bad_start, bad_end = _parse_libsvm_line(
@@ -308,19 +321,20 @@ def _parse_libsvm_example(buf, start, end, mask, binary_labels, namespace_mode, 
     if code == 0 and np.isnan(label):
         code, bad_start, bad_end = ERR_LIBSVM_LABEL, start, end
     if code == 0:
-        label, code = _check_label(label, binary_labels)
+        label, code = _check_label(label, label_kind)
         bad_start, bad_end = start, end
     return label, 1.0, 0.0, 0, 0, n_features, code, bad_start, bad_end
 
 
 @njit(cache=True)
-def _parse_lines(buf, mask, constant_index, binary_labels, libsvm, namespace_mode, interactions, lengths):
+def _parse_lines(buf, mask, constant_index, label_kind, libsvm, namespace_mode, interactions, lengths):
     (n_lines, labels, importance, base, tags, example_line, row_ptr,
      index, value, letters, feature_count, errors) = _allocate(buf)
     some_linear_ignored = False
     for mode in namespace_mode:
         if mode == LINEAR_IGNORED:
             some_linear_ignored = True
+    bloom = np.zeros(64, np.uint64)
     n_examples = 0
     n_features = 0
     n_errors = 0
@@ -337,10 +351,10 @@ def _parse_lines(buf, mask, constant_index, binary_labels, libsvm, namespace_mod
             index, value, letters = grow(index, value, letters, needed)
         first_feature = n_features
         if libsvm:
-            parsed = _parse_libsvm_example(buf, start, end, mask, binary_labels, namespace_mode,
+            parsed = _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode,
                                            index, value, letters, n_features)
         else:
-            parsed = _parse_vw_line(buf, start, end, mask, binary_labels, namespace_mode,
+            parsed = _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode,
                                     index, value, letters, n_features)
         label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end = parsed
         if code != 0:
@@ -364,19 +378,22 @@ def _parse_lines(buf, mask, constant_index, binary_labels, libsvm, namespace_mod
                 letters[kept] = letters[j]
                 kept += 1
             n_features = kept
+        counted = n_features - first_feature + linear_ignored
+        n_features = merge_duplicates(index, value, first_feature, n_features, bloom)
         if constant_index >= 0:
             if n_features == len(index):
                 index, value, letters = grow(index, value, letters, n_features + 1)
             index[n_features] = constant_index
             value[n_features] = 1.0
             n_features += 1
+            counted += 1
         labels[n_examples] = label
         importance[n_examples] = weight
         base[n_examples] = offset
         tags[n_examples, 0] = tag_start
         tags[n_examples, 1] = tag_end
         example_line[n_examples] = line
-        feature_count[n_examples] = n_features - first_feature + linear_ignored
+        feature_count[n_examples] = counted
         n_examples += 1
         row_ptr[n_examples] = n_features
     return (n_examples, labels, importance, base, tags, example_line, row_ptr,
@@ -384,7 +401,7 @@ def _parse_lines(buf, mask, constant_index, binary_labels, libsvm, namespace_mod
 
 
 @njit(cache=True)
-def parse_vw_chunk(buf, mask, constant_index, binary_labels, namespace_mode, interactions, lengths):
+def parse_vw_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths):
     """Parse whole VW lines in ``buf``. ``constant_index`` < 0 means no constant;
     ``namespace_mode`` (256 entries, by first letter) says which namespaces are
     ignored or kept only for interactions; ``interactions`` rows (``lengths``
@@ -395,11 +412,11 @@ def parse_vw_chunk(buf, mask, constant_index, binary_labels, namespace_mode, int
     over-allocated, the counts say how much is valid. ``feature_count`` is each
     example's feature number as VW counts it.
     """
-    return _parse_lines(buf, mask, constant_index, binary_labels, False, namespace_mode, interactions, lengths)
+    return _parse_lines(buf, mask, constant_index, label_kind, False, namespace_mode, interactions, lengths)
 
 
 @njit(cache=True)
-def parse_libsvm_chunk(buf, mask, constant_index, binary_labels, namespace_mode, interactions, lengths):
+def parse_libsvm_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths):
     """Parse whole libsvm lines in ``buf`` (their features are in the default
     namespace ' '); same arguments and outputs as parse_vw_chunk."""
-    return _parse_lines(buf, mask, constant_index, binary_labels, True, namespace_mode, interactions, lengths)
+    return _parse_lines(buf, mask, constant_index, label_kind, True, namespace_mode, interactions, lengths)

@@ -45,12 +45,12 @@ def _weight(state, i):
 
 
 @njit(cache=True)
-def predict(state, index, value, lo, hi, params, rounds, learning):
+def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     epsilon = params[P_EPSILON]
     t = rounds + 1.0
     p = 0.0
     for j in range(lo, hi):
-        i = index[j]
+        i = offset + index[j]
         x = value[j]
         if learning and x != 0.0:
             raise_max(state, i, x, epsilon)
@@ -61,9 +61,9 @@ def predict(state, index, value, lo, hi, params, rounds, learning):
 
 
 @njit(cache=True)
-def update(state, index, value, lo, hi, g, params, rounds):
+def update(state, index, value, lo, hi, offset, g, params, rounds):
     for j in range(lo, hi):
-        accumulate(state, index[j], g * value[j])
+        accumulate(state, offset + index[j], g * value[j])
 
 
 @njit(cache=True)

@@ -37,11 +37,11 @@ def _weight(state, i):
 
 
 @njit(cache=True)
-def predict(state, index, value, lo, hi, params, rounds, learning):
+def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     epsilon = params[P_EPSILON]
     p = 0.0
     for j in range(lo, hi):
-        i = index[j]
+        i = offset + index[j]
         x = value[j]
         if learning and x != 0.0:
             raise_max(state, i, x, epsilon)
@@ -50,10 +50,10 @@ def predict(state, index, value, lo, hi, params, rounds, learning):
 
 
 @njit(cache=True)
-def update(state, index, value, lo, hi, g, params, rounds):
+def update(state, index, value, lo, hi, offset, g, params, rounds):
     for j in range(lo, hi):
         gx = g * value[j]
-        i = index[j]
+        i = offset + index[j]
         w = _weight(state, i)  # the weight used in the prediction: the state has not changed since
         accumulate(state, i, gx)
         state[i, ETA] -= gx * w

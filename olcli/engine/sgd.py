@@ -15,18 +15,18 @@ P_ETA = 0
 
 
 @njit(cache=True)
-def predict(state, index, value, lo, hi, params, rounds, learning):
+def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     p = 0.0
     for j in range(lo, hi):
-        p += state[index[j], W] * value[j]
+        p += state[offset + index[j], W] * value[j]
     return p
 
 
 @njit(cache=True)
-def update(state, index, value, lo, hi, g, params, rounds):
+def update(state, index, value, lo, hi, offset, g, params, rounds):
     rate = params[P_ETA] / math.sqrt(rounds + 1.0)
     for j in range(lo, hi):
-        state[index[j], W] -= rate * g * value[j]
+        state[offset + index[j], W] -= rate * g * value[j]
 
 
 @njit(cache=True)

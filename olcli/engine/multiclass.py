@@ -1,0 +1,128 @@
+"""K classes: one-against-all (``--oaa K``) and multinomial logistic (``--softmax K``).
+
+The state holds K blocks of ``block_rows`` rows, one per class, so class k's
+score is the univariate algorithm's prediction on block k (offset
+``k * block_rows``). Each example is one round for all classes:
+
+- OAA: class k learns the binary problem "label == k" (y_k = +1, else -1)
+  with the chosen loss, g_k = importance * dloss(p_k, y_k).
+- softmax: the loss is the cross entropy of softmax(p), whose gradient is
+  g_k = importance * (softmax(p)_k - [k == label]) (|g_k| <= 1).
+
+For ScInOL this is exactly the paper's Appendix G (Algorithms 3 and 4): K
+copies per coordinate coupled only through g_t, with M_i shared by all
+classes; every class sees every example, so the per-block copies of M_i are
+always equal to the shared one.
+
+Progressive loss: the multiclass 0/1 error of argmax_k p_k (ties: lowest k);
+also the multiclass log loss, of softmax(p) for --softmax and of the
+normalized sigmoids sigma(p_k) / sum_j sigma(p_j) for OAA (VW's --probabilities).
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from olcli.engine.driver import (
+    C_EXAMPLES, C_FEATURES, C_LABEL_SUM, C_LABELED, C_LOSS, C_ROUNDS, C_WEIGHT, H_LOSS, H_PERIOD, H_SEEN,
+    H_SINCE_LOSS, H_SINCE_WEIGHT, H_WEIGHT, L_CLIP, L_TAU, S_CORRECT, S_EXAMPLES, S_FEATURES, S_LABEL_SUM,
+    S_LABELED, S_LOG_LOSS, S_LOSS, S_SINCE_LOSS, S_SINCE_WEIGHT, S_UNLABELED_WEIGHT, S_WEIGHT, _predict,
+    _update, progress_row)
+from olcli.engine.losses import loss_derivative, sigmoid
+
+OAA, SOFTMAX = 0, 1
+
+
+@njit(cache=True)
+def log_probabilities(scores, mode, out):
+    """out[k] = log probability of class k (softmax, or normalized sigmoids for OAA)."""
+    n = len(scores)
+    if mode == SOFTMAX:
+        top = scores.max()
+        total = 0.0
+        for k in range(n):
+            total += math.exp(scores[k] - top)
+        log_total = top + math.log(total)
+        for k in range(n):
+            out[k] = scores[k] - log_total
+        return
+    total = 0.0
+    for k in range(n):
+        total += sigmoid(scores[k])
+    for k in range(n):
+        # log sigma(p) = -log(1 + e^-p), stable for any p
+        z = -scores[k]
+        log_sigma = -(z + math.log1p(math.exp(-z))) if z > 0.0 else -math.log1p(math.exp(z))
+        out[k] = log_sigma - math.log(total)
+
+
+@njit(cache=True)
+def run_chunk_multiclass(algorithm, state, params, block_rows, n_classes, mode, loss, loss_params, learn,
+                         counters, n_examples, labels, importance, base, row_ptr, index, value, feature_count,
+                         scores, predictions, stats, progress, holdout):
+    """Like driver.run_chunk for K classes; ``scores[e, k]`` receives p_k and
+    ``predictions[e]`` the predicted class (1..K). Returns progress rows written."""
+    tau = loss_params[L_TAU]
+    clip = loss_params[L_CLIP] > 0.0
+    period = holdout[H_PERIOD]
+    log_probs = np.empty(n_classes)
+    g = np.empty(n_classes)
+    n_rows = 0
+    for e in range(n_examples):
+        lo = row_ptr[e]
+        hi = row_ptr[e + 1]
+        y = labels[e]
+        h = importance[e]
+        holdout[H_SEEN] += 1.0
+        held_out = period > 0.0 and holdout[H_SEEN] % period == 0.0
+        learning = learn and h > 0.0 and not np.isnan(y) and not held_out
+        best = 0
+        for k in range(n_classes):
+            scores[e, k] = base[e] + _predict(algorithm, state, index, value, lo, hi, k * block_rows, params,
+                                              counters[C_ROUNDS], learning)
+            if scores[e, k] > scores[e, best]:
+                best = k
+        predictions[e] = best + 1
+        stats[S_EXAMPLES] += 1.0
+        stats[S_FEATURES] += feature_count[e]
+        if learn:
+            counters[C_EXAMPLES] += 1.0
+            counters[C_FEATURES] += feature_count[e]
+        if np.isnan(y):
+            stats[S_UNLABELED_WEIGHT] += h
+        else:
+            label = int(y) - 1
+            error = 0.0 if best == label else 1.0
+            log_probabilities(scores[e], mode, log_probs)
+            stats[S_LABELED] += 1.0
+            stats[S_WEIGHT] += h
+            stats[S_LOSS] += h * error
+            stats[S_SINCE_LOSS] += h * error
+            stats[S_SINCE_WEIGHT] += h
+            stats[S_LABEL_SUM] += h * y
+            stats[S_CORRECT] += h * (1.0 - error)
+            stats[S_LOG_LOSS] -= h * log_probs[label]
+            if held_out:
+                holdout[H_LOSS] += h * error
+                holdout[H_WEIGHT] += h
+                holdout[H_SINCE_LOSS] += h * error
+                holdout[H_SINCE_WEIGHT] += h
+            if learn:
+                counters[C_LABELED] += 1.0
+                counters[C_WEIGHT] += h
+                counters[C_LABEL_SUM] += h * y
+                counters[C_LOSS] += h * error
+            if learning:
+                for k in range(n_classes):
+                    if mode == SOFTMAX:
+                        g[k] = math.exp(log_probs[k]) - (1.0 if k == label else 0.0)
+                    else:
+                        derivative = loss_derivative(loss, scores[e, k], 1.0 if k == label else -1.0, tau)
+                        g[k] = min(max(derivative, -1.0), 1.0) if clip else derivative
+                for k in range(n_classes):
+                    _update(algorithm, state, index, value, lo, hi, k * block_rows, h * g[k], params,
+                            counters[C_ROUNDS])
+                counters[C_ROUNDS] += 1.0
+        n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, feature_count[e])
+    return n_rows
