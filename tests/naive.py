@@ -319,3 +319,73 @@ REFERENCES = {
     "scinol2": ScInOL2,
     "sgd": SGD,
 }
+
+
+def softmax(scores: list) -> list:
+    top = max(scores)
+    e = [math.exp(s - top) for s in scores]
+    return [v / sum(e) for v in e]
+
+
+class ScInOLMultivariate:
+    """Kempka, Kotłowski, Warmuth 2019, Appendix G: Algorithm 3 (version 1) and
+    Algorithm 4 (version 2), written as printed: state per feature i and class k,
+    and ONE M_i per feature shared by all classes."""
+
+    def __init__(self, version: int, dim: int, classes: int, epsilon: float):
+        self.version, self.d, self.K, self.eps = version, dim, classes, epsilon
+        self.G = [[0.0] * classes for _ in range(dim)]
+        self.S2 = [[0.0] * classes for _ in range(dim)]
+        self.M = [0.0] * dim
+        self.extra = [[epsilon] * classes for _ in range(dim)]  # beta (Alg. 3) or eta (Alg. 4)
+        self.t = 0
+
+    def _W(self):
+        W = [[0.0] * self.K for _ in range(self.d)]
+        for i in range(self.d):
+            for k in range(self.K):
+                scale = math.sqrt(self.S2[i][k] + self.M[i] ** 2)
+                if scale == 0:
+                    continue
+                theta = self.G[i][k] / scale
+                if self.version == 1:
+                    W[i][k] = self.extra[i][k] * sign(theta) / (2 * scale) * (math.exp(abs(theta) / 2) - 1)
+                else:
+                    W[i][k] = sign(theta) * min(abs(theta), 1.0) / (2 * scale) * self.extra[i][k]
+        return W
+
+    def scores(self, x: dict) -> list:
+        W = self._W()
+        return [sum(W[i][k] * v for i, v in x.items()) for k in range(self.K)]
+
+    def learn(self, x: dict, label: int, importance: float, gradient) -> list:
+        """One trial; ``gradient(scores, label)`` gives g_t (a list of K numbers)."""
+        self.t += 1
+        for i in range(self.d):
+            v = x.get(i, 0.0)
+            self.M[i] = max(self.M[i], abs(v))
+            if self.version == 1 and v != 0:
+                for k in range(self.K):
+                    self.extra[i][k] = min(self.extra[i][k],
+                                           self.eps * (self.S2[i][k] + self.M[i] ** 2) / (v * v * self.t))
+        W = self._W()
+        scores = [sum(W[i][k] * v for i, v in x.items()) for k in range(self.K)]
+        g = [importance * gk for gk in gradient(scores, label)]
+        for i, v in x.items():
+            for k in range(self.K):
+                self.G[i][k] -= g[k] * v
+                self.S2[i][k] += (g[k] * v) ** 2
+                if self.version == 2:
+                    self.extra[i][k] -= g[k] * v * W[i][k]
+        return scores
+
+
+def softmax_gradient(scores, label):
+    p = softmax(scores)
+    return [p[k] - (1.0 if k == label else 0.0) for k in range(len(scores))]
+
+
+def oaa_gradient(loss_name):
+    def gradient(scores, label):
+        return [dloss(loss_name, s, 1.0 if k == label else -1.0) for k, s in enumerate(scores)]
+    return gradient

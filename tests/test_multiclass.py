@@ -1,0 +1,128 @@
+"""--oaa and --softmax: the engine against slow references, and through the CLI."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from olcli import model as model_file
+from olcli.engine import driver, losses, multiclass
+from olcli.engine.registry import ALGORITHMS, slots
+from tests import naive
+
+ROWS = 17  # one class block: 16 hashed rows + the constant
+
+
+def stream(seed, n, classes, dim=ROWS):
+    rng = np.random.default_rng(seed)
+    scale = 10.0 ** rng.uniform(-2, 2, size=dim)
+    out = []
+    for _ in range(n):
+        k = int(rng.integers(1, 6))
+        index = np.sort(rng.choice(dim, size=k, replace=False)).astype(np.int32)
+        out.append((index, rng.normal(size=k) * scale[index], float(rng.integers(1, classes + 1)),
+                    float(rng.choice([0.0, 1.0, 2.0]))))
+    return out
+
+
+def run(name, mode, classes, examples, loss="logistic", params=None):
+    params = params or dict(ALGORITHMS[name].params)
+    state = np.zeros((classes * ROWS, len(slots(name))))
+    counters = np.zeros(len(driver.COUNTER_NAMES))
+    results = []
+    for index, value, label, importance in examples:
+        scores = np.empty((1, classes))
+        predictions = np.empty(1)
+        multiclass.run_chunk_multiclass(
+            ALGORITHMS[name].code, state, np.array(list(params.values())), ROWS, classes, mode,
+            losses.LOSS_CODES[loss], np.array([0.5, 0.0]), True, counters, 1, np.array([label]),
+            np.array([importance]), np.zeros(1), np.array([0, len(index)]), index, value,
+            np.array([len(index)]), scores, predictions, driver.new_stats(), np.zeros((128, 7)),
+            driver.new_holdout())
+        results.append((scores[0].copy(), predictions[0]))
+    return results
+
+
+@pytest.mark.parametrize("version,name", [(1, "scinol1"), (2, "scinol2")])
+def test_multiclass_scinol_is_appendix_g(version, name):
+    examples = stream(11 + version, 120, classes=4)
+    reference = naive.ScInOLMultivariate(version, ROWS, 4, 1.0)
+    got = run(name, multiclass.SOFTMAX, 4, examples)
+    for (index, value, label, importance), (scores, predicted) in zip(examples, got):
+        x = dict(zip(index.tolist(), value.tolist()))
+        if importance > 0:
+            expected = reference.learn(x, int(label) - 1, importance, naive.softmax_gradient)
+        else:
+            expected = reference.scores(x)
+        np.testing.assert_allclose(scores, expected, rtol=1e-9, atol=1e-12)
+        assert predicted == 1 + int(np.argmax(expected))
+
+
+@pytest.mark.parametrize("name", ["adagrad", "ftrl", "sgd", "adagrad-dual"])
+@pytest.mark.parametrize("mode", [multiclass.OAA, multiclass.SOFTMAX])
+def test_multiclass_is_k_copies_with_the_class_gradients(name, mode):
+    classes = 3
+    examples = stream(5, 100, classes)
+    params = dict(ALGORITHMS[name].params)
+    copies = [naive.REFERENCES[name](ROWS, params) for _ in range(classes)]
+    got = run(name, mode, classes, examples, params=params)
+    gradient = naive.softmax_gradient if mode == multiclass.SOFTMAX else naive.oaa_gradient("logistic")
+    for (index, value, label, importance), (scores, _) in zip(examples, got):
+        x = dict(zip(index.tolist(), value.tolist()))
+        expected = [c.predict(x) for c in copies]
+        np.testing.assert_allclose(scores, expected, rtol=1e-9, atol=1e-12)
+        if importance > 0:
+            for c, g in zip(copies, gradient(expected, int(label) - 1)):
+                dense = [0.0] * ROWS
+                for i, v in x.items():
+                    dense[i] = importance * g * v
+                c.t += 1
+                c.round(dense)
+
+
+def test_log_probabilities():
+    scores = np.array([2.0, -1.0, 0.5])
+    out = np.empty(3)
+    multiclass.log_probabilities(scores, multiclass.SOFTMAX, out)
+    np.testing.assert_allclose(np.exp(out), naive.softmax(list(scores)), rtol=1e-12)
+    multiclass.log_probabilities(scores, multiclass.OAA, out)
+    sig = 1 / (1 + np.exp(-scores))
+    np.testing.assert_allclose(np.exp(out), sig / sig.sum(), rtol=1e-12)
+
+
+def test_oaa_through_the_cli(cli, sample):
+    code, _, err = cli("train", sample / "letter_train.vw", "--oaa", "26", "--loss", "logistic",
+                       "-f", "m.olm", "--report", "r.json")
+    assert code == 0, err
+    r = json.load(open("r.json"))
+    assert r["classes"] == 26 and r["multiclass"] == "oaa"
+    assert "multiclass 0/1 error" in err and "multiclass log loss" in err
+    assert 0 < r["average_loss"] < 0.7 and r["accuracy"] == pytest.approx(1 - r["average_loss"])
+    assert r["total_features"] == sum(len(l.split()) - 1 for l in open(sample / "letter_train.vw"))
+    code, out, _ = cli("test", sample / "letter_train.vw", "-i", "m.olm", "-p", "-", "--quiet")
+    classes = [int(x) for x in out.split()]
+    assert len(classes) == 3000 and set(classes) <= set(range(1, 27))
+    code, out, _ = cli("test", sample / "letter_train.vw", "-i", "m.olm", "-p", "-", "--quiet", "--probabilities")
+    rows = out.decode().splitlines()
+    probabilities = [[float(t.split(":")[1]) for t in row.split()] for row in rows]
+    assert all(len(p) == 26 and abs(sum(p) - 1) < 1e-4 for p in probabilities)
+    # the most probable class is the predicted class
+    assert [1 + int(np.argmax(p)) for p in probabilities][:200] == classes[:200]
+
+
+def test_softmax_continuation_and_refusals(cli, sample, tmp_path):
+    lines = (sample / "letter_train.vw").read_bytes().splitlines(keepends=True)
+    (tmp_path / "A.vw").write_bytes(b"".join(lines[:1500]))
+    (tmp_path / "B.vw").write_bytes(b"".join(lines[1500:]))
+    assert cli("train", "A.vw", "--softmax", "26", "--scinol2", "-f", "a.olm", "--quiet")[0] == 0
+    assert cli("train", "B.vw", "-i", "a.olm", "-f", "ab.olm", "--quiet")[0] == 0
+    assert cli("train", "A.vw", "B.vw", "--softmax", "26", "--scinol2", "-f", "all.olm", "--quiet")[0] == 0
+    assert (tmp_path / "ab.olm").read_bytes() == (tmp_path / "all.olm").read_bytes()
+    code, _, err = cli("train", "B.vw", "-i", "a.olm", "--oaa", "26")
+    assert code == 2 and "--softmax 26" in err
+    code, _, err = cli("train", "A.vw", "--softmax", "26", "--loss", "hinge")
+    assert code == 2 and "--softmax" in err
+    code, _, err = cli("train", "A.vw", "--oaa", "3", "--report", "r.json")
+    assert code == 0 and "label must be a class number" in err
+    assert json.load(open("r.json"))["bad_lines"] > 0
