@@ -73,6 +73,8 @@ _quiet = typer.Option(False, "--quiet", help="No progress table or summary on st
 _strict = typer.Option(False, "--strict", help="Stop with exit 1 at the first malformed line (default: skip it).")
 _probabilities = typer.Option(False, "--probabilities", help="-p writes probabilities: K of them for "
                               "multiclass (1:p1 2:p2 ...), else the logistic link.")
+_audit = typer.Option(False, "--audit", rich_help_panel="Readable output",
+                      help="Print every example's prediction and features as name:index:value:weight (stdout; slow).")
 _format = typer.Option(Format.auto, "--format", help="Input format; auto decides from the first non-empty line.")
 
 
@@ -157,6 +159,13 @@ def train(
     softmax: Optional[int] = typer.Option(None, "--softmax", rich_help_panel=_multiclass, show_default=False,
                                           help="K classes (labels 1..K), multinomial logistic loss."),
     probabilities: bool = _probabilities,
+    audit: bool = _audit,
+    invert_hash: Optional[str] = typer.Option(None, "--invert-hash", rich_help_panel="Readable output",
+                                              show_default=False,
+                                              help="Also write the model as text with the feature names seen in this run."),
+    readable_model: Optional[str] = typer.Option(None, "--readable-model", rich_help_panel="Readable output",
+                                                 show_default=False,
+                                                 help="Also write the model as text: index:weight and the optimizer state."),
     link: Optional[Link] = _link,
     input_format: Format = _format,
     noconstant: bool = typer.Option(False, "--noconstant", help="No constant (bias) feature."),
@@ -180,6 +189,7 @@ def train(
         passes=dict(passes=passes, holdout_period=0 if holdout_off else holdout_period,
                     early_terminate=early_terminate, cache_path=cache, kill_cache=kill_cache),
         multiclass=_multiclass_option(oaa, softmax), probabilities=probabilities,
+        text_outputs=dict(audit=audit, invert_hash=invert_hash, readable_model=readable_model),
     )
 
 
@@ -220,6 +230,7 @@ def test(
     quantile_tau: Optional[float] = typer.Option(None, "--quantile-tau", show_default=False,
                                                  help="Level of --loss quantile (default: the model's)."),
     probabilities: bool = _probabilities,
+    audit: bool = _audit,
     link: Optional[Link] = _link,
     input_format: Format = _format,
     report: Optional[str] = _report,
@@ -233,6 +244,7 @@ def test(
         sources=data or ["-"], initial_model=initial_model, predictions=predictions,
         loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
         input_format=input_format.value, report=report, quiet=quiet, strict=strict, probabilities=probabilities,
+        audit=audit,
     )
 
 
@@ -240,11 +252,15 @@ def test(
 def inspect(
     model: str = typer.Argument(..., help="A model file written by olcli train -f."),
     top: int = typer.Option(10, "--top", help="How many of the largest weights to list."),
+    readable: bool = typer.Option(False, "--readable", help="Print the whole model as text (as --readable-model)."),
+    invert_hash: Optional[List[str]] = typer.Option(None, "--invert-hash", show_default=False,
+                                                    help="Print the model as text with feature names read from "
+                                                         "this data (repeatable; as train --invert-hash)."),
 ):
     """Print a model's header, options, counters and largest weights (to stdout)."""
     from olcli import commands
 
-    commands.inspect(model, top)
+    commands.inspect(model, top, readable, invert_hash)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

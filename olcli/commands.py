@@ -3,6 +3,7 @@
 Everything that can be refused is refused before any data is read.
 """
 
+import io
 import os
 import signal
 import sys
@@ -15,6 +16,10 @@ from olcli.errors import ModelError, OlcliError, UsageError
 from olcli.inputs import check_readable
 from olcli.report import render_summary, write_json
 from olcli.signals import RunStopped
+from olcli.atomic import atomic_write
+from olcli.commands_support import current_weights
+from olcli.names import FeatureNames
+from olcli.readable import write_readable
 from olcli.run import PredictionWriter, RunOptions, RunResult, run
 
 class PipeClosed(OlcliError):
@@ -121,7 +126,8 @@ def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss,
 
 def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
           loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
-          passes=None, multiclass=("", 0), probabilities=False) -> None:
+          passes=None, multiclass=("", 0), probabilities=False, text_outputs=None) -> None:
+    text_outputs = text_outputs or {}
     mode, classes = multiclass
     if mode and not 2 <= classes <= 10000:
         raise UsageError(f"--{mode} takes the number of classes, 2 to 10000 (got {classes})")
@@ -134,6 +140,8 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
         raise UsageError("--early-terminate must be at least 1")
     check_readable(sources)
     _check_writable(passes.get("cache_path"), "cache")
+    _check_writable(text_outputs.get("invert_hash"), "invert-hash file")
+    _check_writable(text_outputs.get("readable_model"), "readable model")
     _check_writable(final_model, "model")
     _check_writable(predictions, "predictions file")
     _check_writable(report, "report")
@@ -151,13 +159,26 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
             if value is not None:
                 setattr(model, name, value)
     _check_format(model, input_format)
+    names = FeatureNames(model.block_rows) if text_outputs.get("invert_hash") else None
     options = RunOptions(sources=sources, learn=True, input_format=input_format,
-                         strict=strict, quiet=quiet, **passes)
-    _execute(model, options, predictions, link or model.link, report, final_model, probabilities)
+                         strict=strict, quiet=quiet, audit=bool(text_outputs.get("audit")), names=names, **passes)
+    try:
+        _execute(model, options, predictions, link or model.link, report, final_model, probabilities)
+    finally:
+        if text_outputs.get("readable_model"):
+            _write_text(text_outputs["readable_model"], model, None)
+        if names is not None:
+            _write_text(text_outputs["invert_hash"], model, names.names)
+
+
+def _write_text(path: str, model, names) -> None:
+    stream = io.StringIO()
+    write_readable(model, stream, names)
+    atomic_write(path, stream.getvalue().encode("utf-8"))
 
 
 def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input_format, report, quiet,
-         strict, probabilities=False) -> None:
+         strict, probabilities=False, audit=False) -> None:
     check_readable(sources)
     _check_writable(predictions, "predictions file")
     _check_writable(report, "report")
@@ -170,7 +191,7 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
         model.loss_tau = _check_tau(quantile_tau)
     _check_format(model, input_format)
     options = RunOptions(sources=sources, learn=False, input_format=input_format,
-                         strict=strict, quiet=quiet)
+                         strict=strict, quiet=quiet, audit=audit)
     _execute(model, options, predictions, link or model.link, report, None, probabilities)
 
 
@@ -222,17 +243,18 @@ def _execute(model, options: RunOptions, predictions_path, link, report_path, mo
         raise outcome
 
 
-def current_weights(model) -> np.ndarray:
-    """Every row's weight as the model predicts with it (lazy terms paid)."""
-    from olcli.engine.driver import weights
-
-    algorithm = ALGORITHMS[model.algorithm]
-    params = np.array([model.params[name] for name in algorithm.params], dtype=np.float64)
-    return weights(algorithm.code, model.state, params, model.counters["rounds"])
-
-
-def inspect(path: str, top: int) -> None:
+def inspect(path: str, top: int, readable: bool = False, invert_hash: list | None = None) -> None:
     model = model_file.load(path)
+    if readable or invert_hash:
+        names = None
+        if invert_hash:
+            check_readable(invert_hash)
+            collected = FeatureNames(model.block_rows)
+            run(model, RunOptions(sources=list(invert_hash), learn=False, quiet=True, names=collected),
+                stderr=io.StringIO())
+            names = collected.names
+        write_readable(model, sys.stdout, names)
+        return
     header = model.file_header
     weights = current_weights(model)
     nonzero = np.flatnonzero(weights)

@@ -51,6 +51,7 @@ class ParsedChunk:
     feature_count: np.ndarray  # per example, as VW counts features
     bad_lines: list
     n_lines: int
+    names: np.ndarray          # record mode only (features.N_* columns), else no rows
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,15 @@ def _text(data: np.ndarray, start: int, end: int) -> str:
 
 
 def parse_chunk(chunk: Chunk, input_format: str, bits: int, constant: bool,
-                label_kind: int, features: FeatureSpec = PLAIN) -> ParsedChunk:
+                label_kind: int, features: FeatureSpec = PLAIN, record: bool = False) -> ParsedChunk:
     """``label_kind``: engine.parse.LABELS_ANY, LABELS_BINARY, or K >= 2 classes."""
     kernel = kernels.parse_vw_chunk if input_format == "vw" else kernels.parse_libsvm_chunk
     mask = (1 << bits) - 1
     constant_index = (1 << bits) if constant else -1
     (n_examples, labels, importance, base, tags, example_line, row_ptr, index, value, feature_count,
-     n_errors, errors, n_lines) = kernel(chunk.data, mask, constant_index, label_kind,
-                                         features.namespace_mode, features.interactions, features.lengths)
+     n_errors, errors, n_lines, names) = kernel(chunk.data, mask, constant_index, label_kind,
+                                                features.namespace_mode, features.interactions, features.lengths,
+                                                record)
     bad_lines = []
     for line, code, token_start, token_end, line_start, line_end in errors[:n_errors]:
         bad_lines.append(BadLine(
@@ -108,4 +110,4 @@ def parse_chunk(chunk: Chunk, input_format: str, bits: int, constant: bool,
             text=_text(chunk.data, line_start, line_end),
         ))
     return ParsedChunk(n_examples, labels, importance, base, tags, example_line,
-                       row_ptr, index, value, feature_count, bad_lines, n_lines)
+                       row_ptr, index, value, feature_count, bad_lines, n_lines, names)

@@ -24,6 +24,7 @@ from olcli.engine.registry import ALGORITHMS
 from olcli.errors import DataError
 from olcli.inputs import CHUNK_BYTES, detect_format, read_chunks
 from olcli.model import COUNTER_NAMES, Model
+from olcli.names import name_of
 from olcli.parsing import FeatureSpec, parse_chunk
 from olcli.report import ProgressTable, progress_records, summarize
 from olcli.signals import StopSignals
@@ -44,6 +45,8 @@ class RunOptions:
     early_terminate: int = 3       # stop after this many passes without a better holdout loss
     cache_path: str | None = None  # --cache; default <first data file>.olcache when passes > 1
     kill_cache: bool = False       # -k: rebuild the cache
+    audit: bool = False            # --audit: every example's features, indices, values, weights on stdout
+    names: object = None           # a names.FeatureNames to fill (--invert-hash)
 
     @property
     def caching(self) -> bool:
@@ -154,6 +157,7 @@ class _Session:
         self.cache_path, self.cache_temporary, self.cache_reused = None, False, False
         self.pass_losses, self.best_loss, self.best_pass = [], float("inf"), None
         self.passes_since_best, self.best_snapshot = 0, None
+        self.audit_chunk = None
 
     # --- passes and the cache ---
 
@@ -224,6 +228,13 @@ class _Session:
                     writer = example_cache.CacheWriter(self.cache_path, {**header, "format": self.input_format})
                 if writer is not None:
                     writer.add(parsed, chunk.data)
+                if options.audit or options.names is not None:
+                    named = parse_chunk(chunk, self.input_format, model.bits, model.constant, self.label_kind,
+                                        self.features, record=True)
+                    if options.names is not None:
+                        options.names.add(named, chunk.data)
+                    if options.audit:
+                        self.audit_chunk = named
                 yield parsed, chunk.data, stop
             if writer is not None:
                 writer.commit()
@@ -258,35 +269,66 @@ class _Session:
     # --- one chunk ---
 
     def process(self, parsed, data, stop) -> None:
+        if self.audit_chunk is not None:
+            named, self.audit_chunk = self.audit_chunk, None
+            for e in range(parsed.n_examples):
+                self._audit_example(parsed, named, data, e)
+        else:
+            self._run(parsed, data, 0, parsed.n_examples)
+        if stop is not None:
+            self.result.bad_lines += 1
+            self.result.bad_line_samples.append(str(stop))
+            raise DataError(f"{stop} (--strict stops at the first bad line)")
+
+    def _audit_example(self, parsed, named, data, e) -> None:
+        """VW's --audit: the prediction, then each feature occurrence as
+        name:index:value:weight (the weight before this example's update; one
+        weight per class, comma-separated, for multiclass)."""
+        model = self.model
+        lo, hi = int(named.row_ptr[e]), int(named.row_ptr[e + 1])
+        rows = named.index[lo:hi].astype(np.int64)
+        per_class = [driver.weights_at(self.algorithm_code, model.state, self.params, self.counters[driver.C_ROUNDS],
+                                       rows + k * model.block_rows) for k in range(max(1, model.classes))]
+        prediction = self._run(parsed, data, e, e + 1)
+        fields = []
+        for j in range(hi - lo):
+            weight = ",".join(f"{w[j]:.6g}" for w in per_class)
+            fields.append(f"{name_of(named.names, data, lo + j)}:{rows[j]}:{named.value[lo + j]:.6g}:{weight}")
+        start, end = parsed.tags[e]
+        tag = " " + data[start:end].tobytes().decode("utf-8", errors="replace") if end > start else ""
+        shown = f"{int(prediction)}" if model.classes else f"{prediction:.6f}"
+        sys.stdout.write(f"{shown}{tag}\n\t" + "\t".join(fields) + "\n")
+
+    def _run(self, parsed, data, first, last):
+        """Examples first..last-1 of a chunk through the engine; returns the last prediction."""
         model, options = self.model, self.options
-        chunk_predictions = np.empty(parsed.n_examples)
+        n = last - first
+        chunk_predictions = np.empty(n)
+        labels, importance, base = parsed.labels[first:last], parsed.importance[first:last], parsed.base[first:last]
+        row_ptr, feature_count = parsed.row_ptr[first:last + 1], parsed.feature_count[first:last]
         if model.classes:
-            scores = np.empty((parsed.n_examples, model.classes))
+            scores = np.empty((n, model.classes))
             n_rows = multiclass.run_chunk_multiclass(
                 self.algorithm_code, model.state, self.params, model.block_rows, model.classes,
                 self.multiclass_mode, self.loss_code, self.loss_params, options.learn, self.counters,
-                parsed.n_examples, parsed.labels, parsed.importance, parsed.base, parsed.row_ptr, parsed.index,
-                parsed.value, parsed.feature_count, scores, chunk_predictions, self.stats, self.progress,
-                self.holdout)
+                n, labels, importance, base, row_ptr, parsed.index, parsed.value, feature_count,
+                scores, chunk_predictions, self.stats, self.progress, self.holdout)
         else:
             n_rows = driver.run_chunk(
                 self.algorithm_code, model.state, self.params, self.loss_code, self.loss_params, options.learn,
-                self.counters, parsed.n_examples, parsed.labels, parsed.importance, parsed.base,
-                parsed.row_ptr, parsed.index, parsed.value, parsed.feature_count,
+                self.counters, n, labels, importance, base, row_ptr, parsed.index, parsed.value, feature_count,
                 chunk_predictions, self.stats, self.auc_histogram, self.progress, self.holdout)
         new_records = progress_records(self.progress[:n_rows], holdout=bool(self.holdout[driver.H_ROWS] > 0))
         self.records += new_records
         if self.table is not None:
             self.table.write(new_records)
         if self.predictions is not None:
+            span = _Span(parsed, first, last)
             if model.classes:
-                self.predictions.write_classes(chunk_predictions, scores, parsed, data)
+                self.predictions.write_classes(chunk_predictions, scores, span, data)
             else:
-                self.predictions.write(chunk_predictions, parsed, data)
-        if stop is not None:
-            self.result.bad_lines += 1
-            self.result.bad_line_samples.append(str(stop))
-            raise DataError(f"{stop} (--strict stops at the first bad line)")
+                self.predictions.write(chunk_predictions, span, data)
+        return chunk_predictions[-1] if n else None
 
     def finish(self, elapsed: float) -> None:
         model = self.model
@@ -327,6 +369,14 @@ class _Session:
         else:
             report["average_loss_is_holdout"] = False
         self.result.report = report
+
+
+class _Span:
+    """Examples first..last-1 of a parsed chunk, as the prediction writer sees them."""
+
+    def __init__(self, parsed, first, last):
+        self.n_examples = last - first
+        self.tags = parsed.tags[first:last]
 
 
 def _report_bad_lines(bad_lines: list, result: RunResult, stderr) -> None:

@@ -41,7 +41,7 @@ def _settled(state, i, params, rounds):
     """w_i after paying the shrinkage owed for rounds last+1 .. rounds."""
     w = state[i, W]
     owed = rounds - state[i, LAST]
-    if owed <= 0.0 or w == 0.0:
+    if owed <= 0.0 or w == 0.0 or (params[P_L1] <= 0.0 and params[P_L2] <= 0.0):
         return w
     eta = params[P_ETA]
     s = math.sqrt(state[i, G])
@@ -105,9 +105,14 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 
 
 @njit(cache=True)
+def weight(state, i, params, rounds):
+    """Row i's weight as of ``rounds`` (lazy shrinkage paid; the state is not changed)."""
+    return _settled(state, i, params, rounds)
+
+
+@njit(cache=True)
 def weights(state, params, rounds):
     out = np.empty(state.shape[0])
-    lazy = params[P_L1] > 0.0 or params[P_L2] > 0.0
     for i in range(state.shape[0]):
-        out[i] = _settled(state, i, params, rounds) if lazy else state[i, W]
+        out[i] = weight(state, i, params, rounds)
     return out

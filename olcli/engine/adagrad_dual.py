@@ -52,6 +52,11 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 
 
 @njit(cache=True)
+def weight(state, i, params, rounds):
+    return _weight(state, i, params, rounds)
+
+
+@njit(cache=True)
 def weights(state, params, rounds):
     out = np.empty(state.shape[0])
     for i in range(state.shape[0]):

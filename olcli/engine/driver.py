@@ -115,6 +115,27 @@ def _update(algorithm, state, index, value, lo, hi, offset, g, params, rounds):
 
 
 @njit(cache=True)
+def weights_at(algorithm, state, params, rounds, rows):
+    """The current weights of the given rows (for --audit)."""
+    out = np.empty(len(rows))
+    for k in range(len(rows)):
+        i = rows[k]
+        if algorithm == ADAGRAD:
+            out[k] = adagrad.weight(state, i, params, rounds)
+        elif algorithm == ADAGRAD_DUAL:
+            out[k] = adagrad_dual.weight(state, i, params, rounds)
+        elif algorithm == FTRL:
+            out[k] = ftrl.weight(state, i, params, rounds)
+        elif algorithm == SCINOL1:
+            out[k] = scinol1.weight(state, i, params, rounds)
+        elif algorithm == SCINOL2:
+            out[k] = scinol2.weight(state, i, params, rounds)
+        else:
+            out[k] = sgd.weight(state, i, params, rounds)
+    return out
+
+
+@njit(cache=True)
 def weights(algorithm, state, params, rounds):
     """Every row's current weight (lazy shrinkage paid, on-demand weights computed)."""
     if algorithm == ADAGRAD:

@@ -30,10 +30,17 @@ FNV_PRIME = np.uint64(16777619)
 # namespace_mode values (per first letter)
 NORMAL, IGNORED, LINEAR_IGNORED = 0, 1, 2
 
+# Columns of the `names` table kept in record mode (--audit, --invert-hash): for a
+# linear feature the byte spans of its namespace and name in the chunk; for a
+# generated one, the positions of its component features (-1 beyond its length).
+N_NS_START, N_NS_END, N_NAME_START, N_NAME_END, N_COMPONENTS = 0, 1, 2, 3, 4
+NAME_COLUMNS = N_COMPONENTS + MAX_INTERACTION
+
 
 @njit(cache=True)
-def grow(index, value, letters, needed):
-    """Bigger feature arrays holding at least ``needed`` entries (contents kept)."""
+def grow(index, value, letters, names, needed):
+    """Bigger feature arrays holding at least ``needed`` entries (contents kept);
+    ``names`` grows too in record mode (it has no rows otherwise)."""
     size = max(2 * len(index), needed)
     new_index = np.empty(size, np.int32)
     new_value = np.empty(size, np.float64)
@@ -41,7 +48,11 @@ def grow(index, value, letters, needed):
     new_index[:len(index)] = index
     new_value[:len(value)] = value
     new_letters[:len(letters)] = letters
-    return new_index, new_value, new_letters
+    if names.shape[0] > 0:
+        new_names = np.empty((size, NAME_COLUMNS), np.int64)
+        new_names[:names.shape[0]] = names
+        names = new_names
+    return new_index, new_value, new_letters, names
 
 
 @njit(cache=True)
@@ -55,14 +66,14 @@ def _key(combo, length):
 
 
 @njit(cache=True)
-def interact(index, value, letters, lo, hi, n_features, interactions, lengths, mask):
+def interact(index, value, letters, names, lo, hi, n_features, interactions, lengths, mask):
     """Append the interaction features of the linear features [lo, hi) at n_features.
 
-    Returns (index, value, letters, n_features): the arrays grow when needed.
+    Returns (index, value, letters, names, n_features): the arrays grow when needed.
     """
     n = hi - lo
     if n == 0 or len(lengths) == 0:
-        return index, value, letters, n_features
+        return index, value, letters, names, n_features
     counts = np.zeros(257, np.int64)
     for j in range(lo, hi):
         counts[letters[j] + 1] += 1
@@ -117,13 +128,13 @@ def interact(index, value, letters, lo, hi, n_features, interactions, lengths, m
                 seen = bigger
             seen[n_seen] = key
             n_seen += 1
-            index, value, letters, n_features = _emit(
-                index, value, letters, n_features, combo, length, counts, starts, order, mask)
-    return index, value, letters, n_features
+            index, value, letters, names, n_features = _emit(
+                index, value, letters, names, n_features, combo, length, counts, starts, order, mask)
+    return index, value, letters, names, n_features
 
 
 @njit(cache=True)
-def _emit(index, value, letters, n_features, combo, length, counts, starts, order, mask):
+def _emit(index, value, letters, names, n_features, combo, length, counts, starts, order, mask):
     """All features of one letter combination (combinations with repetition for
     consecutive equal letters)."""
     position = np.zeros(length, np.int64)
@@ -140,10 +151,14 @@ def _emit(index, value, letters, n_features, combo, length, counts, starts, orde
             h = i if p == 0 else (FNV_PRIME * h) ^ i
             x *= value[j]
         if n_features == len(index):
-            index, value, letters = grow(index, value, letters, n_features + 1)
+            index, value, letters, names = grow(index, value, letters, names, n_features + 1)
         index[n_features] = np.int32(h & mask64)
         value[n_features] = x
         letters[n_features] = 0
+        if names.shape[0] > 0:
+            names[n_features, :] = -1
+            for p in range(length):
+                names[n_features, N_COMPONENTS + p] = order[starts[combo[p]] + position[p]]
         n_features += 1
         p = length - 1
         while p >= 0:
@@ -155,7 +170,7 @@ def _emit(index, value, letters, n_features, combo, length, counts, starts, orde
             break
         for q in range(p + 1, length):
             position[q] = position[q - 1] if combo[q] == combo[q - 1] else 0
-    return index, value, letters, n_features
+    return index, value, letters, names, n_features
 
 
 @njit(cache=True)

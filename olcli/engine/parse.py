@@ -29,7 +29,9 @@ import math
 import numpy as np
 from numba import njit
 
-from olcli.engine.features import IGNORED, LINEAR_IGNORED, grow, interact, merge_duplicates
+from olcli.engine.features import (
+    IGNORED, LINEAR_IGNORED, N_NAME_END, N_NAME_START, N_NS_END, N_NS_START, NAME_COLUMNS, grow, interact,
+    merge_duplicates)
 from olcli.engine.murmur import murmur3_32
 from olcli.engine.numbers import NUMBER_OK, NUMBER_NONFINITE, parse_number
 
@@ -74,7 +76,7 @@ def count_lines(buf):
 
 
 @njit(cache=True)
-def _allocate(buf):
+def _allocate(buf, record):
     n_lines = count_lines(buf)
     # A feature needs at least one byte and a separator, and each line adds one
     # constant, so this bounds the number of features in the chunk.
@@ -90,8 +92,9 @@ def _allocate(buf):
     letters = np.empty(capacity, np.uint8)     # namespace letter of each feature
     feature_count = np.empty(n_lines, np.int64)
     errors = np.empty((n_lines, 6), np.int64)
+    names = np.empty((capacity if record else 0, NAME_COLUMNS), np.int64)
     return (n_lines, labels, importance, base, tags, example_line, row_ptr, index, value, letters,
-            feature_count, errors)
+            names, feature_count, errors)
 
 
 @njit(cache=True, inline="always")
@@ -189,7 +192,7 @@ def _parse_vw_label_part(buf, start, bar, has_bar):
 
 
 @njit(cache=True)
-def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letters, n_features):
+def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letters, names, n_features):
     """Namespaces and features from the first '|' to the end of the line; features
     of --ignore'd namespaces are checked but not kept.
     Returns (n_features, error code, error token start, error token end)."""
@@ -197,6 +200,7 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
     namespace_hash = np.uint64(0)
     scale = 1.0
     letter = _SPACE
+    namespace_start = namespace_end = bar
     while k < end:
         c = buf[k]
         if _is_ws(c):
@@ -209,6 +213,7 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
                 k += 1
             namespace_hash = murmur3_32(buf, name_start, k, 0) if k > name_start else np.uint64(0)
             letter = buf[name_start] if k > name_start else _SPACE
+            namespace_start, namespace_end = name_start, k
             scale = 1.0
             if k < end and buf[k] == _COLON:
                 scale_start = k + 1
@@ -240,12 +245,18 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
         index[n_features] = np.int32(h & np.uint64(mask))
         value[n_features] = x
         letters[n_features] = letter
+        if names.shape[0] > 0:
+            names[n_features, :] = -1
+            names[n_features, N_NS_START] = namespace_start
+            names[n_features, N_NS_END] = namespace_end
+            names[n_features, N_NAME_START] = token_start
+            names[n_features, N_NAME_END] = name_end
         n_features += 1
     return n_features, 0, 0, 0
 
 
 @njit(cache=True)
-def _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode, index, value, letters, n_features):
+def _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode, index, value, letters, names, n_features):
     """One VW line. Returns (label, importance, base, tag_start, tag_end,
     n_features, error code, error token start, error token end)."""
     bar = start
@@ -259,12 +270,12 @@ def _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode, index, val
             bad_start, bad_end = start, bar
     if code == 0:
         n_features, code, bad_start, bad_end = _parse_vw_features(
-            buf, bar, end, mask, namespace_mode, index, value, letters, n_features)
+            buf, bar, end, mask, namespace_mode, index, value, letters, names, n_features)
     return label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end
 
 
 @njit(cache=True)
-def _parse_libsvm_line(buf, start, end, table_size, keep, index, value, letters, n_features):
+def _parse_libsvm_line(buf, start, end, table_size, keep, index, value, letters, names, n_features):
     """Returns (label, n_features, error code, error token start, error token end)."""
     k = start
     label = np.nan
@@ -307,16 +318,22 @@ def _parse_libsvm_line(buf, start, end, table_size, keep, index, value, letters,
         index[n_features] = np.int32(feature)
         value[n_features] = x
         letters[n_features] = _SPACE  # libsvm features live in the default namespace
+        if names.shape[0] > 0:  # the name is the index as written
+            names[n_features, :] = -1
+            names[n_features, N_NS_START] = token_start
+            names[n_features, N_NS_END] = token_start
+            names[n_features, N_NAME_START] = token_start
+            names[n_features, N_NAME_END] = colon
         n_features += 1
     return label, n_features, 0, 0, 0
 
 
 @njit(cache=True)
-def _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode, index, value, letters,
+def _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode, index, value, letters, names,
                           n_features):
     """One libsvm line, in the shape of _parse_vw_line (importance 1, base 0, no tag)."""
     label, n_features, code, bad_start, bad_end = _parse_libsvm_line(
-        buf, start, end, np.int64(mask) + 1, namespace_mode[_SPACE] != IGNORED, index, value, letters,
+        buf, start, end, np.int64(mask) + 1, namespace_mode[_SPACE] != IGNORED, index, value, letters, names,
         n_features)
     if code == 0 and np.isnan(label):
         code, bad_start, bad_end = ERR_LIBSVM_LABEL, start, end
@@ -327,9 +344,9 @@ def _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode, ind
 
 
 @njit(cache=True)
-def _parse_lines(buf, mask, constant_index, label_kind, libsvm, namespace_mode, interactions, lengths):
+def _parse_lines(buf, mask, constant_index, label_kind, libsvm, namespace_mode, interactions, lengths, record):
     (n_lines, labels, importance, base, tags, example_line, row_ptr,
-     index, value, letters, feature_count, errors) = _allocate(buf)
+     index, value, letters, names, feature_count, errors) = _allocate(buf, record)
     some_linear_ignored = False
     for mode in namespace_mode:
         if mode == LINEAR_IGNORED:
@@ -348,14 +365,14 @@ def _parse_lines(buf, mask, constant_index, label_kind, libsvm, namespace_mode, 
             continue
         needed = n_features + (end - start) // 2 + 2
         if needed > len(index):  # only interactions make the first estimate too small
-            index, value, letters = grow(index, value, letters, needed)
+            index, value, letters, names = grow(index, value, letters, names, needed)
         first_feature = n_features
         if libsvm:
             parsed = _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode,
-                                           index, value, letters, n_features)
+                                           index, value, letters, names, n_features)
         else:
             parsed = _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode,
-                                    index, value, letters, n_features)
+                                    index, value, letters, names, n_features)
         label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end = parsed
         if code != 0:
             n_features = first_feature
@@ -363,11 +380,13 @@ def _parse_lines(buf, mask, constant_index, label_kind, libsvm, namespace_mode, 
             continue
         linear_end = n_features
         if len(lengths) > 0:
-            index, value, letters, n_features = interact(
-                index, value, letters, first_feature, linear_end, n_features, interactions, lengths, mask)
+            index, value, letters, names, n_features = interact(
+                index, value, letters, names, first_feature, linear_end, n_features, interactions, lengths, mask)
         linear_ignored = 0
-        if some_linear_ignored:
+        if some_linear_ignored and not record:
             # --ignore-linear: such features only feed interactions; VW still counts them.
+            # (Record mode keeps them: products name their components by position,
+            # and VW's --audit lists them too.)
             kept = first_feature
             for j in range(first_feature, n_features):
                 if j < linear_end and namespace_mode[letters[j]] == LINEAR_IGNORED:
@@ -379,12 +398,15 @@ def _parse_lines(buf, mask, constant_index, label_kind, libsvm, namespace_mode, 
                 kept += 1
             n_features = kept
         counted = n_features - first_feature + linear_ignored
-        n_features = merge_duplicates(index, value, first_feature, n_features, bloom)
+        if not record:  # record mode names every occurrence, so it keeps repeats apart
+            n_features = merge_duplicates(index, value, first_feature, n_features, bloom)
         if constant_index >= 0:
             if n_features == len(index):
-                index, value, letters = grow(index, value, letters, n_features + 1)
+                index, value, letters, names = grow(index, value, letters, names, n_features + 1)
             index[n_features] = constant_index
             value[n_features] = 1.0
+            if record:
+                names[n_features, :] = -1
             n_features += 1
             counted += 1
         labels[n_examples] = label
@@ -397,26 +419,30 @@ def _parse_lines(buf, mask, constant_index, label_kind, libsvm, namespace_mode, 
         n_examples += 1
         row_ptr[n_examples] = n_features
     return (n_examples, labels, importance, base, tags, example_line, row_ptr,
-            index, value, feature_count, n_errors, errors, n_lines)
+            index, value, feature_count, n_errors, errors, n_lines, names)
 
 
 @njit(cache=True)
-def parse_vw_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths):
+def parse_vw_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
     """Parse whole VW lines in ``buf``. ``constant_index`` < 0 means no constant;
     ``namespace_mode`` (256 entries, by first letter) says which namespaces are
     ignored or kept only for interactions; ``interactions`` rows (``lengths``
     used) are namespace letters, features.WILDCARD for ':'.
 
     Returns (n_examples, labels, importance, base, tags, example_line, row_ptr,
-    index, value, feature_count, n_errors, errors, n_lines); arrays are
+    index, value, feature_count, n_errors, errors, n_lines, names); arrays are
     over-allocated, the counts say how much is valid. ``feature_count`` is each
-    example's feature number as VW counts it.
+    example's feature number as VW counts it. With ``record`` (--audit,
+    --invert-hash) repeats are not merged and ``names`` (features.N_* columns)
+    says where each feature's name is, or which features a product is made of.
     """
-    return _parse_lines(buf, mask, constant_index, label_kind, False, namespace_mode, interactions, lengths)
+    return _parse_lines(buf, mask, constant_index, label_kind, False, namespace_mode, interactions, lengths,
+                        record)
 
 
 @njit(cache=True)
-def parse_libsvm_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths):
+def parse_libsvm_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
     """Parse whole libsvm lines in ``buf`` (their features are in the default
     namespace ' '); same arguments and outputs as parse_vw_chunk."""
-    return _parse_lines(buf, mask, constant_index, label_kind, True, namespace_mode, interactions, lengths)
+    return _parse_lines(buf, mask, constant_index, label_kind, True, namespace_mode, interactions, lengths,
+                        record)

@@ -67,6 +67,12 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 
 
 @njit(cache=True)
+def weight(state, i, params, rounds):
+    """Row i's weight from the stored state (M as it is: not raised for an example)."""
+    return _weight(state, i)
+
+
+@njit(cache=True)
 def weights(state, params, rounds):
     out = np.empty(state.shape[0])
     for i in range(state.shape[0]):
