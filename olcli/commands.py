@@ -12,7 +12,7 @@ import numpy as np
 
 from olcli import model as model_file
 from olcli.engine.registry import ALGORITHMS, DEFAULT_ALGORITHM, OPTION_FLAGS, slots, supporting
-from olcli.errors import ModelError, OlcliError, UsageError
+from olcli.errors import Diverged, ModelError, OlcliError, UsageError
 from olcli.inputs import check_readable
 from olcli.report import render_summary, write_json
 from olcli.signals import RunStopped
@@ -74,7 +74,7 @@ def resolve_params(algorithm: str, options: dict) -> dict:
 
 def new_model(algorithm: str, options: dict, bits: int | None, loss: str | None,
               quantile_tau: float | None, link: str | None, constant: bool | None,
-              multiclass: tuple = ("", 0)) -> model_file.Model:
+              multiclass: tuple = ("", 0), copies: int = 1) -> model_file.Model:
     params = resolve_params(algorithm, options)
     mode, classes = multiclass
     if mode == "softmax":
@@ -85,6 +85,7 @@ def new_model(algorithm: str, options: dict, bits: int | None, loss: str | None,
     if not 1 <= bits <= MAX_BITS:
         raise UsageError(f"-b/--bits must be between 1 and {MAX_BITS} (got {bits})")
     names = slots(algorithm)
+    check_memory(bits, len(names), classes, copies)
     state = np.zeros((max(1, classes) * model_file.table_rows(bits), len(names)))
     return model_file.Model(
         algorithm=algorithm, params=params, bits=bits,
@@ -92,6 +93,36 @@ def new_model(algorithm: str, options: dict, bits: int | None, loss: str | None,
         link=link or DEFAULTS["link"], input_format=None,
         constant=DEFAULTS["constant"] if constant is None else constant,
         state=state, slots=names, classes=classes, multiclass=mode)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux MemAvailable), if known."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(bits: int, n_slots: int, classes: int, copies: int = 1) -> None:
+    """Refuse a table that cannot fit, before allocating it (numpy allocates lazily,
+    so a too large table would otherwise fail in the middle of the run)."""
+    rows = max(1, classes) * model_file.table_rows(bits)
+    needed = rows * n_slots * 8 * copies
+    available = available_memory()
+    if available is not None and needed > available:
+        gib = 1 << 30
+        raise UsageError(
+            f"-b {bits} needs {needed / gib:.1f} GiB for the model table ({rows:,} rows x {n_slots} state "
+            f"slots x 8 bytes{' x ' + str(copies) + ' (the best pass is kept)' if copies > 1 else ''}), "
+            f"but only {available / gib:.1f} GiB of memory is available: use a smaller -b "
+            f"(each step down halves it)")
 
 
 def _check_tau(quantile_tau: float | None) -> float:
@@ -153,8 +184,9 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                              f"{'--' + model.multiclass + ' ' + str(model.classes) if model.classes else 'binary/real labels'}; "
                              f"drop --{mode} to continue it")
     else:
+        copies = 2 if passes.get("passes", 1) > 1 and passes.get("holdout_period", 10) else 1
         model = new_model(algorithm or DEFAULT_ALGORITHM, options, bits, loss, quantile_tau, link, constant,
-                          multiclass)
+                          multiclass, copies)
         for name, value in (features or {}).items():
             if value is not None:
                 setattr(model, name, value)
@@ -224,22 +256,26 @@ def _execute(model, options: RunOptions, predictions_path, link, report_path, mo
                 writer.close()
             except BrokenPipeError:
                 outcome = outcome or PipeClosed("the program reading the predictions closed the pipe")
-    complete = outcome is None
-    report = dict(result.report)
-    report.update({"complete": complete, "stopped_by": None if complete else str(outcome),
-                   "command": "train" if options.learn else "test",
-                   "inputs": list(options.sources), "model_out": model_path,
-                   "model_examples": int(model.counters["examples"])})
-    if model_path:
+    if outcome is None and not np.isfinite(model.state).all():
+        outcome = Diverged("the model's weights are not finite numbers; lower -l/--learning-rate")
+    write_model = bool(model_path) and not isinstance(outcome, Diverged)
+    if write_model:
         model_file.save(model, model_path)
+    if isinstance(outcome, Diverged):
+        outcome.args = (f"{outcome}. No model was written" + (f" ({model_path} is unchanged)" if model_path else ""),)
+    elif outcome is not None and write_model:
+        outcome.args = (f"{outcome}; the model learned so far ({int(model.counters['examples'])} "
+                        f"examples) was written to {model_path}",)
+    report = dict(result.report)
+    report.update({"complete": outcome is None, "stopped_by": None if outcome is None else str(outcome),
+                   "command": "train" if options.learn else "test",
+                   "inputs": list(options.sources), "model_out": model_path if write_model else None,
+                   "model_examples": int(model.counters["examples"])})
     if report_path:
         write_json(report_path, report)
     if not options.quiet:
         sys.stderr.write(render_summary(report))
     if outcome is not None:
-        if model_path:
-            outcome.args = (f"{outcome}; the model learned so far ({int(model.counters['examples'])} "
-                            f"examples) was written to {model_path}",)
         raise outcome
 
 

@@ -19,3 +19,7 @@ class UsageError(OlcliError):
     """Options that do not make sense together. Exit code 2."""
 
     exit_code = 2
+
+
+class Diverged(OlcliError):
+    """Predictions became NaN or infinite: the run stops and no model is written."""

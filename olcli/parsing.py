@@ -19,6 +19,7 @@ MESSAGES = {
     kernels.ERR_LIBSVM_INDEX: "libsvm feature is not index:value with a non-negative integer index",
     kernels.ERR_LIBSVM_LABEL: "libsvm line has no label",
     kernels.ERR_LABEL_NOT_CLASS: "label must be a class number 1..K for --oaa/--softmax K",
+    kernels.ERR_NUL: "NUL byte in the line (binary data, not text?)",
 }
 
 _MAX_SHOWN = 200

@@ -21,7 +21,7 @@ from olcli.engine import driver, multiclass
 from olcli.engine.format import format_predictions
 from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, UNBOUNDED_LOSSES
 from olcli.engine.registry import ALGORITHMS
-from olcli.errors import DataError
+from olcli.errors import DataError, Diverged
 from olcli.inputs import CHUNK_BYTES, detect_format, read_chunks
 from olcli.model import COUNTER_NAMES, Model
 from olcli.names import name_of
@@ -200,7 +200,7 @@ class _Session:
             if self.input_format is None:
                 self._set_format(example_cache.header(self.cache_path)["format"], self.cache_path)
         for cached in example_cache.read(self.cache_path):
-            yield cached, cached.data, None
+            yield cached, cached.data, None, None
 
     def _parse_sources(self, signals, header):
         model, options = self.model, self.options
@@ -235,7 +235,7 @@ class _Session:
                         options.names.add(named, chunk.data)
                     if options.audit:
                         self.audit_chunk = named
-                yield parsed, chunk.data, stop
+                yield parsed, chunk.data, stop, (chunk.source, chunk.first_line)
             if writer is not None:
                 writer.commit()
                 writer = None
@@ -268,7 +268,8 @@ class _Session:
 
     # --- one chunk ---
 
-    def process(self, parsed, data, stop) -> None:
+    def process(self, parsed, data, stop, origin=None) -> None:
+        self.origin, self.parsed = origin, parsed
         if self.audit_chunk is not None:
             named, self.audit_chunk = self.audit_chunk, None
             for e in range(parsed.n_examples):
@@ -322,6 +323,8 @@ class _Session:
         self.records += new_records
         if self.table is not None:
             self.table.write(new_records)
+        if self.stats[driver.S_DIVERGED] > 0:
+            self._diverged(first + int(self.stats[driver.S_DIVERGED]) - 1)
         if self.predictions is not None:
             span = _Span(parsed, first, last)
             if model.classes:
@@ -329,6 +332,18 @@ class _Session:
             else:
                 self.predictions.write(chunk_predictions, span, data)
         return chunk_predictions[-1] if n else None
+
+    def _diverged(self, position: int) -> None:
+        if self.origin is not None:
+            source, first_line = self.origin
+            where = f"{source} line {first_line + int(self.parsed.example_line[position]) - 1}"
+        else:
+            where = f"pass {self.pass_number}, example {int(self.holdout[driver.H_SEEN])}"
+        learned = int(self.counters[driver.C_ROUNDS])
+        advice = ("lower -l/--learning-rate" if "eta" in self.model.params or "alpha" in self.model.params
+                  else "check the data for extreme values")
+        raise Diverged(f"the model diverged at {where}: its prediction is not a finite number after "
+                       f"{learned} updates; {advice}, or use --scinol2 (no learning rate)")
 
     def finish(self, elapsed: float) -> None:
         model = self.model

@@ -57,3 +57,17 @@ def _no_stray_files(tmp_path, monkeypatch):
     """Every test runs in its own directory, so none leaves files behind in the repo."""
     monkeypatch.chdir(tmp_path)
     yield
+
+
+def _olcli_temporaries() -> set:
+    """olcli's temporary files in the system temp directory (the numba cache aside)."""
+    directory = tempfile.gettempdir()
+    return {name for name in os.listdir(directory) if name.startswith("olcli-") and not name.startswith("olcli-numba-")}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_temporary_files_left():
+    before = _olcli_temporaries()
+    yield
+    left = _olcli_temporaries() - before
+    assert not left, f"tests left temporary files behind: {sorted(left)}"

@@ -40,7 +40,8 @@ S_SINCE_LOSS = 12
 S_SINCE_WEIGHT = 13
 S_LABELED = 14        # labeled examples
 S_LOG_LOSS = 15       # multiclass: importance-weighted log loss of the class probabilities
-N_STATS = 16
+S_DIVERGED = 16       # 1 + the chunk position of the example whose prediction was NaN/inf; 0 = fine
+N_STATS = 17
 
 # The model's lifetime counters (saved in its header), updated example by example
 # so that a run continued with -i adds up exactly as one long run does.
@@ -234,6 +235,9 @@ def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
         p = base[e] + _predict(algorithm, state, index, value, lo, hi, 0, params,
                                counters[C_ROUNDS], learning)
         predictions[e] = p
+        if not np.isfinite(p):  # diverged: stop before this example counts or teaches anything
+            stats[S_DIVERGED] = e + 1
+            return n_rows
         stats[S_EXAMPLES] += 1.0
         stats[S_FEATURES] += feature_count[e]
         if learn:

@@ -27,7 +27,7 @@ from numba import njit
 from olcli.engine.driver import (
     C_EXAMPLES, C_FEATURES, C_LABEL_SUM, C_LABELED, C_LOSS, C_ROUNDS, C_WEIGHT, H_LOSS, H_PERIOD, H_SEEN,
     H_SINCE_LOSS, H_SINCE_WEIGHT, H_WEIGHT, L_CLIP, L_TAU, S_CORRECT, S_EXAMPLES, S_FEATURES, S_LABEL_SUM,
-    S_LABELED, S_LOG_LOSS, S_LOSS, S_SINCE_LOSS, S_SINCE_WEIGHT, S_UNLABELED_WEIGHT, S_WEIGHT, _predict,
+    S_DIVERGED, S_LABELED, S_LOG_LOSS, S_LOSS, S_SINCE_LOSS, S_SINCE_WEIGHT, S_UNLABELED_WEIGHT, S_WEIGHT, _predict,
     _update, progress_row)
 from olcli.engine.losses import loss_derivative, sigmoid
 
@@ -84,6 +84,9 @@ def run_chunk_multiclass(algorithm, state, params, block_rows, n_classes, mode, 
             if scores[e, k] > scores[e, best]:
                 best = k
         predictions[e] = best + 1
+        if not np.all(np.isfinite(scores[e])):  # diverged: stop before this example counts
+            stats[S_DIVERGED] = e + 1
+            return n_rows
         stats[S_EXAMPLES] += 1.0
         stats[S_FEATURES] += feature_count[e]
         if learn:

@@ -46,6 +46,7 @@ ERR_NAMESPACE_SCALE = 7   # |ns:scale with a bad scale
 ERR_LIBSVM_INDEX = 8      # libsvm token that is not index:value
 ERR_LIBSVM_LABEL = 9      # libsvm line without a label
 ERR_LABEL_NOT_CLASS = 10  # multiclass label that is not one of 1..K
+ERR_NUL = 11              # a NUL byte: binary data, not text
 
 # label_kind: what labels may be.
 LABELS_ANY = 0            # any finite number
@@ -127,15 +128,19 @@ def _check_label(label, label_kind):
 
 @njit(cache=True)
 def _line_bounds(buf, pos):
-    """(content start, content end without '\\r', start of next line)."""
+    """(content start, content end without '\\r', start of next line, position
+    of the first NUL byte or -1)."""
     end = pos
     n = len(buf)
+    nul = -1
     while end < n and buf[end] != _NL:
+        if buf[end] == 0 and nul < 0:
+            nul = end
         end += 1
     next_pos = end + 1
     if end > pos and buf[end - 1] == _CR:
         end -= 1
-    return pos, end, next_pos
+    return pos, end, next_pos, nul
 
 
 @njit(cache=True)
@@ -358,10 +363,13 @@ def _parse_lines(buf, mask, constant_index, label_kind, libsvm, namespace_mode, 
     pos = 0
     line = 0
     while pos < len(buf):
-        start, end, next_pos = _line_bounds(buf, pos)
+        start, end, next_pos, nul = _line_bounds(buf, pos)
         pos = next_pos
         line += 1
         if _blank(buf, start, end):
+            continue
+        if nul >= 0:
+            n_errors = _record_error(errors, n_errors, line, ERR_NUL, nul, nul + 1, start, end)
             continue
         needed = n_features + (end - start) // 2 + 2
         if needed > len(index):  # only interactions make the first estimate too small

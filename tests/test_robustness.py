@@ -1,0 +1,222 @@
+"""Bad input, refusals, divergence, signals, and parser fuzzing (nothing lost, nobody surprised)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from olcli import model as model_file
+from olcli.inputs import Chunk
+from olcli.parsing import parse_chunk
+from tests.test_parser import example as vw_example, to_line
+
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def parse_bytes(data: bytes, fmt: str, bits: int = 10, label_kind: int = 0):
+    return parse_chunk(Chunk("fuzz", 1, np.frombuffer(data, np.uint8)), fmt, bits, True, label_kind)
+
+
+def check_invariants(parsed, data: bytes, bits: int):
+    n = parsed.n_examples
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    assert n + len(parsed.bad_lines) <= lines
+    assert np.all(np.diff(parsed.row_ptr[:n + 1]) >= 0)
+    used = parsed.row_ptr[n]
+    assert np.all((parsed.index[:used] >= 0) & (parsed.index[:used] <= (1 << bits)))
+    assert np.all(np.isfinite(parsed.value[:used]))
+    assert np.all(np.isfinite(parsed.importance[:n])) and np.all(parsed.importance[:n] >= 0)
+    for bad in parsed.bad_lines:
+        assert 1 <= bad.line <= lines and bad.message
+
+
+@FUZZ
+@given(st.binary(max_size=600), st.sampled_from(["vw", "libsvm"]), st.sampled_from([0, 1, 5]))
+def test_fuzz_random_bytes_never_crash(data, fmt, label_kind):
+    check_invariants(parse_bytes(data, fmt, label_kind=label_kind), data, 10)
+
+
+grammar_soup = st.lists(st.sampled_from(
+    [b" ", b"  ", b"\t", b"|", b"|f", b"| ", b":", b"'", b"1", b"-1", b"0.5", b"e9", b"a", b"\r", b"\n", b"\n",
+     b"\x00", b"nan", b"qid:", b"#", b"\xff", b"7:", b"1e400"]), max_size=60).map(b"".join)
+
+
+@FUZZ
+@given(grammar_soup, st.sampled_from(["vw", "libsvm"]), st.sampled_from([0, 1, 3]))
+def test_fuzz_grammar_soup_never_crashes(data, fmt, label_kind):
+    """Fragments of the grammar in random order: blank and whitespace-only lines,
+    a last line without '\\n', stray separators."""
+    check_invariants(parse_bytes(data, fmt, label_kind=label_kind), data, 10)
+
+
+@st.composite
+def mutated_lines(draw):
+    lines = [to_line(e).encode() for e in draw(st.lists(vw_example, min_size=1, max_size=5))]
+    text = bytearray(b"\n".join(lines) + b"\n")
+    for _ in range(draw(st.integers(1, 6))):
+        position = draw(st.integers(0, max(0, len(text) - 1)))
+        action = draw(st.sampled_from(["insert", "delete", "replace"]))
+        byte = draw(st.sampled_from([0, ord(":"), ord("|"), ord("'"), ord(" "), ord("\r"), ord("e"), ord("-"),
+                                     ord("."), 0xFF, 0xC3, ord("9")]))
+        if action == "insert":
+            text.insert(position, byte)
+        elif action == "delete" and text:
+            del text[position]
+        elif text:
+            text[position] = byte
+    return bytes(text)
+
+
+@FUZZ
+@given(mutated_lines(), st.sampled_from(["vw", "libsvm"]))
+def test_fuzz_mutated_valid_lines_never_crash(data, fmt):
+    check_invariants(parse_bytes(data, fmt), data, 10)
+
+
+@FUZZ
+@given(st.lists(vw_example, min_size=1, max_size=4),
+       st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), min_size=1, max_size=4),
+       st.randoms(use_true_random=False))
+def test_valid_lines_inside_garbage_parse_identically(examples, garbage, rng):
+    valid = [to_line(e).encode() for e in examples]
+    lines = [(True, v) for v in valid] + [(False, g) for g in garbage]
+    rng.shuffle(lines)
+    text = b"\n".join(line for _, line in lines) + b"\n"
+    mixed = parse_bytes(text, "vw")
+    got = {int(mixed.example_line[e]): e for e in range(mixed.n_examples)}
+    for number, (is_valid, line) in enumerate(lines, start=1):
+        if not is_valid:
+            continue
+        alone = parse_bytes(line + b"\n", "vw")
+        assert alone.n_examples == 1 and number in got
+        e = got[number]
+        lo, hi = mixed.row_ptr[e], mixed.row_ptr[e + 1]
+        assert mixed.index[lo:hi].tolist() == alone.index[:alone.row_ptr[1]].tolist()
+        assert mixed.value[lo:hi].tolist() == alone.value[:alone.row_ptr[1]].tolist()
+        assert np.array_equal(mixed.labels[e:e + 1], alone.labels[:1], equal_nan=True)
+
+
+@pytest.mark.skipif(os.environ.get("OLCLI_BOUNDSCHECK_RUN") == "1", reason="this is the bounds-checked run")
+def test_fuzz_tests_pass_with_numba_boundscheck(tmp_path):
+    """The fuzz tests again, with every array access bounds-checked (NUMBA_BOUNDSCHECK=1,
+    in a fresh cache so that nothing compiled without checks is reused)."""
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
+           "OLCLI_BOUNDSCHECK_RUN": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                           os.path.abspath(__file__), "-k", "fuzz or garbage"],
+                          capture_output=True, text=True, env=env,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert " passed" in done.stdout
+
+
+def test_nul_bytes_are_bad_lines(cli, tmp_path):
+    (tmp_path / "d.vw").write_bytes(b"1 |f a\n1 |f b\x00c\n-1 |f a\n")
+    code, _, err = cli("train", "d.vw", "--report", "r.json", "--quiet")
+    assert code == 0 and "d.vw line 2: NUL byte" in err
+    assert json.load(open("r.json"))["bad_lines"] == 1
+
+
+def test_invalid_utf8_and_very_long_tokens_are_fine(cli, tmp_path):
+    long_name = "x" * 100_000
+    (tmp_path / "d.vw").write_bytes(b"1 |f \xff\xfe caf\xc3 " + long_name.encode() + b":2\n-1 |f 123456789012345678901234567890:1e-300\n")
+    code, _, err = cli("train", "d.vw", "--report", "r.json", "--quiet")
+    assert code == 0, err
+    assert json.load(open("r.json"))["bad_lines"] == 0 and json.load(open("r.json"))["examples"] == 2
+
+
+def test_divergence_stops_without_writing_a_model(cli, tmp_path):
+    (tmp_path / "d.vw").write_text("".join(f"{(-1) ** i} |f a:1e150 b:{i}e150\n" for i in range(1, 50)))
+    (tmp_path / "m.olm").write_bytes(b"the previous model")
+    code, _, err = cli("train", "d.vw", "--sgd", "-l", "1e100", "-f", "m.olm", "--report", "r.json")
+    assert code == 1
+    assert "diverged at d.vw line" in err and "lower -l" in err and "m.olm is unchanged" in err
+    assert (tmp_path / "m.olm").read_bytes() == b"the previous model"
+    report = json.load(open("r.json"))
+    assert report["complete"] is False and report["model_out"] is None
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["train", "-b", "30", "--oaa", "26"], 2, "use a smaller -b"),
+    (["train", "."], 1, "is a directory"),
+    (["train", "-p", "."], 2, "is a directory"),
+    (["train", "--report", "no/such/dir/r.json"], 2, "does not exist"),
+    (["train", "--ftrl", "--adagrad"], 2, "choose one algorithm"),
+])
+def test_refused_before_reading_data(cli, args, code, message):
+    got, _, err = cli(*args, stdin=b"1 |f a\n")
+    assert got == code, err
+    assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1  # one clear line
+
+
+def _model_bytes(cli, sample):
+    cli("train", sample / "a9a_train.vw", "-f", "good.olm", "--quiet")
+    return open("good.olm", "rb").read()
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda raw: raw[: len(raw) // 2], "truncated"),
+    (lambda raw: raw[:100] + bytes([raw[100] ^ 4]) + raw[101:], "checksum"),
+    (lambda raw: b"NOTAMODL" + raw[8:], "not an olcli model"),
+    (lambda raw: raw[:8] + (99).to_bytes(4, "little") + raw[12:], "newer olcli"),
+    (lambda raw: b"hello\n", "not an olcli model"),
+])
+def test_bad_models_are_refused_in_one_line(cli, sample, damage, message):
+    (open("bad.olm", "wb")).write(damage(_model_bytes(cli, sample)))
+    for args in (["test", sample / "a9a_test.vw", "-i", "bad.olm"], ["train", sample / "a9a_test.vw", "-i", "bad.olm"],
+                 ["inspect", "bad.olm"]):
+        code, _, err = cli(*args)
+        assert code == 1 and message in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
+
+
+def _big_file(sample, tmp_path, copies=60):
+    path = tmp_path / "big.vw"
+    path.write_bytes((sample / "a9a_train.vw").read_bytes() * copies)
+    return path, 6000 * copies
+
+
+def _start(args, cwd):
+    return subprocess.Popen([sys.executable, "-m", "olcli", *args], cwd=cwd, stderr=subprocess.PIPE)
+
+
+def _wait_for_row(process, counter):
+    for line in process.stderr:
+        if f" {counter} ".encode() in line:
+            return
+    raise AssertionError("the run ended before the expected progress row")
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_during_a_run_writes_the_model_learned_so_far(sample, tmp_path, signum, code):
+    path, total = _big_file(sample, tmp_path)
+    process = _start(["train", str(path), "--loss", "logistic", "-f", "m.olm", "--report", "r.json"], tmp_path)
+    _wait_for_row(process, 65536)
+    process.send_signal(signum)
+    err = process.communicate(timeout=120)[1].decode()
+    assert process.returncode == code, err
+    learned = model_file.load(str(tmp_path / "m.olm")).counters["examples"]
+    assert 65536 <= learned < total
+    assert f"({int(learned)} examples) was written to m.olm" in err
+    assert json.load(open(tmp_path / "r.json"))["complete"] is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.vw", "m.olm", "r.json"]
+
+
+def test_sigkill_never_leaves_a_partial_model(sample, tmp_path):
+    path, _ = _big_file(sample, tmp_path)
+    subprocess.run([sys.executable, "-m", "olcli", "train", str(sample / "a9a_train.vw"), "-f", "m.olm", "--quiet"],
+                   cwd=tmp_path, check=True)
+    before = (tmp_path / "m.olm").read_bytes()
+    process = _start(["train", str(path), "-i", "m.olm", "-f", "m.olm"], tmp_path)
+    _wait_for_row(process, 65536)
+    process.kill()
+    process.communicate(timeout=60)
+    assert (tmp_path / "m.olm").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.vw", "m.olm"]
