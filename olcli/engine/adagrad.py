@@ -36,7 +36,7 @@ PARAMS = ("eta", "delta", "l1", "l2", "radius")
 P_ETA, P_DELTA, P_L1, P_L2, P_RADIUS = 0, 1, 2, 3, 4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _settled(state, i, params, rounds):
     """w_i after paying the shrinkage owed for rounds last+1 .. rounds."""
     w = state[i, W]

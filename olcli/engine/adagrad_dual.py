@@ -22,7 +22,7 @@ PARAMS = ("eta", "delta", "l1")
 P_ETA, P_DELTA, P_L1 = 0, 1, 2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _weight(state, i, params, rounds):
     u = state[i, U]
     h = params[P_DELTA] + math.sqrt(state[i, G])

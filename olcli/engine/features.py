@@ -45,20 +45,45 @@ def grow(index, value, letters, names, needed):
     new_index = np.empty(size, np.int32)
     new_value = np.empty(size, np.float64)
     new_letters = np.empty(size, np.uint8)
-    new_index[:len(index)] = index
-    new_value[:len(value)] = value
-    new_letters[:len(letters)] = letters
+    # Plain loops: numba compiles slice assignment slowly (seconds), loops instantly.
+    for k in range(len(index)):
+        new_index[k] = index[k]
+        new_value[k] = value[k]
+        new_letters[k] = letters[k]
     if names.shape[0] > 0:
         new_names = np.empty((size, NAME_COLUMNS), np.int64)
-        new_names[:names.shape[0]] = names
+        for k in range(names.shape[0]):
+            for c in range(NAME_COLUMNS):
+                new_names[k, c] = names[k, c]
         names = new_names
     return new_index, new_value, new_letters, names
 
 
 @njit(cache=True)
+def clear_names(names, position):
+    """Row ``position`` of the names table to -1 (no name, no components)."""
+    for c in range(NAME_COLUMNS):
+        names[position, c] = -1
+
+
+@njit(cache=True)
+def _sort_small(values, length):
+    """Insertion sort of values[:length] in place (length <= MAX_INTERACTION).
+    Hand-written: numba compiles np.sort slowly, and this is all we need."""
+    for i in range(1, length):
+        v = values[i]
+        j = i - 1
+        while j >= 0 and values[j] > v:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = v
+
+
+@njit(cache=True)
 def _key(combo, length):
     """The sorted letters of a combination, packed (order-free identity)."""
-    ordered = np.sort(combo[:length])
+    ordered = combo[:length].copy()
+    _sort_small(ordered, length)
     key = np.int64(length)
     for p in range(length):
         key = key * 257 + ordered[p]
@@ -108,7 +133,7 @@ def interact(index, value, letters, names, lo, hi, n_features, interactions, len
                 else:
                     combo[p] = interactions[s, p]
             if n_wild > 0:
-                combo[:length] = np.sort(combo[:length])
+                _sort_small(combo, length)
             usable = True
             for p in range(length):
                 if counts[combo[p] + 1] == 0:
@@ -124,7 +149,8 @@ def interact(index, value, letters, names, lo, hi, n_features, interactions, len
                 continue
             if n_seen == len(seen):
                 bigger = np.empty(2 * len(seen), np.int64)
-                bigger[:n_seen] = seen
+                for k in range(n_seen):
+                    bigger[k] = seen[k]
                 seen = bigger
             seen[n_seen] = key
             n_seen += 1
@@ -156,7 +182,7 @@ def _emit(index, value, letters, names, n_features, combo, length, counts, start
         value[n_features] = x
         letters[n_features] = 0
         if names.shape[0] > 0:
-            names[n_features, :] = -1
+            clear_names(names, n_features)
             for p in range(length):
                 names[n_features, N_COMPONENTS + p] = order[starts[combo[p]] + position[p]]
         n_features += 1
@@ -174,30 +200,60 @@ def _emit(index, value, letters, names, n_features, combo, length, counts, start
 
 
 @njit(cache=True)
+def _sort_pairs(keys, values):
+    """Shell sort of (keys, values) by key, in place: O(k^1.3) and quick to compile
+    (numba's np.argsort compiles slowly). Equal keys are summed afterwards, so
+    their order does not matter."""
+    n = len(keys)
+    gap = 1
+    while gap < n // 3:
+        gap = 3 * gap + 1
+    while gap >= 1:
+        for i in range(gap, n):
+            k = keys[i]
+            v = values[i]
+            j = i
+            while j >= gap and keys[j - gap] > k:
+                keys[j] = keys[j - gap]
+                values[j] = values[j - gap]
+                j -= gap
+            keys[j] = k
+            values[j] = v
+        gap //= 3
+
+
+@njit(cache=True)
 def merge_duplicates(index, value, lo, hi, bloom):
     """Sum the values of repeated indices in [lo, hi) (a repeated token, or two
     features hashed to one row), so every algorithm sees a proper sparse vector,
     as the papers define them; entries that sum to 0 are dropped. ``bloom`` is a
-    uint64[64] scratch filter: without a repeat (the common case) this is O(k)
-    and keeps the order; with one, the entries are sorted by index. Returns the
-    new end."""
+    uint64[64] scratch filter (short examples compare pairs instead): without a
+    repeat (the common case) the example is left as it is; with one, the
+    entries are sorted by index. Returns the new end."""
     if hi - lo < 2:
         return hi
-    bloom[:] = 0
     repeated = False
-    for j in range(lo, hi):
-        bit = index[j] & 4095
-        word = bit >> 6
-        flag = np.uint64(1) << np.uint64(bit & 63)
-        if bloom[word] & flag:
-            repeated = True
-            break
-        bloom[word] |= flag
+    if hi - lo <= 16:  # short examples: comparing pairs is cheaper than the filter
+        for j in range(lo + 1, hi):
+            for k in range(lo, j):
+                if index[j] == index[k]:
+                    repeated = True
+    else:
+        for w in range(len(bloom)):
+            bloom[w] = 0
+        for j in range(lo, hi):
+            bit = index[j] & 4095
+            word = bit >> 6
+            flag = np.uint64(1) << np.uint64(bit & 63)
+            if bloom[word] & flag:
+                repeated = True
+                break
+            bloom[word] |= flag
     if not repeated:
         return hi
-    order = np.argsort(index[lo:hi], kind="mergesort")
-    sorted_index = index[lo:hi][order]
-    sorted_value = value[lo:hi][order]
+    sorted_index = index[lo:hi].copy()
+    sorted_value = value[lo:hi].copy()
+    _sort_pairs(sorted_index, sorted_value)
     real_repeat = False
     for k in range(1, hi - lo):
         if sorted_index[k] == sorted_index[k - 1]:

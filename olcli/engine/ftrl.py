@@ -24,7 +24,7 @@ PARAMS = ("alpha", "beta", "l1", "l2")
 P_ALPHA, P_BETA, P_L1, P_L2 = 0, 1, 2, 3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _weight(state, i, params):
     z = state[i, Z]
     l1 = params[P_L1]

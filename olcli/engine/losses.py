@@ -26,7 +26,7 @@ BINARY_LOSSES = ("logistic", "hinge")
 UNBOUNDED_LOSSES = ("squared",)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _log1p_exp(x):
     """log(1 + exp(x)) without overflow."""
     if x > 0.0:
@@ -34,7 +34,7 @@ def _log1p_exp(x):
     return math.log1p(math.exp(x))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _sigmoid(x):
     """1 / (1 + exp(-x)) without overflow."""
     if x >= 0.0:

@@ -26,7 +26,7 @@ _POW10 = np.array([float(f"1e{k}") for k in range(309)])
 _MAX_EXACT = 2 ** 53
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _lower(c):
     if 65 <= c <= 90:
         return c + 32

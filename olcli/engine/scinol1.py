@@ -30,7 +30,7 @@ PARAMS = ("epsilon",)
 P_EPSILON = 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _weight(state, i):
     theta, scale = theta_and_scale(state, i)
     if scale == 0.0:
