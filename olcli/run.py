@@ -11,6 +11,8 @@ import os
 import sys
 import tempfile
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +32,7 @@ from olcli.report import ProgressTable, progress_records, summarize
 from olcli.signals import StopSignals
 
 MAX_WARNINGS = 5
+PARSE_AHEAD = 2   # chunks parsed ahead on worker threads
 
 
 @dataclass
@@ -202,20 +205,41 @@ class _Session:
         for cached in example_cache.read(self.cache_path):
             yield cached, cached.data, None, None
 
+    def _parsed_ahead(self, signals):
+        """(chunk, parsed chunk) in input order. The parse kernels release the GIL,
+        so with files up to PARSE_AHEAD chunks are parsed on worker threads (the
+        second core) while the main thread learns. Standard input is read one chunk
+        at a time: reading ahead would hold back learning until the pipe delivers
+        more, which a slow stream (tail -f) may not do for a long time."""
+        model, options = self.model, self.options
+        chunks = read_chunks(options.sources, options.chunk_bytes)
+        ahead = 1 if "-" in options.sources else PARSE_AHEAD
+        pending = deque()
+        with ThreadPoolExecutor(max_workers=PARSE_AHEAD) as pool:
+            try:
+                while True:
+                    while len(pending) < ahead:
+                        with signals.waiting_for_input():
+                            chunk = next(chunks, None)
+                        if chunk is None:
+                            break
+                        if self.input_format is None:
+                            self._set_format(detect_format(chunk.data), chunk.source)
+                        pending.append((chunk, pool.submit(parse_chunk, chunk, self.input_format, model.bits,
+                                                           model.constant, self.label_kind, self.features)))
+                    if not pending:
+                        return
+                    chunk, future = pending.popleft()
+                    yield chunk, future.result()
+            finally:
+                for _, future in pending:
+                    future.cancel()
+
     def _parse_sources(self, signals, header):
         model, options = self.model, self.options
         writer = None
-        chunks = read_chunks(options.sources, options.chunk_bytes)
         try:
-            while True:
-                with signals.waiting_for_input():
-                    chunk = next(chunks, None)
-                if chunk is None:
-                    break
-                if self.input_format is None:
-                    self._set_format(detect_format(chunk.data), chunk.source)
-                parsed = parse_chunk(chunk, self.input_format, model.bits, model.constant,
-                                     self.label_kind, self.features)
+            for chunk, parsed in self._parsed_ahead(signals):
                 stop = None
                 if parsed.bad_lines and options.strict:
                     # Learn what precedes the bad line, then stop.

@@ -207,7 +207,7 @@ def progress_row(progress, n_rows, stats, holdout, label, prediction, features):
     return n_rows + 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
               n_examples, labels, importance, base, row_ptr, index, value, feature_count,
               predictions, stats, auc_histogram, progress, holdout):

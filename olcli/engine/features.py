@@ -201,25 +201,46 @@ def _emit(index, value, letters, names, n_features, combo, length, counts, start
 
 @njit(cache=True)
 def _sort_pairs(keys, values):
-    """Shell sort of (keys, values) by key, in place: O(k^1.3) and quick to compile
-    (numba's np.argsort compiles slowly). Equal keys are summed afterwards, so
-    their order does not matter."""
+    """Stable bottom-up merge sort of (keys, values) by key, in place, so that
+    repeats are summed in the order they appear. Hand-written: numba's
+    np.argsort compiles slowly."""
     n = len(keys)
-    gap = 1
-    while gap < n // 3:
-        gap = 3 * gap + 1
-    while gap >= 1:
-        for i in range(gap, n):
-            k = keys[i]
-            v = values[i]
-            j = i
-            while j >= gap and keys[j - gap] > k:
-                keys[j] = keys[j - gap]
-                values[j] = values[j - gap]
-                j -= gap
-            keys[j] = k
-            values[j] = v
-        gap //= 3
+    other_keys = np.empty_like(keys)
+    other_values = np.empty_like(values)
+    width = 1
+    source_keys, source_values, target_keys, target_values = keys, values, other_keys, other_values
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if source_keys[j] < source_keys[i]:
+                    target_keys[k] = source_keys[j]
+                    target_values[k] = source_values[j]
+                    j += 1
+                else:
+                    target_keys[k] = source_keys[i]
+                    target_values[k] = source_values[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                target_keys[k] = source_keys[i]
+                target_values[k] = source_values[i]
+                i += 1
+                k += 1
+            while j < hi:
+                target_keys[k] = source_keys[j]
+                target_values[k] = source_values[j]
+                j += 1
+                k += 1
+        source_keys, target_keys = target_keys, source_keys
+        source_values, target_values = target_values, source_values
+        width *= 2
+    if source_keys is not keys:
+        for k in range(n):
+            keys[k] = source_keys[k]
+            values[k] = source_values[k]
 
 
 @njit(cache=True)

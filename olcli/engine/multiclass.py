@@ -57,7 +57,7 @@ def log_probabilities(scores, mode, out):
         out[k] = log_sigma - math.log(total)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_chunk_multiclass(algorithm, state, params, block_rows, n_classes, mode, loss, loss_params, learn,
                          counters, n_examples, labels, importance, base, row_ptr, index, value, feature_count,
                          scores, predictions, stats, progress, holdout):

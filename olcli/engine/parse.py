@@ -438,7 +438,7 @@ def _parse_lines(buf, mask, constant_index, label_kind, libsvm, namespace_mode, 
             index, value, feature_count, n_errors, errors, n_lines, names)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def parse_vw_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
     """Parse whole VW lines in ``buf``. ``constant_index`` < 0 means no constant;
     ``namespace_mode`` (256 entries, by first letter) says which namespaces are
@@ -456,7 +456,7 @@ def parse_vw_chunk(buf, mask, constant_index, label_kind, namespace_mode, intera
                         record)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def parse_libsvm_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
     """Parse whole libsvm lines in ``buf`` (their features are in the default
     namespace ' '); same arguments and outputs as parse_vw_chunk."""

@@ -1,0 +1,134 @@
+"""olcli against Vowpal Wabbit on the same files, in the same run.
+
+    pip install ".[bench]" && python benchmarks/bench_vs_vw.py [--runs 3] [--data DIR]
+
+Files: a generated 1M-line click log (benchmarks/make_click_log.py, fixed seed; also a
+4M-line one to show that memory does not grow with the input), ../shared/data/sst2/train.vw
+(text) and ../shared/data/a9a/train.vw. For each file olcli (default algorithm, logistic
+loss, -b 18) and VW (`python -m vowpalwabbit`, logistic loss, -b 18) run alternately after one
+warm-up run each (warm numba cache); the table gives medians with min-max of wall seconds,
+examples/s, features/s, peak RSS of the process, the progressive loss, and olcli/VW ratios.
+Other olcli algorithms are timed on the click log too. The cold first run (empty numba
+cache) is reported separately.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def measure(command, env=None):
+    """(wall seconds, peak RSS in MB, stdout+stderr) of one process."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    output = process.stdout.read().decode(errors="replace")
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{output[-2000:]}")
+    return wall, usage.ru_maxrss / 1024, output
+
+
+def olcli_command(path, report, extra=()):
+    return [sys.executable, "-m", "olcli", "train", path, "--loss", "logistic", "-b", "18", "--quiet",
+            "--report", report, *extra]
+
+
+def vw_command(path):
+    return [sys.executable, "-m", "vowpalwabbit", "-d", path, "--loss_function", "logistic", "-b", "18"]
+
+
+def run_olcli(path, tmp, extra=(), env=None):
+    report = os.path.join(tmp, "report.json")
+    wall, rss, _ = measure(olcli_command(path, report, extra), env)
+    r = json.load(open(report))
+    return wall, rss, r["average_loss"], r["examples"], r["total_features"]
+
+
+def run_vw(path):
+    wall, rss, out = measure(vw_command(path))
+    loss = float(re.search(r"average loss = ([0-9.]+)", out).group(1))
+    examples = int(re.search(r"number of examples = (\d+)", out).group(1))
+    features = int(re.search(r"total feature number = (\d+)", out).group(1))
+    return wall, rss, loss, examples, features
+
+
+def summary(values):
+    return statistics.median(values), min(values), max(values)
+
+
+def fmt(stat, digits=2):
+    median, low, high = stat
+    return f"{median:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared", "data"))
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "olcli-bench"))
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    sys.path.insert(0, HERE)
+    from make_click_log import generate
+
+    clicks = os.path.join(args.work, "clicks_1m.vw")
+    clicks4 = os.path.join(args.work, "clicks_4m.vw")
+    for path, lines in ((clicks, 1_000_000), (clicks4, 4_000_000)):
+        if not os.path.exists(path):
+            print(f"generating {path} ...", file=sys.stderr)
+            generate(path, lines, seed=7)
+    files = [("click log 1M", clicks), ("click log 4M", clicks4),
+             ("sst2 (text)", os.path.join(args.data, "sst2", "train.vw")),
+             ("a9a", os.path.join(args.data, "a9a", "train.vw"))]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cold_env = {**os.environ, "NUMBA_CACHE_DIR": os.path.join(tmp, "cold-cache")}
+        cold = run_olcli(clicks, tmp, env=cold_env)
+        warm = run_olcli(clicks, tmp, env=cold_env)
+        print(f"cold first run (empty numba cache), click log 1M: {cold[0]:.2f} s; the same run warm: "
+              f"{warm[0]:.2f} s; compilation about {cold[0] - warm[0]:.1f} s\n")
+
+        print("| file | tool | wall s, median (min-max) | examples/s | features/s | peak RSS MB | progressive loss |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        ratios = []
+        for label, path in files:
+            run_olcli(path, tmp)
+            run_vw(path)  # warm-up
+            results = {"olcli": [], "VW": []}
+            for _ in range(args.runs):
+                results["olcli"].append(run_olcli(path, tmp))
+                results["VW"].append(run_vw(path))
+            walls = {}
+            for tool, runs in results.items():
+                wall = summary([r[0] for r in runs])
+                rss = summary([r[1] for r in runs])
+                examples, features, loss = runs[0][3], runs[0][4], runs[0][2]
+                walls[tool] = (wall, rss)
+                print(f"| {label} | {tool} | {fmt(wall)} | {examples / wall[0]:,.0f} | {features / wall[0]:,.0f} | "
+                      f"{rss[0]:.0f} | {loss:.4f} |", flush=True)
+            ratios.append((label, walls["olcli"][0][0] / walls["VW"][0][0], walls["olcli"][1][0] / walls["VW"][1][0]))
+        print("\n| file | wall-time ratio olcli/VW | peak-RSS ratio olcli/VW |")
+        print("|---|---:|---:|")
+        for label, wall_ratio, rss_ratio in ratios:
+            print(f"| {label} | {wall_ratio:.2f} | {rss_ratio:.2f} |")
+
+        print("\nOther olcli algorithms, click log 1M (median wall s of the runs, progressive loss):\n")
+        print("| algorithm | wall s | progressive loss |")
+        print("|---|---:|---:|")
+        for algorithm in ("adagrad", "adagrad-dual", "ftrl", "scinol1", "scinol2", "sgd"):
+            run_olcli(clicks, tmp, [f"--{algorithm}"])
+            runs = [run_olcli(clicks, tmp, [f"--{algorithm}"]) for _ in range(args.runs)]
+            print(f"| {algorithm} | {fmt(summary([r[0] for r in runs]))} | {runs[0][2]:.4f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
