@@ -5,12 +5,12 @@ place, ``main``. Numba is imported only inside the commands, so that
 ``olcli --help`` and ``olcli --version`` stay instant.
 """
 
-import inspect
 import os
 import signal
 import sys
 import traceback
 from enum import Enum
+from inspect import Parameter, signature
 from typing import List, Optional
 
 import typer
@@ -81,14 +81,14 @@ _format = typer.Option(Format.auto, "--format", help="Input format; auto decides
 def _with_algorithm_flags(command):
     """Add one boolean flag per registered algorithm (--adagrad, --ftrl, ...) to a
     command; the command receives them in ``**flags``."""
-    signature = inspect.signature(command)
-    parameters = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
+    original = signature(command)
+    parameters = [p for p in original.parameters.values() if p.kind != p.VAR_KEYWORD]
     for algorithm in ALGORITHMS.values():
-        parameters.append(inspect.Parameter(
-            algorithm.name.replace("-", "_"), inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+        parameters.append(Parameter(
+            algorithm.name.replace("-", "_"), Parameter.KEYWORD_ONLY, annotation=bool,
             default=typer.Option(False, f"--{algorithm.name}", help=algorithm.summary,
                                  rich_help_panel="Algorithm (one of)")))
-    command.__signature__ = signature.replace(parameters=parameters)
+    command.__signature__ = original.replace(parameters=parameters)
     return command
 
 

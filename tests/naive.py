@@ -260,7 +260,6 @@ class _ScInOL(Learner):
 
     def round(self, g):
         w = self.weights()
-        x = self.x_now
         for i in range(self.d):
             gx = g[i]  # = g_t x_{t,i}
             self.G[i] -= gx

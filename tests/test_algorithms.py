@@ -1,6 +1,5 @@
 """The algorithm family through the CLI and as properties (issue: algorithm family)."""
 
-import math
 import re
 
 import numpy as np

@@ -3,7 +3,6 @@ import gzip
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 

@@ -1,12 +1,10 @@
 """--oaa and --softmax: the engine against slow references, and through the CLI."""
 
 import json
-import math
 
 import numpy as np
 import pytest
 
-from olcli import model as model_file
 from olcli.engine import driver, losses, multiclass
 from olcli.engine.registry import ALGORITHMS, slots
 from tests import naive

@@ -178,6 +178,41 @@ def _account(stats, auc_histogram, loss, label, weight, p):
 
 
 @njit(cache=True)
+def start_example(holdout, learn, h, y):
+    """(held out, learning) for the next example of the pass: every H_PERIOD-th is
+    held out; an example is learned from when learning, labeled, with positive
+    importance, and not held out."""
+    holdout[H_SEEN] += 1.0
+    period = holdout[H_PERIOD]
+    held_out = period > 0.0 and holdout[H_SEEN] % period == 0.0
+    return held_out, learn and h > 0.0 and not np.isnan(y) and not held_out
+
+
+@njit(cache=True)
+def count_example(stats, counters, learn, features):
+    stats[S_EXAMPLES] += 1.0
+    stats[S_FEATURES] += features
+    if learn:
+        counters[C_EXAMPLES] += 1.0
+        counters[C_FEATURES] += features
+
+
+@njit(cache=True)
+def count_labeled(holdout, counters, learn, held_out, h, y, example_loss):
+    """Holdout sums and the model's lifetime counters for a labeled example."""
+    if held_out:
+        holdout[H_LOSS] += h * example_loss
+        holdout[H_WEIGHT] += h
+        holdout[H_SINCE_LOSS] += h * example_loss
+        holdout[H_SINCE_WEIGHT] += h
+    if learn:
+        counters[C_LABELED] += 1.0
+        counters[C_WEIGHT] += h
+        counters[C_LABEL_SUM] += h * y
+        counters[C_LOSS] += h * example_loss
+
+
+@njit(cache=True)
 def progress_row(progress, n_rows, stats, holdout, label, prediction, features):
     """VW's table: a row each time the example weight reaches the next power of two.
     Rows report the holdout loss when H_ROWS is set (passes after the first)."""
@@ -220,7 +255,6 @@ def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
     H_PERIOD-th example of the pass is scored but never learned from; its loss
     goes to the pass's holdout sums. Returns the number of progress rows written.
     """
-    period = holdout[H_PERIOD]
     tau = loss_params[L_TAU]
     clip = loss_params[L_CLIP] > 0.0
     n_rows = 0
@@ -229,35 +263,21 @@ def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
         hi = row_ptr[e + 1]
         y = labels[e]
         h = importance[e]
-        holdout[H_SEEN] += 1.0
-        held_out = period > 0.0 and holdout[H_SEEN] % period == 0.0
-        learning = learn and h > 0.0 and not np.isnan(y) and not held_out
+        held_out, learning = start_example(holdout, learn, h, y)
         p = base[e] + _predict(algorithm, state, index, value, lo, hi, 0, params,
                                counters[C_ROUNDS], learning)
         predictions[e] = p
         if not np.isfinite(p):  # diverged: stop before this example counts or teaches anything
             stats[S_DIVERGED] = e + 1
             return n_rows
-        stats[S_EXAMPLES] += 1.0
-        stats[S_FEATURES] += feature_count[e]
-        if learn:
-            counters[C_EXAMPLES] += 1.0
-            counters[C_FEATURES] += feature_count[e]
+        count_example(stats, counters, learn, feature_count[e])
         if np.isnan(y):
             stats[S_UNLABELED_WEIGHT] += h
         else:
             example_loss = loss_value(loss, p, y, tau)
             _account(stats, auc_histogram, example_loss, y, h, p)
-            if held_out:
-                holdout[H_LOSS] += h * example_loss
-                holdout[H_WEIGHT] += h
-                holdout[H_SINCE_LOSS] += h * example_loss
-                holdout[H_SINCE_WEIGHT] += h
+            count_labeled(holdout, counters, learn, held_out, h, y, example_loss)
             if learn:
-                counters[C_LABELED] += 1.0
-                counters[C_WEIGHT] += h
-                counters[C_LABEL_SUM] += h * y
-                counters[C_LOSS] += h * example_loss
                 if learning:
                     derivative = loss_derivative(loss, p, y, tau)
                     if clip:

@@ -25,10 +25,9 @@ import numpy as np
 from numba import njit
 
 from olcli.engine.driver import (
-    C_EXAMPLES, C_FEATURES, C_LABEL_SUM, C_LABELED, C_LOSS, C_ROUNDS, C_WEIGHT, H_LOSS, H_PERIOD, H_SEEN,
-    H_SINCE_LOSS, H_SINCE_WEIGHT, H_WEIGHT, L_CLIP, L_TAU, S_CORRECT, S_EXAMPLES, S_FEATURES, S_LABEL_SUM,
-    S_DIVERGED, S_LABELED, S_LOG_LOSS, S_LOSS, S_SINCE_LOSS, S_SINCE_WEIGHT, S_UNLABELED_WEIGHT, S_WEIGHT, _predict,
-    _update, progress_row)
+    C_ROUNDS, L_CLIP, L_TAU, S_CORRECT, S_DIVERGED, S_LABEL_SUM, S_LABELED, S_LOG_LOSS, S_LOSS, S_SINCE_LOSS,
+    S_SINCE_WEIGHT, S_UNLABELED_WEIGHT, S_WEIGHT, _predict, _update, count_example, count_labeled, progress_row,
+    start_example)
 from olcli.engine.losses import loss_derivative, sigmoid
 
 OAA, SOFTMAX = 0, 1
@@ -65,7 +64,6 @@ def run_chunk_multiclass(algorithm, state, params, block_rows, n_classes, mode, 
     ``predictions[e]`` the predicted class (1..K). Returns progress rows written."""
     tau = loss_params[L_TAU]
     clip = loss_params[L_CLIP] > 0.0
-    period = holdout[H_PERIOD]
     log_probs = np.empty(n_classes)
     g = np.empty(n_classes)
     n_rows = 0
@@ -74,9 +72,7 @@ def run_chunk_multiclass(algorithm, state, params, block_rows, n_classes, mode, 
         hi = row_ptr[e + 1]
         y = labels[e]
         h = importance[e]
-        holdout[H_SEEN] += 1.0
-        held_out = period > 0.0 and holdout[H_SEEN] % period == 0.0
-        learning = learn and h > 0.0 and not np.isnan(y) and not held_out
+        held_out, learning = start_example(holdout, learn, h, y)
         best = 0
         for k in range(n_classes):
             scores[e, k] = base[e] + _predict(algorithm, state, index, value, lo, hi, k * block_rows, params,
@@ -87,11 +83,7 @@ def run_chunk_multiclass(algorithm, state, params, block_rows, n_classes, mode, 
         if not np.all(np.isfinite(scores[e])):  # diverged: stop before this example counts
             stats[S_DIVERGED] = e + 1
             return n_rows
-        stats[S_EXAMPLES] += 1.0
-        stats[S_FEATURES] += feature_count[e]
-        if learn:
-            counters[C_EXAMPLES] += 1.0
-            counters[C_FEATURES] += feature_count[e]
+        count_example(stats, counters, learn, feature_count[e])
         if np.isnan(y):
             stats[S_UNLABELED_WEIGHT] += h
         else:
@@ -106,16 +98,7 @@ def run_chunk_multiclass(algorithm, state, params, block_rows, n_classes, mode, 
             stats[S_LABEL_SUM] += h * y
             stats[S_CORRECT] += h * (1.0 - error)
             stats[S_LOG_LOSS] -= h * log_probs[label]
-            if held_out:
-                holdout[H_LOSS] += h * error
-                holdout[H_WEIGHT] += h
-                holdout[H_SINCE_LOSS] += h * error
-                holdout[H_SINCE_WEIGHT] += h
-            if learn:
-                counters[C_LABELED] += 1.0
-                counters[C_WEIGHT] += h
-                counters[C_LABEL_SUM] += h * y
-                counters[C_LOSS] += h * error
+            count_labeled(holdout, counters, learn, held_out, h, y, error)
             if learning:
                 for k in range(n_classes):
                     if mode == SOFTMAX:

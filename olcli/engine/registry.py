@@ -6,7 +6,7 @@ tests/naive.py). It is plain Python so that ``olcli --help`` can read it
 without importing numba.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # CLI option (as the train command names its parameter) -> how it is spelled.
 OPTION_FLAGS = {
