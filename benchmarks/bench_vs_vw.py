@@ -108,6 +108,9 @@ def main():
     files = [("click log 1M", clicks), ("click log 4M", clicks4),
              ("sst2 (text)", os.path.join(args.data, "sst2", "train.vw")),
              ("a9a", os.path.join(args.data, "a9a", "train.vw"))]
+    missing = [path for _, path in files if not os.path.exists(path)]
+    if missing:
+        sys.exit(f"missing data: {', '.join(missing)}; pass --data DIR (the folder holding sst2/ and a9a/)")
 
     with tempfile.TemporaryDirectory() as tmp:
         cold_env = {**os.environ, "NUMBA_CACHE_DIR": os.path.join(tmp, "cold-cache")}
