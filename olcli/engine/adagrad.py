@@ -27,7 +27,6 @@ example, each occurrence is applied in turn, as VW does.
 
 import math
 
-import numpy as np
 from numba import njit
 
 SLOTS = ("w", "G", "last")
@@ -108,11 +107,3 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 def weight(state, i, params, rounds):
     """Row i's weight as of ``rounds`` (lazy shrinkage paid; the state is not changed)."""
     return _settled(state, i, params, rounds)
-
-
-@njit(cache=True)
-def weights(state, params, rounds):
-    out = np.empty(state.shape[0])
-    for i in range(state.shape[0]):
-        out[i] = weight(state, i, params, rounds)
-    return out

@@ -13,7 +13,6 @@ H_i = 0 the weight is 0.
 
 import math
 
-import numpy as np
 from numba import njit
 
 SLOTS = ("u", "G")
@@ -54,11 +53,3 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 @njit(cache=True)
 def weight(state, i, params, rounds):
     return _weight(state, i, params, rounds)
-
-
-@njit(cache=True)
-def weights(state, params, rounds):
-    out = np.empty(state.shape[0])
-    for i in range(state.shape[0]):
-        out[i] = _weight(state, i, params, rounds)
-    return out

@@ -117,7 +117,8 @@ def _update(algorithm, state, index, value, lo, hi, offset, g, params, rounds):
 
 @njit(cache=True)
 def weights_at(algorithm, state, params, rounds, rows):
-    """The current weights of the given rows (for --audit)."""
+    """The current weights of the given rows (each module's weight(), which
+    leaves the state unchanged)."""
     out = np.empty(len(rows))
     for k in range(len(rows)):
         i = rows[k]
@@ -139,17 +140,7 @@ def weights_at(algorithm, state, params, rounds, rows):
 @njit(cache=True)
 def weights(algorithm, state, params, rounds):
     """Every row's current weight (lazy shrinkage paid, on-demand weights computed)."""
-    if algorithm == ADAGRAD:
-        return adagrad.weights(state, params, rounds)
-    if algorithm == ADAGRAD_DUAL:
-        return adagrad_dual.weights(state, params, rounds)
-    if algorithm == FTRL:
-        return ftrl.weights(state, params, rounds)
-    if algorithm == SCINOL1:
-        return scinol1.weights(state, params, rounds)
-    if algorithm == SCINOL2:
-        return scinol2.weights(state, params, rounds)
-    return sgd.weights(state, params, rounds)
+    return weights_at(algorithm, state, params, rounds, np.arange(state.shape[0]))
 
 
 @njit(cache=True)

@@ -15,7 +15,6 @@ bookkeeping.
 
 import math
 
-import numpy as np
 from numba import njit
 
 SLOTS = ("z", "n")
@@ -60,11 +59,3 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 @njit(cache=True)
 def weight(state, i, params, rounds):
     return _weight(state, i, params)
-
-
-@njit(cache=True)
-def weights(state, params, rounds):
-    out = np.empty(state.shape[0])
-    for i in range(state.shape[0]):
-        out[i] = _weight(state, i, params)
-    return out

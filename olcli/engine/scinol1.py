@@ -19,7 +19,6 @@ rate: predictions are invariant to rescaling any feature (Appendix B).
 
 import math
 
-import numpy as np
 from numba import njit
 
 from olcli.engine.scinol_common import M, S2, accumulate, raise_max, theta_and_scale
@@ -70,11 +69,3 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 def weight(state, i, params, rounds):
     """Row i's weight from the stored state (M as it is: not raised for an example)."""
     return _weight(state, i)
-
-
-@njit(cache=True)
-def weights(state, params, rounds):
-    out = np.empty(state.shape[0])
-    for i in range(state.shape[0]):
-        out[i] = _weight(state, i)
-    return out

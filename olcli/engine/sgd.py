@@ -32,8 +32,3 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 @njit(cache=True)
 def weight(state, i, params, rounds):
     return state[i, W]
-
-
-@njit(cache=True)
-def weights(state, params, rounds):
-    return state[:, W].copy()
