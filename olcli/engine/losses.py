@@ -27,7 +27,7 @@ UNBOUNDED_LOSSES = ("squared",)
 
 
 @njit(cache=True)
-def _log1p_exp(x):
+def log1p_exp(x):
     """log(1 + exp(x)) without overflow."""
     if x > 0.0:
         return x + math.log1p(math.exp(-x))
@@ -49,7 +49,7 @@ def loss_value(loss, p, y, tau):
         d = p - y
         return d * d
     if loss == LOGISTIC:
-        return _log1p_exp(-y * p)
+        return log1p_exp(-y * p)
     if loss == HINGE:
         margin = 1.0 - y * p
         return margin if margin > 0.0 else 0.0

@@ -28,7 +28,7 @@ from olcli.engine.driver import (
     C_ROUNDS, L_CLIP, L_TAU, S_CORRECT, S_DIVERGED, S_LABEL_SUM, S_LABELED, S_LOG_LOSS, S_LOSS, S_SINCE_LOSS,
     S_SINCE_WEIGHT, S_UNLABELED_WEIGHT, S_WEIGHT, _predict, _update, count_example, count_labeled, progress_row,
     start_example)
-from olcli.engine.losses import loss_derivative, sigmoid
+from olcli.engine.losses import log1p_exp, loss_derivative, sigmoid
 
 OAA, SOFTMAX = 0, 1
 
@@ -50,10 +50,7 @@ def log_probabilities(scores, mode, out):
     for k in range(n):
         total += sigmoid(scores[k])
     for k in range(n):
-        # log sigma(p) = -log(1 + e^-p), stable for any p
-        z = -scores[k]
-        log_sigma = -(z + math.log1p(math.exp(-z))) if z > 0.0 else -math.log1p(math.exp(z))
-        out[k] = log_sigma - math.log(total)
+        out[k] = -log1p_exp(-scores[k]) - math.log(total)  # log sigma(p) = -log(1 + e^-p)
 
 
 @njit(cache=True, nogil=True)
