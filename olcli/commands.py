@@ -132,12 +132,18 @@ def _check_tau(quantile_tau: float | None) -> float:
     return tau
 
 
-def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss, quantile_tau,
-                    link, constant, features: dict):
-    """Load -i and refuse options that contradict it (it carries its own)."""
+def load_model(path: str) -> model_file.Model:
+    """A model file this olcli can use (its algorithm must be one it knows)."""
     model = model_file.load(path)
     if model.algorithm not in ALGORITHMS:
         raise ModelError(f"{path} uses algorithm {model.algorithm!r}, unknown to this olcli")
+    return model
+
+
+def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss, quantile_tau,
+                    link, constant, features: dict):
+    """Load -i and refuse options that contradict it (it carries its own)."""
+    model = load_model(path)
     if algorithm is not None and algorithm != model.algorithm:
         raise UsageError(f"{path} was trained with --{model.algorithm}; drop --{algorithm} to continue it")
     given = resolve_params(model.algorithm, options) if any(v is not None for v in options.values()) else {}
@@ -214,9 +220,7 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
     check_readable(sources)
     _check_writable(predictions, "predictions file")
     _check_writable(report, "report")
-    model = model_file.load(initial_model)
-    if model.algorithm not in ALGORITHMS:
-        raise ModelError(f"{initial_model} uses algorithm {model.algorithm!r}, unknown to this olcli")
+    model = load_model(initial_model)
     if loss:
         model.loss = loss
     if quantile_tau is not None:
@@ -280,7 +284,7 @@ def _execute(model, options: RunOptions, predictions_path, link, report_path, mo
 
 
 def inspect(path: str, top: int, readable: bool = False, invert_hash: list | None = None) -> None:
-    model = model_file.load(path)
+    model = load_model(path)
     if readable or invert_hash:
         names = None
         if invert_hash:
@@ -297,8 +301,7 @@ def inspect(path: str, top: int, readable: bool = False, invert_hash: list | Non
     out = sys.stdout
     out.write(f"model: {path}\n")
     out.write(f"format version: {header['format_version']} (olcli {header['olcli_version']})\n")
-    paper = ALGORITHMS[model.algorithm].paper if model.algorithm in ALGORITHMS else "unknown to this olcli"
-    out.write(f"algorithm: {model.algorithm}  ({paper})\n")
+    out.write(f"algorithm: {model.algorithm}  ({ALGORITHMS[model.algorithm].paper})\n")
     out.write("hyper-parameters: " + ", ".join(f"{k}={v:g}" for k, v in model.params.items()) + "\n")
     out.write(f"bits: {model.bits}  loss: {model.loss}  link: {model.link}  "
               f"input format: {model.input_format}  constant: {'yes' if model.constant else 'no'}\n")

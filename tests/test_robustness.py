@@ -220,3 +220,15 @@ def test_sigkill_never_leaves_a_partial_model(sample, tmp_path):
     process.communicate(timeout=60)
     assert (tmp_path / "m.olm").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.vw", "m.olm"]
+
+
+def test_a_model_of_an_unknown_algorithm_is_refused_everywhere(cli, sample):
+    cli("train", sample / "a9a_train.vw", "-f", "good.olm", "--quiet")
+    model = model_file.load("good.olm")
+    model.algorithm = "adamw"  # a well-formed file from some other olcli
+    model_file.save(model, "other.olm")
+    for args in (["test", sample / "a9a_test.vw", "-i", "other.olm"],
+                 ["train", sample / "a9a_test.vw", "-i", "other.olm"],
+                 ["inspect", "other.olm"], ["inspect", "other.olm", "--readable"]):
+        code, _, err = cli(*args)
+        assert code == 1 and "unknown to this olcli" in err and "Traceback" not in err
