@@ -18,6 +18,7 @@ from olcli.model import COUNTER_NAMES
 
 # Algorithm codes (olcli/engine/registry.py maps names to them).
 ADAGRAD, ADAGRAD_DUAL, FTRL, SCINOL1, SCINOL2, SGD = range(6)
+N_ALGORITHMS = 6
 
 # Loss parameters (one array).
 L_TAU = 0    # quantile level
@@ -84,7 +85,11 @@ def new_holdout(period=0, report_rows=False):
     return holdout
 
 
-@njit(cache=True)
+# The switches below are inlined into kernels compiled for one algorithm (a
+# closure constant, see _kernels), so Numba prunes the other branches: a run
+# compiles and loads only the algorithm it uses.
+
+@njit(inline="always")
 def _predict(algorithm, state, index, value, lo, hi, offset, params, rounds, learning):
     if algorithm == ADAGRAD:
         return adagrad.predict(state, index, value, lo, hi, offset, params, rounds, learning)
@@ -99,7 +104,7 @@ def _predict(algorithm, state, index, value, lo, hi, offset, params, rounds, lea
     return sgd.predict(state, index, value, lo, hi, offset, params, rounds, learning)
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _update(algorithm, state, index, value, lo, hi, offset, g, params, rounds):
     if algorithm == ADAGRAD:
         adagrad.update(state, index, value, lo, hi, offset, g, params, rounds)
@@ -115,32 +120,19 @@ def _update(algorithm, state, index, value, lo, hi, offset, g, params, rounds):
         sgd.update(state, index, value, lo, hi, offset, g, params, rounds)
 
 
-@njit(cache=True)
-def weights_at(algorithm, state, params, rounds, rows):
-    """The current weights of the given rows (each module's weight(), which
-    leaves the state unchanged)."""
-    out = np.empty(len(rows))
-    for k in range(len(rows)):
-        i = rows[k]
-        if algorithm == ADAGRAD:
-            out[k] = adagrad.weight(state, i, params, rounds)
-        elif algorithm == ADAGRAD_DUAL:
-            out[k] = adagrad_dual.weight(state, i, params, rounds)
-        elif algorithm == FTRL:
-            out[k] = ftrl.weight(state, i, params, rounds)
-        elif algorithm == SCINOL1:
-            out[k] = scinol1.weight(state, i, params, rounds)
-        elif algorithm == SCINOL2:
-            out[k] = scinol2.weight(state, i, params, rounds)
-        else:
-            out[k] = sgd.weight(state, i, params, rounds)
-    return out
-
-
-@njit(cache=True)
-def weights(algorithm, state, params, rounds):
-    """Every row's current weight (lazy shrinkage paid, on-demand weights computed)."""
-    return weights_at(algorithm, state, params, rounds, np.arange(state.shape[0]))
+@njit(inline="always")
+def _weight(algorithm, state, i, params, rounds):
+    if algorithm == ADAGRAD:
+        return adagrad.weight(state, i, params, rounds)
+    if algorithm == ADAGRAD_DUAL:
+        return adagrad_dual.weight(state, i, params, rounds)
+    if algorithm == FTRL:
+        return ftrl.weight(state, i, params, rounds)
+    if algorithm == SCINOL1:
+        return scinol1.weight(state, i, params, rounds)
+    if algorithm == SCINOL2:
+        return scinol2.weight(state, i, params, rounds)
+    return sgd.weight(state, i, params, rounds)
 
 
 @njit(cache=True)
@@ -233,48 +225,83 @@ def progress_row(progress, n_rows, stats, holdout, label, prediction, features):
     return n_rows + 1
 
 
-@njit(cache=True, nogil=True)
-def run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
-              n_examples, labels, importance, base, row_ptr, index, value, feature_count,
-              predictions, stats, auc_histogram, progress, holdout):
-    """Predict (and learn from, when ``learn``) examples 0..n_examples-1.
+def _kernels(algorithm):
+    """run_chunk and weights_at compiled for one algorithm (a closure constant;
+    each algorithm is its own cache entry)."""
 
-    ``counters`` holds the model's lifetime counters (C_* slots); they change
-    only when learning. An example is learned from when learning and it has a
-    label and positive importance; only then may the algorithm change state
-    while predicting (ScInOL raises M first). With holdout (H_PERIOD > 0) every
-    H_PERIOD-th example of the pass is scored but never learned from; its loss
-    goes to the pass's holdout sums. Returns the number of progress rows written.
-    """
-    tau = loss_params[L_TAU]
-    clip = loss_params[L_CLIP] > 0.0
-    n_rows = 0
-    for e in range(n_examples):
-        lo = row_ptr[e]
-        hi = row_ptr[e + 1]
-        y = labels[e]
-        h = importance[e]
-        held_out, learning = start_example(holdout, learn, h, y)
-        p = base[e] + _predict(algorithm, state, index, value, lo, hi, 0, params,
-                               counters[C_ROUNDS], learning)
-        predictions[e] = p
-        if not np.isfinite(p):  # diverged: stop before this example counts or teaches anything
-            stats[S_DIVERGED] = e + 1
-            return n_rows
-        count_example(stats, counters, learn, feature_count[e])
-        if np.isnan(y):
-            stats[S_UNLABELED_WEIGHT] += h
-        else:
-            example_loss = loss_value(loss, p, y, tau)
-            _account(stats, auc_histogram, example_loss, y, h, p)
-            count_labeled(holdout, counters, learn, held_out, h, y, example_loss)
-            if learn:
-                if learning:
-                    derivative = loss_derivative(loss, p, y, tau)
-                    if clip:
-                        derivative = min(max(derivative, -1.0), 1.0)
-                    _update(algorithm, state, index, value, lo, hi, 0, h * derivative, params,
-                            counters[C_ROUNDS])
-                    counters[C_ROUNDS] += 1.0
-        n_rows = progress_row(progress, n_rows, stats, holdout, y, p, feature_count[e])
-    return n_rows
+    @njit(cache=True, nogil=True)
+    def run_chunk(state, params, loss, loss_params, learn, counters,
+                  n_examples, labels, importance, base, row_ptr, index, value, feature_count,
+                  predictions, stats, auc_histogram, progress, holdout):
+        """Predict (and learn from, when ``learn``) examples 0..n_examples-1.
+
+        ``counters`` holds the model's lifetime counters (C_* slots); they change
+        only when learning. An example is learned from when learning and it has a
+        label and positive importance; only then may the algorithm change state
+        while predicting (ScInOL raises M first). With holdout (H_PERIOD > 0) every
+        H_PERIOD-th example of the pass is scored but never learned from; its loss
+        goes to the pass's holdout sums. Returns the number of progress rows written.
+        """
+        tau = loss_params[L_TAU]
+        clip = loss_params[L_CLIP] > 0.0
+        n_rows = np.int64(0)  # not 0: a literal would compile progress_row twice
+        for e in range(n_examples):
+            lo = row_ptr[e]
+            hi = row_ptr[e + 1]
+            y = labels[e]
+            h = importance[e]
+            held_out, learning = start_example(holdout, learn, h, y)
+            p = base[e] + _predict(algorithm, state, index, value, lo, hi, 0, params,
+                                   counters[C_ROUNDS], learning)
+            predictions[e] = p
+            if not np.isfinite(p):  # diverged: stop before this example counts or teaches anything
+                stats[S_DIVERGED] = e + 1
+                return n_rows
+            count_example(stats, counters, learn, feature_count[e])
+            if np.isnan(y):
+                stats[S_UNLABELED_WEIGHT] += h
+            else:
+                example_loss = loss_value(loss, p, y, tau)
+                _account(stats, auc_histogram, example_loss, y, h, p)
+                count_labeled(holdout, counters, learn, held_out, h, y, example_loss)
+                if learn:
+                    if learning:
+                        derivative = loss_derivative(loss, p, y, tau)
+                        if clip:
+                            derivative = min(max(derivative, -1.0), 1.0)
+                        _update(algorithm, state, index, value, lo, hi, 0, h * derivative, params,
+                                counters[C_ROUNDS])
+                        counters[C_ROUNDS] += 1.0
+            n_rows = progress_row(progress, n_rows, stats, holdout, y, p, feature_count[e])
+        return n_rows
+
+    @njit(cache=True)
+    def weights_at(state, params, rounds, rows):
+        out = np.empty(len(rows))
+        for k in range(len(rows)):
+            out[k] = _weight(algorithm, state, rows[k], params, rounds)
+        return out
+
+    return run_chunk, weights_at
+
+
+_KERNELS = [_kernels(code) for code in range(N_ALGORITHMS)]
+
+
+def run_chunk(algorithm, *arguments):
+    """``run_chunk(algorithm, state, params, loss, loss_params, learn, counters,
+    n_examples, labels, importance, base, row_ptr, index, value, feature_count,
+    predictions, stats, auc_histogram, progress, holdout)``: the kernel above,
+    compiled for ``algorithm`` (an engine code). It releases the GIL."""
+    return _KERNELS[algorithm][0](*arguments)
+
+
+def weights_at(algorithm, state, params, rounds, rows):
+    """The current weights of the given rows (each module's weight(), which
+    leaves the state unchanged)."""
+    return _KERNELS[algorithm][1](state, params, rounds, np.asarray(rows, np.int64))
+
+
+def weights(algorithm, state, params, rounds):
+    """Every row's current weight (lazy shrinkage paid, on-demand weights computed)."""
+    return weights_at(algorithm, state, params, rounds, np.arange(state.shape[0]))

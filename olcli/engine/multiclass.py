@@ -25,9 +25,9 @@ import numpy as np
 from numba import njit
 
 from olcli.engine.driver import (
-    C_ROUNDS, L_CLIP, L_TAU, S_CORRECT, S_DIVERGED, S_LABEL_SUM, S_LABELED, S_LOG_LOSS, S_LOSS, S_SINCE_LOSS,
-    S_SINCE_WEIGHT, S_UNLABELED_WEIGHT, S_WEIGHT, _predict, _update, count_example, count_labeled, progress_row,
-    start_example)
+    C_ROUNDS, L_CLIP, L_TAU, N_ALGORITHMS, S_CORRECT, S_DIVERGED, S_LABEL_SUM, S_LABELED, S_LOG_LOSS, S_LOSS,
+    S_SINCE_LOSS, S_SINCE_WEIGHT, S_UNLABELED_WEIGHT, S_WEIGHT, _predict, _update, count_example, count_labeled,
+    progress_row, start_example)
 from olcli.engine.losses import log1p_exp, loss_derivative, sigmoid
 
 OAA, SOFTMAX = 0, 1
@@ -53,59 +53,76 @@ def log_probabilities(scores, mode, out):
         out[k] = -log1p_exp(-scores[k]) - math.log(total)  # log sigma(p) = -log(1 + e^-p)
 
 
-@njit(cache=True, nogil=True)
-def run_chunk_multiclass(algorithm, state, params, block_rows, n_classes, mode, loss, loss_params, learn,
-                         counters, n_examples, labels, importance, base, row_ptr, index, value, feature_count,
-                         scores, predictions, stats, progress, holdout):
-    """Like driver.run_chunk for K classes; ``scores[e, k]`` receives p_k and
-    ``predictions[e]`` the predicted class (1..K). Returns progress rows written."""
-    tau = loss_params[L_TAU]
-    clip = loss_params[L_CLIP] > 0.0
-    log_probs = np.empty(n_classes)
-    g = np.empty(n_classes)
-    n_rows = 0
-    for e in range(n_examples):
-        lo = row_ptr[e]
-        hi = row_ptr[e + 1]
-        y = labels[e]
-        h = importance[e]
-        held_out, learning = start_example(holdout, learn, h, y)
-        best = 0
-        for k in range(n_classes):
-            scores[e, k] = base[e] + _predict(algorithm, state, index, value, lo, hi, k * block_rows, params,
-                                              counters[C_ROUNDS], learning)
-            if scores[e, k] > scores[e, best]:
-                best = k
-        predictions[e] = best + 1
-        if not np.all(np.isfinite(scores[e])):  # diverged: stop before this example counts
-            stats[S_DIVERGED] = e + 1
-            return n_rows
-        count_example(stats, counters, learn, feature_count[e])
-        if np.isnan(y):
-            stats[S_UNLABELED_WEIGHT] += h
-        else:
-            label = int(y) - 1
-            error = 0.0 if best == label else 1.0
-            log_probabilities(scores[e], mode, log_probs)
-            stats[S_LABELED] += 1.0
-            stats[S_WEIGHT] += h
-            stats[S_LOSS] += h * error
-            stats[S_SINCE_LOSS] += h * error
-            stats[S_SINCE_WEIGHT] += h
-            stats[S_LABEL_SUM] += h * y
-            stats[S_CORRECT] += h * (1.0 - error)
-            stats[S_LOG_LOSS] -= h * log_probs[label]
-            count_labeled(holdout, counters, learn, held_out, h, y, error)
-            if learning:
-                for k in range(n_classes):
-                    if mode == SOFTMAX:
-                        g[k] = math.exp(log_probs[k]) - (1.0 if k == label else 0.0)
-                    else:
-                        derivative = loss_derivative(loss, scores[e, k], 1.0 if k == label else -1.0, tau)
-                        g[k] = min(max(derivative, -1.0), 1.0) if clip else derivative
-                for k in range(n_classes):
-                    _update(algorithm, state, index, value, lo, hi, k * block_rows, h * g[k], params,
-                            counters[C_ROUNDS])
-                counters[C_ROUNDS] += 1.0
-        n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, feature_count[e])
-    return n_rows
+def _kernel(algorithm):
+    """run_chunk_multiclass compiled for one algorithm (a closure constant, as in
+    driver._kernels)."""
+
+    @njit(cache=True, nogil=True)
+    def run_chunk_multiclass(state, params, block_rows, n_classes, mode, loss, loss_params, learn,
+                             counters, n_examples, labels, importance, base, row_ptr, index, value, feature_count,
+                             scores, predictions, stats, progress, holdout):
+        """Like driver.run_chunk for K classes; ``scores[e, k]`` receives p_k and
+        ``predictions[e]`` the predicted class (1..K). Returns progress rows written."""
+        tau = loss_params[L_TAU]
+        clip = loss_params[L_CLIP] > 0.0
+        log_probs = np.empty(n_classes)
+        g = np.empty(n_classes)
+        n_rows = np.int64(0)  # not 0: a literal would compile progress_row twice
+        for e in range(n_examples):
+            lo = row_ptr[e]
+            hi = row_ptr[e + 1]
+            y = labels[e]
+            h = importance[e]
+            held_out, learning = start_example(holdout, learn, h, y)
+            best = np.int64(0)
+            for k in range(n_classes):
+                scores[e, k] = base[e] + _predict(algorithm, state, index, value, lo, hi, k * block_rows, params,
+                                                  counters[C_ROUNDS], learning)
+                if scores[e, k] > scores[e, best]:
+                    best = k
+            predictions[e] = best + 1
+            if not np.all(np.isfinite(scores[e])):  # diverged: stop before this example counts
+                stats[S_DIVERGED] = e + 1
+                return n_rows
+            count_example(stats, counters, learn, feature_count[e])
+            if np.isnan(y):
+                stats[S_UNLABELED_WEIGHT] += h
+            else:
+                label = int(y) - 1
+                error = 0.0 if best == label else 1.0
+                log_probabilities(scores[e], mode, log_probs)
+                stats[S_LABELED] += 1.0
+                stats[S_WEIGHT] += h
+                stats[S_LOSS] += h * error
+                stats[S_SINCE_LOSS] += h * error
+                stats[S_SINCE_WEIGHT] += h
+                stats[S_LABEL_SUM] += h * y
+                stats[S_CORRECT] += h * (1.0 - error)
+                stats[S_LOG_LOSS] -= h * log_probs[label]
+                count_labeled(holdout, counters, learn, held_out, h, y, error)
+                if learning:
+                    for k in range(n_classes):
+                        if mode == SOFTMAX:
+                            g[k] = math.exp(log_probs[k]) - (1.0 if k == label else 0.0)
+                        else:
+                            derivative = loss_derivative(loss, scores[e, k], 1.0 if k == label else -1.0, tau)
+                            g[k] = min(max(derivative, -1.0), 1.0) if clip else derivative
+                    for k in range(n_classes):
+                        _update(algorithm, state, index, value, lo, hi, k * block_rows, h * g[k], params,
+                                counters[C_ROUNDS])
+                    counters[C_ROUNDS] += 1.0
+            n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, feature_count[e])
+        return n_rows
+
+    return run_chunk_multiclass
+
+
+_KERNELS = [_kernel(code) for code in range(N_ALGORITHMS)]
+
+
+def run_chunk_multiclass(algorithm, *arguments):
+    """``run_chunk_multiclass(algorithm, state, params, block_rows, n_classes, mode,
+    loss, loss_params, learn, counters, n_examples, labels, importance, base,
+    row_ptr, index, value, feature_count, scores, predictions, stats, progress,
+    holdout)``: the kernel above, compiled for ``algorithm``. It releases the GIL."""
+    return _KERNELS[algorithm](*arguments)

@@ -222,7 +222,7 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
             name_start = k
             while k < end and not _is_ws(buf[k]) and buf[k] != _COLON and buf[k] != _BAR:
                 k += 1
-            namespace_hash = murmur3_32(buf, name_start, k, 0) if k > name_start else np.uint64(0)
+            namespace_hash = murmur3_32(buf, name_start, k, np.uint64(0)) if k > name_start else np.uint64(0)
             letter = buf[name_start] if k > name_start else _SPACE
             namespace_start, namespace_end = name_start, k
             scale = 1.0
@@ -355,90 +355,106 @@ def _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode, ind
     return label, 1.0, 0.0, 0, 0, n_features, code, bad_start, bad_end
 
 
-@njit(cache=True)
-def _parse_lines(buf, mask, constant_index, label_kind, libsvm, namespace_mode, interactions, lengths, record):
-    (n_lines, labels, importance, base, tags, example_line, row_ptr,
-     index, value, letters, names, feature_count, errors) = _allocate(buf, record)
-    some_linear_ignored = False
-    for mode in namespace_mode:
-        if mode == LINEAR_IGNORED:
-            some_linear_ignored = True
-    bloom = np.zeros(64, np.uint64)
-    scratch = np.empty(10, np.int64)
-    n_examples = 0
-    n_features = 0
-    n_errors = 0
-    pos = 0
-    line = 0
-    while pos < len(buf):
-        start, end, next_pos, nul = _line_bounds(buf, pos)
-        pos = next_pos
-        line += 1
-        if _blank(buf, start, end):
-            continue
-        if nul >= 0:
-            n_errors = _record_error(errors, n_errors, line, ERR_NUL, nul, nul + 1, start, end)
-            continue
-        needed = n_features + (end - start) // 2 + 2
-        if needed > len(index):  # only interactions make the first estimate too small
-            index, value, letters, names = grow(index, value, letters, names, needed)
-        first_feature = n_features
-        if libsvm:
-            parsed = _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode,
-                                           index, value, letters, names, n_features)
-        else:
-            parsed = _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode,
-                                    index, value, letters, names, n_features, scratch)
-        label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end = parsed
-        if code != 0:
-            n_features = first_feature
-            n_errors = _record_error(errors, n_errors, line, code, bad_start, bad_end, start, end)
-            continue
-        linear_end = n_features
-        if len(lengths) > 0:
-            index, value, letters, names, n_features = interact(
-                index, value, letters, names, first_feature, linear_end, n_features, interactions, lengths, mask)
-        linear_ignored = 0
-        if some_linear_ignored and not record:
-            # --ignore-linear: such features only feed interactions; VW still counts them.
-            # (Record mode keeps them: products name their components by position,
-            # and VW's --audit lists them too.)
-            kept = first_feature
-            for j in range(first_feature, n_features):
-                if j < linear_end and namespace_mode[letters[j]] == LINEAR_IGNORED:
-                    linear_ignored += 1
-                    continue
-                index[kept] = index[j]
-                value[kept] = value[j]
-                letters[kept] = letters[j]
-                kept += 1
-            n_features = kept
-        counted = n_features - first_feature + linear_ignored
-        if not record:  # record mode names every occurrence, so it keeps repeats apart
-            n_features = merge_duplicates(index, value, first_feature, n_features, bloom)
-        if constant_index >= 0:
-            if n_features == len(index):
-                index, value, letters, names = grow(index, value, letters, names, n_features + 1)
-            index[n_features] = constant_index
-            value[n_features] = 1.0
-            if record:
-                clear_names(names, n_features)
-            n_features += 1
-            counted += 1
-        labels[n_examples] = label
-        importance[n_examples] = weight
-        base[n_examples] = offset
-        tags[n_examples, 0] = tag_start
-        tags[n_examples, 1] = tag_end
-        example_line[n_examples] = line
-        feature_count[n_examples] = counted
-        n_examples += 1
-        row_ptr[n_examples] = n_features
-    return (n_examples, labels, importance, base, tags, example_line, row_ptr,
-            index, value, feature_count, n_errors, errors, n_lines, names)
+def _chunk_parser(libsvm, interacting):
+    """The chunk kernel for one input format, with or without interactions.
+
+    ``libsvm`` and ``interacting`` are constants of the closure, so Numba prunes
+    the branches they rule out and never compiles the parts a run does not use
+    (the other format's line parser, the interaction generator): a first run
+    compiles less. Each pair is its own cache entry.
+    """
+    @njit(cache=True, nogil=True)
+    def parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
+        (n_lines, labels, importance, base, tags, example_line, row_ptr,
+         index, value, letters, names, feature_count, errors) = _allocate(buf, record)
+        some_linear_ignored = False
+        for mode in namespace_mode:
+            if mode == LINEAR_IGNORED:
+                some_linear_ignored = True
+        bloom = np.zeros(64, np.uint64)
+        scratch = np.empty(10, np.int64)
+        # np.int64(0), not 0: a literal 0 would make Numba type (and compile) each
+        # callee twice, once for the first iteration's literal and once for int64.
+        n_examples = np.int64(0)
+        n_features = np.int64(0)
+        n_errors = np.int64(0)
+        pos = np.int64(0)
+        line = np.int64(0)
+        while pos < len(buf):
+            start, end, next_pos, nul = _line_bounds(buf, pos)
+            pos = next_pos
+            line += 1
+            if _blank(buf, start, end):
+                continue
+            if nul >= 0:
+                n_errors = _record_error(errors, n_errors, line, ERR_NUL, nul, nul + 1, start, end)
+                continue
+            needed = n_features + (end - start) // 2 + 2
+            if needed > len(index):  # only interactions make the first estimate too small
+                index, value, letters, names = grow(index, value, letters, names, needed)
+            first_feature = n_features
+            if libsvm:
+                parsed = _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode,
+                                               index, value, letters, names, n_features)
+            else:
+                parsed = _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode,
+                                        index, value, letters, names, n_features, scratch)
+            label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end = parsed
+            if code != 0:
+                n_features = first_feature
+                n_errors = _record_error(errors, n_errors, line, code, bad_start, bad_end, start, end)
+                continue
+            linear_end = n_features
+            if interacting:
+                index, value, letters, names, n_features = interact(
+                    index, value, letters, names, first_feature, linear_end, n_features, interactions, lengths,
+                    mask)
+            linear_ignored = 0
+            if some_linear_ignored and not record:
+                # --ignore-linear: such features only feed interactions; VW still counts them.
+                # (Record mode keeps them: products name their components by position,
+                # and VW's --audit lists them too.)
+                kept = first_feature
+                for j in range(first_feature, n_features):
+                    if j < linear_end and namespace_mode[letters[j]] == LINEAR_IGNORED:
+                        linear_ignored += 1
+                        continue
+                    index[kept] = index[j]
+                    value[kept] = value[j]
+                    letters[kept] = letters[j]
+                    kept += 1
+                n_features = kept
+            counted = n_features - first_feature + linear_ignored
+            if not record:  # record mode names every occurrence, so it keeps repeats apart
+                n_features = merge_duplicates(index, value, first_feature, n_features, bloom)
+            if constant_index >= 0:
+                if n_features == len(index):
+                    index, value, letters, names = grow(index, value, letters, names, n_features + 1)
+                index[n_features] = constant_index
+                value[n_features] = 1.0
+                if record:
+                    clear_names(names, n_features)
+                n_features += 1
+                counted += 1
+            labels[n_examples] = label
+            importance[n_examples] = weight
+            base[n_examples] = offset
+            tags[n_examples, 0] = tag_start
+            tags[n_examples, 1] = tag_end
+            example_line[n_examples] = line
+            feature_count[n_examples] = counted
+            n_examples += 1
+            row_ptr[n_examples] = n_features
+        return (n_examples, labels, importance, base, tags, example_line, row_ptr,
+                index, value, feature_count, n_errors, errors, n_lines, names)
+
+    return parse_chunk
 
 
-@njit(cache=True, nogil=True)
+_PARSERS = {(libsvm, interacting): _chunk_parser(libsvm, interacting)
+            for libsvm in (False, True) for interacting in (False, True)}
+
+
 def parse_vw_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
     """Parse whole VW lines in ``buf``. ``constant_index`` < 0 means no constant;
     ``namespace_mode`` (256 entries, by first letter) says which namespaces are
@@ -451,14 +467,14 @@ def parse_vw_chunk(buf, mask, constant_index, label_kind, namespace_mode, intera
     example's feature number as VW counts it. With ``record`` (--audit,
     --invert-hash) repeats are not merged and ``names`` (features.N_* columns)
     says where each feature's name is, or which features a product is made of.
+    The kernel releases the GIL.
     """
-    return _parse_lines(buf, mask, constant_index, label_kind, False, namespace_mode, interactions, lengths,
-                        record)
+    kernel = _PARSERS[False, len(lengths) > 0]
+    return kernel(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record)
 
 
-@njit(cache=True, nogil=True)
 def parse_libsvm_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
     """Parse whole libsvm lines in ``buf`` (their features are in the default
     namespace ' '); same arguments and outputs as parse_vw_chunk."""
-    return _parse_lines(buf, mask, constant_index, label_kind, True, namespace_mode, interactions, lengths,
-                        record)
+    kernel = _PARSERS[True, len(lengths) > 0]
+    return kernel(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record)
