@@ -8,10 +8,11 @@ holdout loss is kept.
 """
 
 import os
+import queue
 import sys
 import tempfile
+import threading
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -206,34 +207,59 @@ class _Session:
             yield cached, cached.data, None, None
 
     def _parsed_ahead(self, signals):
-        """(chunk, parsed chunk) in input order. The parse kernels release the GIL,
-        so with files up to PARSE_AHEAD chunks are parsed on worker threads (the
-        second core) while the main thread learns. Standard input is read one chunk
-        at a time: reading ahead would hold back learning until the pipe delivers
-        more, which a slow stream (tail -f) may not do for a long time."""
+        """(chunk, parsed chunk) in input order.
+
+        A reader thread reads the input (files, compressed files or a pipe) and
+        hands each chunk to a parse worker; the parse kernels release the GIL, so
+        reading, parsing and learning overlap on both cores, for pipes as for
+        files. At most PARSE_AHEAD chunks are read ahead of the one being learned
+        (memory stays constant), and each is learned as soon as it is parsed, so
+        a slow pipe (tail -f) is learned as it arrives. Errors of the reader
+        (a damaged archive) surface here, after the chunks before them."""
         model, options = self.model, self.options
-        chunks = read_chunks(options.sources, options.chunk_bytes)
-        ahead = 1 if "-" in options.sources else PARSE_AHEAD
-        pending = deque()
-        with ThreadPoolExecutor(max_workers=PARSE_AHEAD) as pool:
+        jobs = queue.Queue()
+        slots = threading.Semaphore(PARSE_AHEAD)
+        stop = threading.Event()
+        pool = ThreadPoolExecutor(max_workers=PARSE_AHEAD, thread_name_prefix="olcli-parse")
+
+        def take_slot():
+            while not stop.is_set():
+                if slots.acquire(timeout=0.1):
+                    return True
+            return False
+
+        def read():
             try:
-                while True:
-                    while len(pending) < ahead:
-                        with signals.waiting_for_input():
-                            chunk = next(chunks, None)
-                        if chunk is None:
-                            break
-                        if self.input_format is None:
-                            self._set_format(detect_format(chunk.data), chunk.source)
-                        pending.append((chunk, pool.submit(parse_chunk, chunk, self.input_format, model.bits,
-                                                           model.constant, self.label_kind, self.features)))
-                    if not pending:
-                        return
-                    chunk, future = pending.popleft()
-                    yield chunk, future.result()
-            finally:
-                for _, future in pending:
-                    future.cancel()
+                chunks = read_chunks(options.sources, options.chunk_bytes)
+                while take_slot():
+                    chunk = next(chunks, None)
+                    if chunk is None:
+                        break
+                    if self.input_format is None:
+                        self._set_format(detect_format(chunk.data), chunk.source)
+                    jobs.put((chunk, pool.submit(parse_chunk, chunk, self.input_format, model.bits,
+                                                 model.constant, self.label_kind, self.features)))
+                jobs.put(None)
+            except BaseException as exc:  # handed to the main thread, which raises it
+                jobs.put(exc)
+
+        # A daemon: blocked on a quiet pipe, it must not keep the process alive.
+        threading.Thread(target=read, name="olcli-reader", daemon=True).start()
+        try:
+            while True:
+                with signals.waiting_for_input():
+                    job = jobs.get()
+                if job is None:
+                    return
+                if isinstance(job, BaseException):
+                    raise job
+                chunk, future = job
+                parsed = future.result()
+                slots.release()
+                yield chunk, parsed
+        finally:
+            stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _parse_sources(self, signals, header):
         model, options = self.model, self.options
