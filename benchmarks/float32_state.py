@@ -1,0 +1,111 @@
+"""Would float32 learner state be worth it? The same examples learned with float64
+and with float32 state, every algorithm, default parameters, logistic loss, -b 18.
+
+    python benchmarks/float32_state.py [--runs 3] [--data DIR]
+
+Each file is parsed once; then the learning kernel alone (driver.run_chunk, the part
+the state's dtype can change) runs over all its chunks with each state dtype,
+alternating, after a warm-up that compiles the float32 variant. Reported: the
+progressive logistic loss with each dtype and their relative difference, the largest
+weight difference relative to the largest weight, the learning time (median of the
+runs) and the state's size. The kernels are dtype-generic (Numba compiles one
+version per state dtype), so nothing here changes the product; it measures whether
+it should change.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from olcli.engine import driver, losses
+from olcli.engine.registry import ALGORITHMS, slots
+from olcli.inputs import read_chunks
+from olcli.model import COUNTER_NAMES, table_rows
+from olcli.parsing import parse_chunk
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BITS = 18
+
+
+def parse_file(path):
+    """All chunks of a VW file, parsed once (binary labels, constant feature)."""
+    from olcli.engine.parse import LABELS_BINARY
+
+    return [parse_chunk(chunk, "vw", BITS, True, LABELS_BINARY) for chunk in read_chunks([path])]
+
+
+def learn(parsed_chunks, name, dtype):
+    """(seconds, progressive loss, final weights) of one pass with the given state dtype."""
+    algorithm = ALGORITHMS[name]
+    params = np.array(list(algorithm.params.values()), dtype=np.float64)
+    state = np.zeros((table_rows(BITS), len(slots(name))), dtype=dtype)
+    counters = np.zeros(len(COUNTER_NAMES))
+    stats = driver.new_stats()
+    histogram = np.zeros((2, driver.AUC_BINS))
+    progress = np.zeros((driver.MAX_PROGRESS_ROWS, driver.N_PROGRESS_COLUMNS))
+    holdout = driver.new_holdout()
+    loss_params = np.array([0.5, 0.0])
+    elapsed = 0.0
+    for p in parsed_chunks:
+        n = p.n_examples
+        predictions = np.empty(n)
+        started = time.perf_counter()
+        driver.run_chunk(algorithm.code, state, params, losses.LOGISTIC, loss_params, True, counters, n,
+                         p.labels[:n], p.importance[:n], p.base[:n], p.row_ptr[:n + 1], p.index, p.value,
+                         p.feature_count[:n], predictions, stats, histogram, progress, holdout)
+        elapsed += time.perf_counter() - started
+    loss = stats[driver.S_LOSS] / stats[driver.S_WEIGHT]
+    weights = driver.weights(algorithm.code, state, params, counters[driver.C_ROUNDS])
+    return elapsed, loss, weights, state.nbytes
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared", "data"))
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "olcli-bench"))
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    sys.path.insert(0, HERE)
+    from make_click_log import generate
+
+    clicks = os.path.join(args.work, "clicks_1m.vw")
+    if not os.path.exists(clicks):
+        print(f"generating {clicks} ...", file=sys.stderr)
+        generate(clicks, 1_000_000, seed=7)
+    files = [("click log 1M", clicks), ("sst2", os.path.join(args.data, "sst2", "train.vw")),
+             ("a9a", os.path.join(args.data, "a9a", "train.vw"))]
+    missing = [path for _, path in files if not os.path.exists(path)]
+    if missing:
+        sys.exit(f"missing data: {', '.join(missing)}; pass --data DIR (the folder holding sst2/ and a9a/)")
+
+    print("| file | algorithm | loss float64 | loss float32 | relative difference | max weight difference "
+          "/ max weight | learn s float64 | learn s float32 | state MB float64 / float32 |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, path in files:
+        parsed = parse_file(path)
+        for name in ALGORITHMS:
+            for dtype in (np.float64, np.float32):  # warm-up: compiles each variant
+                learn(parsed[:1], name, dtype)
+            runs = {np.float64: [], np.float32: []}
+            for _ in range(args.runs):
+                for dtype in runs:
+                    runs[dtype].append(learn(parsed, name, dtype))
+            (_, loss64, w64, bytes64), (_, loss32, w32, bytes32) = runs[np.float64][0], runs[np.float32][0]
+            t64 = statistics.median(r[0] for r in runs[np.float64])
+            t32 = statistics.median(r[0] for r in runs[np.float32])
+            scale = max(np.max(np.abs(w64)), 1e-300)
+            with np.errstate(invalid="ignore"):
+                weight_diff = np.max(np.abs(w64 - w32)) / scale
+            print(f"| {label} | {name} | {loss64:.6f} | {loss32:.6f} | {abs(loss32 - loss64) / loss64:.1e} | "
+                  f"{weight_diff:.1e} | {t64:.3f} | {t32:.3f} | {bytes64 / 2**20:.1f} / {bytes32 / 2**20:.1f} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
