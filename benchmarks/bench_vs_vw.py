@@ -25,35 +25,41 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _high_water_mb(pid):
-    """The process's own peak resident memory (VmHWM). Not ru_maxrss: on Linux a
-    child inherits its parent's high-water mark through fork and exec."""
+def _memory_mb(pid):
+    """(peak resident memory, current private memory) of a process, from
+    /proc/PID/status: VmHWM is the process's own high-water mark (not ru_maxrss: on
+    Linux a child inherits its parent's through fork and exec); RssAnon leaves out
+    file-backed pages such as shared-library code (LLVM is ~60 MB of it)."""
+    values = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
+                key = line.split(":")[0]
+                if key in ("VmHWM", "RssAnon"):
+                    values[key] = int(line.split()[1]) / 1024
     except OSError:
         pass
-    return 0.0
+    return values.get("VmHWM", 0.0), values.get("RssAnon", 0.0)
 
 
 def measure(command, env=None):
-    """(wall seconds, peak RSS in MB, stdout+stderr) of one process; the peak is
-    sampled every 5 ms (it only grows, so at most the last few ms are missed)."""
+    """(wall seconds, peak RSS MB, peak private MB, stdout+stderr) of one process;
+    memory is sampled every 5 ms (the high-water mark only grows, so at most the
+    last few ms are missed; the private peak is the largest sample)."""
     with tempfile.TemporaryFile() as out:
         started = time.perf_counter()
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-        peak = 0.0
+        peak = private = 0.0
         while process.poll() is None:
-            peak = max(peak, _high_water_mb(process.pid))
+            high_water, anonymous = _memory_mb(process.pid)
+            peak, private = max(peak, high_water), max(private, anonymous)
             time.sleep(0.005)
         wall = time.perf_counter() - started
         out.seek(0)
         output = out.read().decode(errors="replace")
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{output[-2000:]}")
-    return wall, peak, output
+    return wall, peak, private, output
 
 
 def olcli_command(path, report, extra=()):
@@ -67,17 +73,17 @@ def vw_command(path):
 
 def run_olcli(path, tmp, extra=(), env=None):
     report = os.path.join(tmp, "report.json")
-    wall, rss, _ = measure(olcli_command(path, report, extra), env)
+    wall, rss, private, _ = measure(olcli_command(path, report, extra), env)
     r = json.load(open(report))
-    return wall, rss, r["average_loss"], r["examples"], r["total_features"]
+    return wall, rss, r["average_loss"], r["examples"], r["total_features"], private
 
 
 def run_vw(path):
-    wall, rss, out = measure(vw_command(path))
+    wall, rss, private, out = measure(vw_command(path))
     loss = float(re.search(r"average loss = ([0-9.]+)", out).group(1))
     examples = int(re.search(r"number of examples = (\d+)", out).group(1))
     features = int(re.search(r"total feature number = (\d+)", out).group(1))
-    return wall, rss, loss, examples, features
+    return wall, rss, loss, examples, features, private
 
 
 def summary(values):
@@ -117,10 +123,17 @@ def main():
         cold = run_olcli(clicks, tmp, env=cold_env)
         warm = run_olcli(clicks, tmp, env=cold_env)
         print(f"cold first run (empty numba cache), click log 1M: {cold[0]:.2f} s; the same run warm: "
-              f"{warm[0]:.2f} s; compilation about {cold[0] - warm[0]:.1f} s\n")
+              f"{warm[0]:.2f} s; compilation about {cold[0] - warm[0]:.1f} s")
+        one_line = os.path.join(tmp, "one.vw")
+        with open(one_line, "w") as f:
+            f.write("1 |a x:1 y:2\n")
+        floor = run_olcli(one_line, tmp)
+        print(f"a one-line file (start-up and memory floor): olcli {floor[0]:.2f} s, peak RSS {floor[1]:.0f} MB "
+              f"({floor[5]:.0f} MB private)\n")
 
-        print("| file | tool | wall s, median (min-max) | examples/s | features/s | peak RSS MB | progressive loss |")
-        print("|---|---|---:|---:|---:|---:|---:|")
+        print("| file | tool | wall s, median (min-max) | examples/s | features/s | peak RSS MB "
+              "| of it private MB | progressive loss |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
         ratios = []
         for label, path in files:
             run_olcli(path, tmp)
@@ -133,10 +146,11 @@ def main():
             for tool, runs in results.items():
                 wall = summary([r[0] for r in runs])
                 rss = summary([r[1] for r in runs])
+                private = summary([r[5] for r in runs])
                 examples, features, loss = runs[0][3], runs[0][4], runs[0][2]
                 walls[tool] = (wall, rss)
                 print(f"| {label} | {tool} | {fmt(wall)} | {examples / wall[0]:,.0f} | {features / wall[0]:,.0f} | "
-                      f"{rss[0]:.0f} | {loss:.4f} |", flush=True)
+                      f"{rss[0]:.0f} | {private[0]:.0f} | {loss:.4f} |", flush=True)
             ratios.append((label, walls["olcli"][0][0] / walls["VW"][0][0], walls["olcli"][1][0] / walls["VW"][1][0]))
         print("\n| file | wall-time ratio olcli/VW | peak-RSS ratio olcli/VW |")
         print("|---|---:|---:|")

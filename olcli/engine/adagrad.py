@@ -35,7 +35,7 @@ PARAMS = ("eta", "delta", "l1", "l2", "radius")
 P_ETA, P_DELTA, P_L1, P_L2, P_RADIUS = 0, 1, 2, 3, 4
 
 
-@njit(cache=True)
+@njit
 def _settled(state, i, params, rounds):
     """w_i after paying the shrinkage owed for rounds last+1 .. rounds."""
     w = state[i, W]
@@ -53,7 +53,7 @@ def _settled(state, i, params, rounds):
     return w * (s / (eta * params[P_L2] + params[P_DELTA] + s)) ** owed
 
 
-@njit(cache=True)
+@njit
 def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     lazy = params[P_L1] > 0.0 or params[P_L2] > 0.0
     p = 0.0
@@ -70,7 +70,7 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     return p
 
 
-@njit(cache=True)
+@njit
 def update(state, index, value, lo, hi, offset, g, params, rounds):
     eta = params[P_ETA]
     delta = params[P_DELTA]
@@ -103,7 +103,7 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
         state[i, W] = w
 
 
-@njit(cache=True)
+@njit
 def weight(state, i, params, rounds):
     """Row i's weight as of ``rounds`` (lazy shrinkage paid; the state is not changed)."""
     return _settled(state, i, params, rounds)

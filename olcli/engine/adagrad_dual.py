@@ -21,7 +21,7 @@ PARAMS = ("eta", "delta", "l1")
 P_ETA, P_DELTA, P_L1 = 0, 1, 2
 
 
-@njit(cache=True)
+@njit
 def _weight(state, i, params, rounds):
     u = state[i, U]
     h = params[P_DELTA] + math.sqrt(state[i, G])
@@ -33,7 +33,7 @@ def _weight(state, i, params, rounds):
     return -math.copysign(params[P_ETA] * rounds / h * excess, u)
 
 
-@njit(cache=True)
+@njit
 def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     p = 0.0
     for j in range(lo, hi):
@@ -41,7 +41,7 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     return p
 
 
-@njit(cache=True)
+@njit
 def update(state, index, value, lo, hi, offset, g, params, rounds):
     for j in range(lo, hi):
         g_i = g * value[j]
@@ -50,6 +50,6 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
         state[i, G] += g_i * g_i
 
 
-@njit(cache=True)
+@njit
 def weight(state, i, params, rounds):
     return _weight(state, i, params, rounds)

@@ -37,7 +37,7 @@ N_NS_START, N_NS_END, N_NAME_START, N_NAME_END, N_COMPONENTS = 0, 1, 2, 3, 4
 NAME_COLUMNS = N_COMPONENTS + MAX_INTERACTION
 
 
-@njit(cache=True)
+@njit
 def grow(index, value, letters, names, needed):
     """Bigger feature arrays holding at least ``needed`` entries (contents kept);
     ``names`` grows too in record mode (it has no rows otherwise)."""
@@ -59,14 +59,14 @@ def grow(index, value, letters, names, needed):
     return new_index, new_value, new_letters, names
 
 
-@njit(cache=True)
+@njit
 def clear_names(names, position):
     """Row ``position`` of the names table to -1 (no name, no components)."""
     for c in range(NAME_COLUMNS):
         names[position, c] = -1
 
 
-@njit(cache=True)
+@njit
 def _sort_small(values, length):
     """Insertion sort of values[:length] in place (length <= MAX_INTERACTION).
     Hand-written: numba compiles np.sort slowly, and this is all we need."""
@@ -79,7 +79,7 @@ def _sort_small(values, length):
         values[j + 1] = v
 
 
-@njit(cache=True)
+@njit
 def _key(combo, length):
     """The sorted letters of a combination, packed (order-free identity)."""
     ordered = combo[:length].copy()
@@ -90,7 +90,7 @@ def _key(combo, length):
     return key
 
 
-@njit(cache=True)
+@njit
 def interact(index, value, letters, names, lo, hi, n_features, interactions, lengths, mask):
     """Append the interaction features of the linear features [lo, hi) at n_features.
 
@@ -159,7 +159,7 @@ def interact(index, value, letters, names, lo, hi, n_features, interactions, len
     return index, value, letters, names, n_features
 
 
-@njit(cache=True)
+@njit
 def _emit(index, value, letters, names, n_features, combo, length, counts, starts, order, mask):
     """All features of one letter combination (combinations with repetition for
     consecutive equal letters)."""
@@ -199,7 +199,7 @@ def _emit(index, value, letters, names, n_features, combo, length, counts, start
     return index, value, letters, names, n_features
 
 
-@njit(cache=True)
+@njit
 def _sort_pairs(keys, values):
     """Stable bottom-up merge sort of (keys, values) by key, in place, so that
     repeats are summed in the order they appear. Hand-written: numba's
@@ -243,7 +243,7 @@ def _sort_pairs(keys, values):
             values[k] = source_values[k]
 
 
-@njit(cache=True)
+@njit
 def merge_duplicates(index, value, lo, hi, bloom):
     """Sum the values of repeated indices in [lo, hi) (a repeated token, or two
     features hashed to one row), so every algorithm sees a proper sparse vector,

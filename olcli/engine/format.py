@@ -16,7 +16,7 @@ _SCALE = 10 ** _DIGITS
 _FIXED_LIMIT = 1e15
 
 
-@njit(cache=True)
+@njit
 def _write_int(out, pos, number, min_width):
     """Decimal digits of a non-negative int64, zero-padded to min_width."""
     digits = np.empty(20, np.uint8)
@@ -30,7 +30,7 @@ def _write_int(out, pos, number, min_width):
     return pos + n
 
 
-@njit(cache=True)
+@njit
 def _write_text(out, pos, text):
     for k in range(len(text)):
         out[pos + k] = text[k]
@@ -41,7 +41,7 @@ _NAN = np.frombuffer(b"nan", dtype=np.uint8).copy()
 _INF = np.frombuffer(b"inf", dtype=np.uint8).copy()
 
 
-@njit(cache=True)
+@njit
 def _write_number(out, pos, x):
     if np.isnan(x):
         return _write_text(out, pos, _NAN)

@@ -23,7 +23,7 @@ PARAMS = ("alpha", "beta", "l1", "l2")
 P_ALPHA, P_BETA, P_L1, P_L2 = 0, 1, 2, 3
 
 
-@njit(cache=True)
+@njit
 def _weight(state, i, params):
     z = state[i, Z]
     l1 = params[P_L1]
@@ -33,7 +33,7 @@ def _weight(state, i, params):
                                           + params[P_L2])
 
 
-@njit(cache=True)
+@njit
 def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     p = 0.0
     for j in range(lo, hi):
@@ -41,7 +41,7 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     return p
 
 
-@njit(cache=True)
+@njit
 def update(state, index, value, lo, hi, offset, g, params, rounds):
     alpha = params[P_ALPHA]
     for j in range(lo, hi):
@@ -56,6 +56,6 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
         state[i, N] = n + g_i * g_i
 
 
-@njit(cache=True)
+@njit
 def weight(state, i, params, rounds):
     return _weight(state, i, params)

@@ -26,7 +26,7 @@ BINARY_LOSSES = ("logistic", "hinge")
 UNBOUNDED_LOSSES = ("squared",)
 
 
-@njit(cache=True)
+@njit
 def log1p_exp(x):
     """log(1 + exp(x)) without overflow."""
     if x > 0.0:
@@ -34,7 +34,7 @@ def log1p_exp(x):
     return math.log1p(math.exp(x))
 
 
-@njit(cache=True)
+@njit
 def _sigmoid(x):
     """1 / (1 + exp(-x)) without overflow."""
     if x >= 0.0:
@@ -43,7 +43,7 @@ def _sigmoid(x):
     return e / (1.0 + e)
 
 
-@njit(cache=True)
+@njit
 def loss_value(loss, p, y, tau):
     if loss == SQUARED:
         d = p - y
@@ -59,7 +59,7 @@ def loss_value(loss, p, y, tau):
     return tau * e if e > 0.0 else (tau - 1.0) * e
 
 
-@njit(cache=True)
+@njit
 def loss_derivative(loss, p, y, tau):
     """d loss / d p at the prediction p."""
     if loss == SQUARED:
@@ -75,6 +75,6 @@ def loss_derivative(loss, p, y, tau):
     return -tau if y > p else 1.0 - tau
 
 
-@njit(cache=True)
+@njit
 def sigmoid(x):
     return _sigmoid(x)

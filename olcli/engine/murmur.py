@@ -18,19 +18,19 @@ _F2 = np.uint64(0xC2B2AE35)
 _FIVE = np.uint64(5)
 
 
-@njit(cache=True)
+@njit
 def _rotl32(x, r):
     return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
 
 
-@njit(cache=True)
+@njit
 def _mix_k(k):
     k = (k * _C1) & _M32
     k = _rotl32(k, 15)
     return (k * _C2) & _M32
 
 
-@njit(cache=True)
+@njit
 def murmur3_32(buf, start, end, seed):
     """Hash the bytes ``buf[start:end]`` with a 32-bit ``seed``; returns uint64 < 2**32."""
     h = np.uint64(seed) & _M32

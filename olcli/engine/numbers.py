@@ -26,14 +26,14 @@ _POW10 = np.array([float(f"1e{k}") for k in range(309)])
 _MAX_EXACT = 2 ** 53
 
 
-@njit(cache=True)
+@njit
 def _lower(c):
     if 65 <= c <= 90:
         return c + 32
     return c
 
 
-@njit(cache=True)
+@njit
 def _is_word(buf, start, end, word):
     if end - start != len(word):
         return False
@@ -48,7 +48,7 @@ _INF = np.frombuffer(b"inf", dtype=np.uint8).copy()
 _INFINITY = np.frombuffer(b"infinity", dtype=np.uint8).copy()
 
 
-@njit(cache=True)
+@njit
 def _scale(value, exponent):
     """value * 10**exponent outside the exact range: one or two roundings."""
     if exponent > 308:
@@ -62,7 +62,7 @@ def _scale(value, exponent):
     return value / 1e308 / _POW10[-exponent - 308]
 
 
-@njit(cache=True)
+@njit
 def parse_number(buf, start, end):
     """Parse ``buf[start:end]``; returns ``(value, status)`` with a NUMBER_* status."""
     i = start

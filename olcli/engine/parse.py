@@ -59,12 +59,12 @@ E_LINE, E_CODE, E_TOKEN_START, E_TOKEN_END, E_LINE_START, E_LINE_END = 0, 1, 2, 
 _SPACE, _TAB, _NL, _CR, _BAR, _COLON, _QUOTE, _HASH = 32, 9, 10, 13, 124, 58, 39, 35
 
 
-@njit(cache=True)
+@njit
 def _is_ws(c):
     return c == _SPACE or c == _TAB
 
 
-@njit(cache=True)
+@njit
 def count_lines(buf):
     """Number of lines in ``buf`` (a final line without '\\n' counts)."""
     n = 0
@@ -76,7 +76,7 @@ def count_lines(buf):
     return n
 
 
-@njit(cache=True)
+@njit
 def _allocate(buf, record):
     n_lines = count_lines(buf)
     # A feature needs at least one byte and a separator, and each line adds one
@@ -98,7 +98,7 @@ def _allocate(buf, record):
             names, feature_count, errors)
 
 
-@njit(cache=True)
+@njit
 def _record_error(errors, n_errors, line, code, token_start, token_end, line_start, line_end):
     errors[n_errors, E_LINE] = line
     errors[n_errors, E_CODE] = code
@@ -109,7 +109,7 @@ def _record_error(errors, n_errors, line, code, token_start, token_end, line_sta
     return n_errors + 1
 
 
-@njit(cache=True)
+@njit
 def _check_label(label, label_kind):
     """Returns (label, error code): binary losses take -1/+1 and map 0 to -1;
     multiclass (label_kind = K) takes the integers 1..K."""
@@ -126,7 +126,7 @@ def _check_label(label, label_kind):
     return label, ERR_LABEL_NOT_BINARY
 
 
-@njit(cache=True)
+@njit
 def _line_bounds(buf, pos):
     """(content start, content end without '\\r', start of next line, position
     of the first NUL byte or -1)."""
@@ -143,7 +143,7 @@ def _line_bounds(buf, pos):
     return pos, end, next_pos, nul
 
 
-@njit(cache=True)
+@njit
 def _blank(buf, start, end):
     for k in range(start, end):
         if not _is_ws(buf[k]):
@@ -151,7 +151,7 @@ def _blank(buf, start, end):
     return True
 
 
-@njit(cache=True)
+@njit
 def _parse_vw_label_part(buf, start, bar, has_bar, scratch):
     """Label-part tokens; returns (label, importance, base, tag_start, tag_end,
     error code, error token start, error token end). ``scratch``: int64[10],
@@ -202,7 +202,7 @@ def _parse_vw_label_part(buf, start, bar, has_bar, scratch):
     return label, importance, base, tag_start, tag_end, 0, 0, 0
 
 
-@njit(cache=True)
+@njit
 def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letters, names, n_features):
     """Namespaces and features from the first '|' to the end of the line; features
     of --ignore'd namespaces are checked but not kept.
@@ -266,7 +266,7 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
     return n_features, 0, 0, 0
 
 
-@njit(cache=True)
+@njit
 def _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode, index, value, letters, names, n_features,
                    scratch):
     """One VW line. Returns (label, importance, base, tag_start, tag_end,
@@ -286,7 +286,7 @@ def _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode, index, val
     return label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end
 
 
-@njit(cache=True)
+@njit
 def _parse_libsvm_line(buf, start, end, table_size, keep, index, value, letters, names, n_features):
     """Returns (label, n_features, error code, error token start, error token end)."""
     k = start
@@ -340,7 +340,7 @@ def _parse_libsvm_line(buf, start, end, table_size, keep, index, value, letters,
     return label, n_features, 0, 0, 0
 
 
-@njit(cache=True)
+@njit
 def _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode, index, value, letters, names,
                           n_features):
     """One libsvm line, in the shape of _parse_vw_line (importance 1, base 0, no tag)."""

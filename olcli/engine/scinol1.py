@@ -29,7 +29,7 @@ PARAMS = ("epsilon",)
 P_EPSILON = 0
 
 
-@njit(cache=True)
+@njit
 def _weight(state, i):
     theta, scale = theta_and_scale(state, i)
     if scale == 0.0:
@@ -43,7 +43,7 @@ def _weight(state, i):
     return math.copysign(magnitude, theta) if theta != 0.0 else 0.0
 
 
-@njit(cache=True)
+@njit
 def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     epsilon = params[P_EPSILON]
     t = rounds + 1.0
@@ -59,13 +59,13 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     return p
 
 
-@njit(cache=True)
+@njit
 def update(state, index, value, lo, hi, offset, g, params, rounds):
     for j in range(lo, hi):
         accumulate(state, offset + index[j], g * value[j])
 
 
-@njit(cache=True)
+@njit
 def weight(state, i, params, rounds):
     """Row i's weight from the stored state (M as it is: not raised for an example)."""
     return _weight(state, i)

@@ -26,7 +26,7 @@ PARAMS = ("epsilon",)
 P_EPSILON = 0
 
 
-@njit(cache=True)
+@njit
 def _weight(state, i):
     theta, scale = theta_and_scale(state, i)
     if scale == 0.0:
@@ -35,7 +35,7 @@ def _weight(state, i):
     return math.copysign(clipped, theta) / (2.0 * scale) * state[i, ETA] if theta != 0.0 else 0.0
 
 
-@njit(cache=True)
+@njit
 def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     epsilon = params[P_EPSILON]
     p = 0.0
@@ -48,7 +48,7 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     return p
 
 
-@njit(cache=True)
+@njit
 def update(state, index, value, lo, hi, offset, g, params, rounds):
     for j in range(lo, hi):
         gx = g * value[j]
@@ -58,7 +58,7 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
         state[i, ETA] -= gx * w
 
 
-@njit(cache=True)
+@njit
 def weight(state, i, params, rounds):
     """Row i's weight from the stored state (M as it is: not raised for an example)."""
     return _weight(state, i)

@@ -11,7 +11,7 @@ from numba import njit
 G, S2, M, WEALTH = 0, 1, 2, 3
 
 
-@njit(cache=True)
+@njit
 def theta_and_scale(state, i):
     """theta = G_i / sqrt(S2_i + M_i**2) and that square root (0/0 = 0)."""
     scale = math.sqrt(state[i, S2] + state[i, M] * state[i, M])
@@ -20,7 +20,7 @@ def theta_and_scale(state, i):
     return state[i, G] / scale, scale
 
 
-@njit(cache=True)
+@njit
 def raise_max(state, i, x, epsilon):
     """M_i <- max(M_i, |x_i|) before predicting. A row whose M_i is still 0 has
     never been touched: its slot 3 gets its initial value eps now, so that
@@ -30,7 +30,7 @@ def raise_max(state, i, x, epsilon):
     state[i, M] = max(state[i, M], abs(x))
 
 
-@njit(cache=True)
+@njit
 def accumulate(state, i, gx):
     """After the loss: G_i -= g x_i; S2_i += (g x_i)**2."""
     state[i, G] -= gx

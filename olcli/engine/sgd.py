@@ -14,7 +14,7 @@ PARAMS = ("eta",)
 P_ETA = 0
 
 
-@njit(cache=True)
+@njit
 def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     p = 0.0
     for j in range(lo, hi):
@@ -22,13 +22,13 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
     return p
 
 
-@njit(cache=True)
+@njit
 def update(state, index, value, lo, hi, offset, g, params, rounds):
     rate = params[P_ETA] / math.sqrt(rounds + 1.0)
     for j in range(lo, hi):
         state[offset + index[j], W] -= rate * g * value[j]
 
 
-@njit(cache=True)
+@njit
 def weight(state, i, params, rounds):
     return state[i, W]
