@@ -203,12 +203,13 @@ def test_real_subprocess_pipe(sample, tmp_path):
     assert model_file.load(str(tmp_path / "m.olm")).counters["examples"] == TRAIN_LINES
 
 
-def test_help_does_not_import_numba():
-    done = subprocess.run([*olcli_command(), "--help"], capture_output=True, text=True,
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_and_version_do_not_import_numba(flag):
+    done = subprocess.run([*olcli_command(), flag], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
     assert done.returncode == 0
     imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line]
-    assert "typer" in imported
+    assert "olcli.cli" in imported
     assert not [name for name in imported if name.split(".")[0] in ("numba", "llvmlite")]
 
 
