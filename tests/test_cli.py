@@ -5,6 +5,7 @@ import math
 import os
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -62,6 +63,23 @@ def test_damaged_gzip_is_a_data_error(cli, tmp_path):
     (tmp_path / "bad.vw.gz").write_bytes(gzip.compress(b"1 |f a\n" * 1000)[:50])
     code, _, err = cli("train", "bad.vw.gz", "--quiet")
     assert code == 1 and "bad.vw.gz" in err
+
+
+def test_archive_damaged_late_keeps_the_chunks_before_the_damage(cli, sample, tmp_path):
+    """The reader thread reads ahead; its error surfaces after the chunks it had read."""
+    from olcli.inputs import CHUNK_BYTES
+
+    data = (sample / "a9a_train.vw").read_bytes() * 20
+    blob = gzip.compress(data)
+    damaged = blob[: int(len(blob) * 0.8)]
+    (tmp_path / "late.vw.gz").write_bytes(damaged)
+    readable = len(zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(damaged))
+    whole_blocks = readable // CHUNK_BYTES  # the block being read when the stream ends is lost
+    assert 2 <= whole_blocks and readable < len(data)
+    expected = data[:whole_blocks * CHUNK_BYTES].count(b"\n")
+    code, _, err = cli("train", "late.vw.gz", "--loss", "logistic", "-f", "m.olm", "--quiet")
+    assert code == 1 and "late.vw.gz" in err and f"({expected} examples) was written to m.olm" in err
+    assert model_file.load("m.olm").counters["examples"] == expected
 
 
 def test_libsvm_input_learns(cli, sample):
