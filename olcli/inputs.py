@@ -2,7 +2,9 @@
 
 Each chunk holds whole lines (the last one may lack '\\n' at end of file), so the
 parser never sees a line cut in two. A UTF-8 byte order mark at the start of a
-source is dropped.
+source is dropped. A chunk is read in pieces of READ_PIECE bytes, so that when a
+damaged archive stops the stream, the whole lines before the damage are still
+delivered (less at most one piece) before the error.
 """
 
 import bz2
@@ -17,6 +19,8 @@ import numpy as np
 from olcli.errors import DataError
 
 CHUNK_BYTES = 1 << 21
+READ_PIECE = 1 << 16
+_READ_ERRORS = (OSError, EOFError, ValueError)  # gzip/bz2 raise these for damaged archives
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -64,12 +68,28 @@ def read_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> Iterato
         stream = open_source(path)
         try:
             yield from _chunks_of(stream, name, chunk_bytes)
-        except (OSError, EOFError, ValueError) as exc:
-            # gzip/bz2 raise these for damaged archives.
+        except _READ_ERRORS as exc:
             raise DataError(f"cannot read {name}: {exc}") from exc
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
+
+
+def _read_block(stream, size: int):
+    """(up to ``size`` bytes, the read error or None). Read in pieces: an error
+    loses only the piece being read."""
+    pieces = []
+    got = 0
+    while got < size:
+        try:
+            piece = stream.read(min(READ_PIECE, size - got))
+        except _READ_ERRORS as exc:
+            return b"".join(pieces), exc
+        if not piece:
+            break
+        pieces.append(piece)
+        got += len(piece)
+    return b"".join(pieces), None
 
 
 def _chunks_of(stream, name: str, chunk_bytes: int) -> Iterator[Chunk]:
@@ -77,8 +97,8 @@ def _chunks_of(stream, name: str, chunk_bytes: int) -> Iterator[Chunk]:
     line = 1
     first = True
     while True:
-        block = stream.read(chunk_bytes)
-        if not block:
+        block, error = _read_block(stream, chunk_bytes)
+        if not block and error is None:
             break
         if first:
             first = False
@@ -86,6 +106,10 @@ def _chunks_of(stream, name: str, chunk_bytes: int) -> Iterator[Chunk]:
                 block = block[len(_BOM):]
         data = carry + block if carry else block
         cut = data.rfind(b"\n")
+        if error is not None:  # deliver the whole lines before the damage, then stop
+            if cut >= 0:
+                yield Chunk(name, line, np.frombuffer(data, dtype=np.uint8, count=cut + 1))
+            raise error
         if cut < 0:
             carry = data
             continue
