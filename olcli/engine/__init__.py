@@ -10,5 +10,8 @@ format_predictions. A cached kernel's object code already holds every function
 it calls, so caching the helpers too only made Numba generate machine code for
 each of them once more (a third of the cold compile). The chunk parsers and
 drivers are closures over constants (format, interactions, algorithm) so that a
-run compiles only the branches it takes.
+run compiles only the branches it takes. Tiny helpers (a few lines, no loops
+over data) are ``inline="always"``: inlined into Numba's IR, they are not compiled
+as functions of their own (each costs 0.05-0.3 s); inlining the larger helpers made
+compiling slower, so they stay functions.
 """

@@ -135,7 +135,7 @@ def _weight(algorithm, state, i, params, rounds):
     return sgd.weight(state, i, params, rounds)
 
 
-@njit
+@njit(inline="always")
 def _account(stats, auc_histogram, loss, label, weight, p):
     """Progressive-validation bookkeeping for one labeled example."""
     stats[S_LABELED] += 1.0
@@ -160,7 +160,7 @@ def _account(stats, auc_histogram, loss, label, weight, p):
         stats[S_OTHER_LABELS] += 1.0
 
 
-@njit
+@njit(inline="always")
 def start_example(holdout, learn, h, y):
     """(held out, learning) for the next example of the pass: every H_PERIOD-th is
     held out; an example is learned from when learning, labeled, with positive
@@ -171,7 +171,7 @@ def start_example(holdout, learn, h, y):
     return held_out, learn and h > 0.0 and not np.isnan(y) and not held_out
 
 
-@njit
+@njit(inline="always")
 def count_example(stats, counters, learn, features):
     stats[S_EXAMPLES] += 1.0
     stats[S_FEATURES] += features
@@ -180,7 +180,7 @@ def count_example(stats, counters, learn, features):
         counters[C_FEATURES] += features
 
 
-@njit
+@njit(inline="always")
 def count_labeled(holdout, counters, learn, held_out, h, y, example_loss):
     """Holdout sums and the model's lifetime counters for a labeled example."""
     if held_out:

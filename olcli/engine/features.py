@@ -59,7 +59,7 @@ def grow(index, value, letters, names, needed):
     return new_index, new_value, new_letters, names
 
 
-@njit
+@njit(inline="always")
 def clear_names(names, position):
     """Row ``position`` of the names table to -1 (no name, no components)."""
     for c in range(NAME_COLUMNS):

@@ -26,7 +26,7 @@ BINARY_LOSSES = ("logistic", "hinge")
 UNBOUNDED_LOSSES = ("squared",)
 
 
-@njit
+@njit(inline="always")
 def log1p_exp(x):
     """log(1 + exp(x)) without overflow."""
     if x > 0.0:
@@ -34,7 +34,7 @@ def log1p_exp(x):
     return math.log1p(math.exp(x))
 
 
-@njit
+@njit(inline="always")
 def _sigmoid(x):
     """1 / (1 + exp(-x)) without overflow."""
     if x >= 0.0:
@@ -75,6 +75,6 @@ def loss_derivative(loss, p, y, tau):
     return -tau if y > p else 1.0 - tau
 
 
-@njit
+@njit(inline="always")
 def sigmoid(x):
     return _sigmoid(x)

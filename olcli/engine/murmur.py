@@ -18,12 +18,12 @@ _F2 = np.uint64(0xC2B2AE35)
 _FIVE = np.uint64(5)
 
 
-@njit
+@njit(inline="always")
 def _rotl32(x, r):
     return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
 
 
-@njit
+@njit(inline="always")
 def _mix_k(k):
     k = (k * _C1) & _M32
     k = _rotl32(k, 15)

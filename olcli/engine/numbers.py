@@ -26,14 +26,14 @@ _POW10 = np.array([float(f"1e{k}") for k in range(309)])
 _MAX_EXACT = 2 ** 53
 
 
-@njit
+@njit(inline="always")
 def _lower(c):
     if 65 <= c <= 90:
         return c + 32
     return c
 
 
-@njit
+@njit(inline="always")
 def _is_word(buf, start, end, word):
     if end - start != len(word):
         return False
@@ -48,7 +48,7 @@ _INF = np.frombuffer(b"inf", dtype=np.uint8).copy()
 _INFINITY = np.frombuffer(b"infinity", dtype=np.uint8).copy()
 
 
-@njit
+@njit(inline="always")
 def _scale(value, exponent):
     """value * 10**exponent outside the exact range: one or two roundings."""
     if exponent > 308:

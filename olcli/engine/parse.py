@@ -59,12 +59,12 @@ E_LINE, E_CODE, E_TOKEN_START, E_TOKEN_END, E_LINE_START, E_LINE_END = 0, 1, 2, 
 _SPACE, _TAB, _NL, _CR, _BAR, _COLON, _QUOTE, _HASH = 32, 9, 10, 13, 124, 58, 39, 35
 
 
-@njit
+@njit(inline="always")
 def _is_ws(c):
     return c == _SPACE or c == _TAB
 
 
-@njit
+@njit(inline="always")
 def count_lines(buf):
     """Number of lines in ``buf`` (a final line without '\\n' counts)."""
     n = 0
@@ -98,7 +98,7 @@ def _allocate(buf, record):
             names, feature_count, errors)
 
 
-@njit
+@njit(inline="always")
 def _record_error(errors, n_errors, line, code, token_start, token_end, line_start, line_end):
     errors[n_errors, E_LINE] = line
     errors[n_errors, E_CODE] = code
@@ -109,7 +109,7 @@ def _record_error(errors, n_errors, line, code, token_start, token_end, line_sta
     return n_errors + 1
 
 
-@njit
+@njit(inline="always")
 def _check_label(label, label_kind):
     """Returns (label, error code): binary losses take -1/+1 and map 0 to -1;
     multiclass (label_kind = K) takes the integers 1..K."""
@@ -126,7 +126,7 @@ def _check_label(label, label_kind):
     return label, ERR_LABEL_NOT_BINARY
 
 
-@njit
+@njit(inline="always")
 def _line_bounds(buf, pos):
     """(content start, content end without '\\r', start of next line, position
     of the first NUL byte or -1)."""
@@ -143,7 +143,7 @@ def _line_bounds(buf, pos):
     return pos, end, next_pos, nul
 
 
-@njit
+@njit(inline="always")
 def _blank(buf, start, end):
     for k in range(start, end):
         if not _is_ws(buf[k]):
