@@ -12,7 +12,6 @@ Other olcli algorithms are timed on the click log too. The cold first run (empty
 cache) is reported separately.
 """
 
-import argparse
 import json
 import os
 import re
@@ -22,7 +21,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from setup_data import click_log, parse_arguments, require, shared_file  # noqa: E402
 
 
 def _memory_mb(pid):
@@ -96,27 +96,11 @@ def fmt(stat, digits=2):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared", "data"))
-    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "olcli-bench"))
-    args = parser.parse_args()
-    os.makedirs(args.work, exist_ok=True)
-    sys.path.insert(0, HERE)
-    from make_click_log import generate
-
-    clicks = os.path.join(args.work, "clicks_1m.vw")
-    clicks4 = os.path.join(args.work, "clicks_4m.vw")
-    for path, lines in ((clicks, 1_000_000), (clicks4, 4_000_000)):
-        if not os.path.exists(path):
-            print(f"generating {path} ...", file=sys.stderr)
-            generate(path, lines, seed=7)
+    args = parse_arguments(__doc__.splitlines()[0])
+    clicks, clicks4 = click_log(args, 1_000_000), click_log(args, 4_000_000)
     files = [("click log 1M", clicks), ("click log 4M", clicks4),
-             ("sst2 (text)", os.path.join(args.data, "sst2", "train.vw")),
-             ("a9a", os.path.join(args.data, "a9a", "train.vw"))]
-    missing = [path for _, path in files if not os.path.exists(path)]
-    if missing:
-        sys.exit(f"missing data: {', '.join(missing)}; pass --data DIR (the folder holding sst2/ and a9a/)")
+             ("sst2 (text)", shared_file(args, "sst2")), ("a9a", shared_file(args, "a9a"))]
+    require(files)
 
     with tempfile.TemporaryDirectory() as tmp:
         cold_env = {**os.environ, "NUMBA_CACHE_DIR": os.path.join(tmp, "cold-cache")}

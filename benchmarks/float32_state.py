@@ -13,11 +13,9 @@ version per state dtype), so nothing here changes the product; it measures wheth
 it should change.
 """
 
-import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -28,7 +26,9 @@ from olcli.inputs import read_chunks
 from olcli.model import COUNTER_NAMES, table_rows
 from olcli.parsing import parse_chunk
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from setup_data import click_log, parse_arguments, require, shared_file  # noqa: E402
+
 BITS = 18
 
 
@@ -65,24 +65,10 @@ def learn(parsed_chunks, name, dtype):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared", "data"))
-    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "olcli-bench"))
-    args = parser.parse_args()
-    os.makedirs(args.work, exist_ok=True)
-    sys.path.insert(0, HERE)
-    from make_click_log import generate
-
-    clicks = os.path.join(args.work, "clicks_1m.vw")
-    if not os.path.exists(clicks):
-        print(f"generating {clicks} ...", file=sys.stderr)
-        generate(clicks, 1_000_000, seed=7)
-    files = [("click log 1M", clicks), ("sst2", os.path.join(args.data, "sst2", "train.vw")),
-             ("a9a", os.path.join(args.data, "a9a", "train.vw"))]
-    missing = [path for _, path in files if not os.path.exists(path)]
-    if missing:
-        sys.exit(f"missing data: {', '.join(missing)}; pass --data DIR (the folder holding sst2/ and a9a/)")
+    args = parse_arguments(__doc__.splitlines()[0])
+    files = [("click log 1M", click_log(args, 1_000_000)), ("sst2", shared_file(args, "sst2")),
+             ("a9a", shared_file(args, "a9a"))]
+    require(files)
 
     print("| file | algorithm | loss float64 | loss float32 | relative difference | max weight difference "
           "/ max weight | learn s float64 | learn s float32 | state MB float64 / float32 |")
