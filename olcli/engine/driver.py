@@ -136,14 +136,21 @@ def _weight(algorithm, state, i, params, rounds):
 
 
 @njit(inline="always")
-def _account(stats, auc_histogram, loss, label, weight, p):
-    """Progressive-validation bookkeeping for one labeled example."""
+def count_loss(stats, loss, label, weight):
+    """A labeled example's progressive loss and label, for the binary and the
+    multiclass kernels alike."""
     stats[S_LABELED] += 1.0
     stats[S_WEIGHT] += weight
     stats[S_LOSS] += weight * loss
     stats[S_SINCE_LOSS] += weight * loss
     stats[S_SINCE_WEIGHT] += weight
     stats[S_LABEL_SUM] += weight * label
+
+
+@njit(inline="always")
+def _account(stats, auc_histogram, loss, label, weight, p):
+    """Progressive-validation bookkeeping for one labeled example."""
+    count_loss(stats, loss, label, weight)
     stats[S_LABEL_SQUARES] += weight * label * label
     if label == 1.0 or label == -1.0:
         if label == 1.0:

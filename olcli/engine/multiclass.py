@@ -25,9 +25,8 @@ import numpy as np
 from numba import njit
 
 from olcli.engine.driver import (
-    C_ROUNDS, L_CLIP, L_TAU, N_ALGORITHMS, S_CORRECT, S_DIVERGED, S_LABEL_SUM, S_LABELED, S_LOG_LOSS, S_LOSS,
-    S_SINCE_LOSS, S_SINCE_WEIGHT, S_UNLABELED_WEIGHT, S_WEIGHT, _predict, _update, count_example, count_labeled,
-    progress_row, start_example)
+    C_ROUNDS, L_CLIP, L_TAU, N_ALGORITHMS, S_CORRECT, S_DIVERGED, S_LOG_LOSS, S_UNLABELED_WEIGHT, _predict, _update,
+    count_example, count_labeled, count_loss, progress_row, start_example)
 from olcli.engine.losses import log1p_exp, loss_derivative, sigmoid
 
 OAA, SOFTMAX = 0, 1
@@ -91,12 +90,7 @@ def _kernel(algorithm):
                 label = int(y) - 1
                 error = 0.0 if best == label else 1.0
                 log_probabilities(scores[e], mode, log_probs)
-                stats[S_LABELED] += 1.0
-                stats[S_WEIGHT] += h
-                stats[S_LOSS] += h * error
-                stats[S_SINCE_LOSS] += h * error
-                stats[S_SINCE_WEIGHT] += h
-                stats[S_LABEL_SUM] += h * y
+                count_loss(stats, error, y, h)
                 stats[S_CORRECT] += h * (1.0 - error)
                 stats[S_LOG_LOSS] -= h * log_probs[label]
                 count_labeled(holdout, counters, learn, held_out, h, y, error)
