@@ -75,21 +75,21 @@ def read_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> Iterato
                 stream.close()
 
 
-def _read_block(stream, size: int):
-    """(up to ``size`` bytes, the read error or None). Read in pieces: an error
-    loses only the piece being read."""
+def _read_pieces(stream, size: int):
+    """(pieces of up to ``size`` bytes in all, the read error or None). Read in
+    pieces: an error loses only the piece being read."""
     pieces = []
     got = 0
     while got < size:
         try:
             piece = stream.read(min(READ_PIECE, size - got))
         except _READ_ERRORS as exc:
-            return b"".join(pieces), exc
+            return pieces, exc
         if not piece:
             break
         pieces.append(piece)
         got += len(piece)
-    return b"".join(pieces), None
+    return pieces, None
 
 
 def _chunks_of(stream, name: str, chunk_bytes: int) -> Iterator[Chunk]:
@@ -97,14 +97,14 @@ def _chunks_of(stream, name: str, chunk_bytes: int) -> Iterator[Chunk]:
     line = 1
     first = True
     while True:
-        block, error = _read_block(stream, chunk_bytes)
-        if not block and error is None:
+        pieces, error = _read_pieces(stream, chunk_bytes)
+        if not pieces and error is None:
             break
         if first:
             first = False
-            if block.startswith(_BOM):
-                block = block[len(_BOM):]
-        data = carry + block if carry else block
+            if pieces and pieces[0].startswith(_BOM):
+                pieces[0] = pieces[0][len(_BOM):]
+        data = b"".join([carry, *pieces])  # one copy: the carried partial line and the new bytes
         cut = data.rfind(b"\n")
         if error is not None:  # deliver the whole lines before the damage, then stop
             if cut >= 0:
