@@ -94,13 +94,12 @@ def _text(data: np.ndarray, start: int, end: int) -> str:
 def parse_chunk(chunk: Chunk, input_format: str, bits: int, constant: bool,
                 label_kind: int, features: FeatureSpec = PLAIN, record: bool = False) -> ParsedChunk:
     """``label_kind``: engine.parse.LABELS_ANY, LABELS_BINARY, or K >= 2 classes."""
-    kernel = kernels.parse_vw_chunk if input_format == "vw" else kernels.parse_libsvm_chunk
     mask = (1 << bits) - 1
     constant_index = (1 << bits) if constant else -1
     (n_examples, labels, importance, base, tags, example_line, row_ptr, index, value, feature_count,
-     n_errors, errors, n_lines, names) = kernel(chunk.data, mask, constant_index, label_kind,
-                                                features.namespace_mode, features.interactions, features.lengths,
-                                                record)
+     n_errors, errors, n_lines, names) = kernels.parse_lines(chunk.data, input_format == "libsvm", mask,
+                                                     constant_index, label_kind, features.namespace_mode,
+                                                     features.interactions, features.lengths, record)
     bad_lines = []
     for line, code, token_start, token_end, line_start, line_end in errors[:n_errors]:
         bad_lines.append(BadLine(

@@ -455,11 +455,12 @@ _PARSERS = {(libsvm, interacting): _chunk_parser(libsvm, interacting)
             for libsvm in (False, True) for interacting in (False, True)}
 
 
-def parse_vw_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
-    """Parse whole VW lines in ``buf``. ``constant_index`` < 0 means no constant;
-    ``namespace_mode`` (256 entries, by first letter) says which namespaces are
-    ignored or kept only for interactions; ``interactions`` rows (``lengths``
-    used) are namespace letters, features.WILDCARD for ':'.
+def parse_lines(buf, libsvm, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
+    """Parse the whole VW lines (libsvm lines if ``libsvm``; their features are in
+    the default namespace ' ') in ``buf``. ``constant_index`` < 0 means no
+    constant; ``namespace_mode`` (256 entries, by first letter) says which
+    namespaces are ignored or kept only for interactions; ``interactions`` rows
+    (``lengths`` used) are namespace letters, features.WILDCARD for ':'.
 
     Returns (n_examples, labels, importance, base, tags, example_line, row_ptr,
     index, value, feature_count, n_errors, errors, n_lines, names); arrays are
@@ -469,12 +470,5 @@ def parse_vw_chunk(buf, mask, constant_index, label_kind, namespace_mode, intera
     says where each feature's name is, or which features a product is made of.
     The kernel releases the GIL.
     """
-    kernel = _PARSERS[False, len(lengths) > 0]
-    return kernel(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record)
-
-
-def parse_libsvm_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
-    """Parse whole libsvm lines in ``buf`` (their features are in the default
-    namespace ' '); same arguments and outputs as parse_vw_chunk."""
-    kernel = _PARSERS[True, len(lengths) > 0]
+    kernel = _PARSERS[bool(libsvm), len(lengths) > 0]
     return kernel(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record)
