@@ -214,7 +214,7 @@ class _Session:
         reading, parsing and learning overlap on both cores, for pipes as for
         files. At most PARSE_AHEAD chunks are read ahead of the one being learned
         (memory stays constant), and each is learned as soon as it is parsed, so
-        a slow pipe (tail -f) is learned as it arrives. Errors of the reader
+        a slow pipe (tail -f) is learned as it arrives, a chunk at a time. Errors of the reader
         (a damaged archive) surface here, after the chunks before them."""
         model, options = self.model, self.options
         jobs = queue.Queue()

@@ -17,8 +17,8 @@ from olcli.engine.losses import loss_derivative, loss_value, sigmoid
 from olcli.model import COUNTER_NAMES
 
 # Algorithm codes (olcli/engine/registry.py maps names to them).
-ADAGRAD, ADAGRAD_DUAL, FTRL, SCINOL1, SCINOL2, SGD = range(6)
 N_ALGORITHMS = 6
+ADAGRAD, ADAGRAD_DUAL, FTRL, SCINOL1, SCINOL2, SGD = range(N_ALGORITHMS)
 
 # Loss parameters (one array).
 L_TAU = 0    # quantile level
