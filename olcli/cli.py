@@ -70,7 +70,10 @@ _predictions = typer.Option(None, "-p", "--predictions", help="Write one predict
 _link = typer.Option(None, "--link", help="Transform of -p output (default: the model's, identity).")
 _report = typer.Option(None, "--report", help="Write the run's numbers as JSON here (schema in README).")
 _quiet = typer.Option(False, "--quiet", help="No progress table or summary on stderr (VW's --quiet; -q is --quadratic).")
-_strict = typer.Option(False, "--strict", help="Stop with exit 1 at the first malformed line (default: skip it).")
+_progress = typer.Option(False, "--progress", help="A progress bar instead of the table, when stderr is a "
+                         "terminal (percent done when the input size is known); the summary still follows.")
+_strict = typer.Option(False, "--strict/--skip-bad-lines",
+                       help="At a malformed line: stop with exit 1, or skip it, count it and warn.")
 _probabilities = typer.Option(False, "--probabilities", help="-p writes probabilities: K of them for "
                               "multiclass (1:p1 2:p2 ...), else the logistic link.")
 _audit = typer.Option(False, "--audit", rich_help_panel="Readable output",
@@ -171,6 +174,7 @@ def train(
     noconstant: bool = typer.Option(False, "--noconstant", help="No constant (bias) feature."),
     report: Optional[str] = _report,
     quiet: bool = _quiet,
+    progress: bool = _progress,
     strict: bool = _strict,
     **flags,
 ):
@@ -185,7 +189,7 @@ def train(
         loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
         input_format=input_format.value, constant=None if not noconstant else False,
         features=_feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear),
-        report=report, quiet=quiet, strict=strict,
+        report=report, quiet=quiet, progress=progress, strict=strict,
         passes=dict(passes=passes, holdout_period=0 if holdout_off else holdout_period,
                     early_terminate=early_terminate, cache_path=cache, kill_cache=kill_cache),
         multiclass=_multiclass_option(oaa, softmax), probabilities=probabilities,
@@ -235,6 +239,7 @@ def test(
     input_format: Format = _format,
     report: Optional[str] = _report,
     quiet: bool = _quiet,
+    progress: bool = _progress,
     strict: bool = _strict,
 ):
     """Predict and score with a frozen model; no learning."""
@@ -243,7 +248,8 @@ def test(
     commands.test(
         sources=data or ["-"], initial_model=initial_model, predictions=predictions,
         loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
-        input_format=input_format.value, report=report, quiet=quiet, strict=strict, probabilities=probabilities,
+        input_format=input_format.value, report=report, quiet=quiet, progress=progress, strict=strict,
+        probabilities=probabilities,
         audit=audit,
     )
 

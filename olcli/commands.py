@@ -163,7 +163,7 @@ def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss,
 
 def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
           loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
-          passes=None, multiclass=("", 0), probabilities=False, text_outputs=None) -> None:
+          passes=None, progress=False, multiclass=("", 0), probabilities=False, text_outputs=None) -> None:
     text_outputs = text_outputs or {}
     mode, classes = multiclass
     if mode and not 2 <= classes <= 10000:
@@ -199,7 +199,8 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
     _check_format(model, input_format)
     names = FeatureNames(model.block_rows) if text_outputs.get("invert_hash") else None
     options = RunOptions(sources=sources, learn=True, input_format=input_format,
-                         strict=strict, quiet=quiet, audit=bool(text_outputs.get("audit")), names=names, **passes)
+                         strict=strict, quiet=quiet, progress=progress, audit=bool(text_outputs.get("audit")),
+                         names=names, **passes)
     try:
         _execute(model, options, predictions, link or model.link, report, final_model, probabilities)
     finally:
@@ -216,7 +217,7 @@ def _write_text(path: str, model, names) -> None:
 
 
 def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input_format, report, quiet,
-         strict, probabilities=False, audit=False) -> None:
+         strict, probabilities=False, audit=False, progress=False) -> None:
     check_readable(sources)
     _check_writable(predictions, "predictions file")
     _check_writable(report, "report")
@@ -227,7 +228,7 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
         model.loss_tau = _check_tau(quantile_tau)
     _check_format(model, input_format)
     options = RunOptions(sources=sources, learn=False, input_format=input_format,
-                         strict=strict, quiet=quiet, audit=audit)
+                         strict=strict, quiet=quiet, progress=progress, audit=audit)
     _execute(model, options, predictions, link or model.link, report, None, probabilities)
 
 

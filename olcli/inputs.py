@@ -4,12 +4,15 @@ Each chunk holds whole lines (the last one may lack '\\n' at end of file), so th
 parser never sees a line cut in two. A UTF-8 byte order mark at the start of a
 source is dropped. A chunk is read in pieces of READ_PIECE bytes, so that when a
 damaged archive stops the stream, the whole lines before the damage are still
-delivered (less at most one piece) before the error.
+delivered (less at most one piece) before the error. Each chunk also carries how far
+into its file (in bytes on disk, compressed for .gz/.bz2) reading had come, for
+``--progress``.
 """
 
 import bz2
 import gzip
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -29,6 +32,7 @@ class Chunk:
     source: str        # file name as given, or "<stdin>"
     first_line: int    # 1-based number of the chunk's first line in its source
     data: np.ndarray   # uint8, whole lines
+    position: int | None = None  # bytes of the file on disk read so far; None for stdin
 
 
 def display_name(path: str) -> str:
@@ -36,17 +40,36 @@ def display_name(path: str) -> str:
 
 
 def open_source(path: str):
-    """A binary file object for a path, '-' meaning standard input."""
+    """(binary file object of the lines, the file on disk or None) for a path,
+    '-' meaning standard input (no file on disk)."""
     if path == "-":
-        return sys.stdin.buffer
+        return sys.stdin.buffer, None
     try:
-        if path.endswith(".gz"):
-            return gzip.open(path, "rb")
-        if path.endswith(".bz2"):
-            return bz2.open(path, "rb")
-        return open(path, "rb")
+        raw = open(path, "rb")
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+    if path.endswith(".bz2"):
+        return bz2.BZ2File(raw, "rb"), raw
+    return raw, raw
+
+
+def input_size(paths: Sequence[str]) -> int | None:
+    """Total bytes on disk of the inputs, or None when one has no known size
+    (standard input, a pipe)."""
+    total = 0
+    for path in paths:
+        if path == "-":
+            return None
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        total += status.st_size
+    return total
 
 
 def check_readable(paths: Sequence[str]) -> None:
@@ -65,14 +88,17 @@ def check_readable(paths: Sequence[str]) -> None:
 def read_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
     for path in paths:
         name = display_name(path)
-        stream = open_source(path)
+        stream, raw = open_source(path)
         try:
-            yield from _chunks_of(stream, name, chunk_bytes)
+            for chunk in _chunks_of(stream, name, chunk_bytes):
+                chunk.position = None if raw is None else raw.tell()
+                yield chunk
         except _READ_ERRORS as exc:
             raise DataError(f"cannot read {name}: {exc}") from exc
         finally:
-            if stream is not sys.stdin.buffer:
+            if raw is not None:
                 stream.close()
+                raw.close()
 
 
 def _read_pieces(stream, size: int):

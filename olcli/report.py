@@ -2,7 +2,7 @@
 
 ``summarize`` turns the engine's statistics into a dict (the JSON report);
 ``ProgressTable`` and ``render_summary`` print VW's progressive table and
-summary to a text stream (stderr).
+summary to a text stream (stderr); ``ProgressBar`` is ``--progress``'s bar.
 """
 
 import json
@@ -128,6 +128,57 @@ class ProgressTable:
                 f"{'nan' if prediction is None else format(prediction, '.4f'):>8} "
                 f"{r['current_features']:>8}\n")
         self.stream.flush()
+
+
+class ProgressBar:
+    """--progress: one bar per pass on a terminal (rich), instead of the table.
+
+    Pass 1 reading the data counts bytes of the input files on disk (compressed
+    bytes for .gz/.bz2) against their total size; later passes, which read the
+    example cache, count examples against pass 1's. Without a known total
+    (standard input, a pipe) the bar shows the examples and the rate only."""
+
+    def __init__(self, stream):
+        from rich.console import Console
+        from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+            TextColumn("{task.fields[examples]:>12,} examples  {task.fields[rate]:>9,.0f}/s"),
+            TimeElapsedColumn(), TimeRemainingColumn(),
+            console=Console(file=stream), auto_refresh=True, refresh_per_second=4)
+        self.progress.start()
+        self.task = None
+
+    def start_pass(self, number: int, total) -> None:
+        if self.task is not None:
+            self.progress.stop_task(self.task)
+        self.examples = 0
+        self.task = self.progress.add_task(f"pass {number}", total=total, examples=0, rate=0.0)
+
+    def advance(self, done, examples: int) -> None:
+        """``examples`` more examples were read; ``done``: bytes read so far, or
+        None to count examples."""
+        self.examples += examples
+        elapsed = self.progress.tasks[self.task].elapsed or 0.0
+        self.progress.update(self.task, completed=self.examples if done is None else done,
+                             examples=self.examples, rate=self.examples / elapsed if elapsed > 0 else 0.0)
+
+    def finish_pass(self) -> None:
+        """The pass read everything: show it at 100%."""
+        if self.task is None:  # no input at all
+            return
+        task = self.progress.tasks[self.task]
+        if task.total is not None:
+            self.progress.update(self.task, completed=task.total)
+
+    def write(self, text: str) -> None:
+        """Messages (warnings) go above the bar instead of through it."""
+        self.progress.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+
+    def close(self) -> None:
+        self.progress.stop()
 
 
 def _fixed(x, digits=6):

@@ -25,11 +25,11 @@ from olcli.engine.format import format_predictions
 from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, UNBOUNDED_LOSSES
 from olcli.engine.registry import ALGORITHMS
 from olcli.errors import DataError, Diverged
-from olcli.inputs import CHUNK_BYTES, detect_format, read_chunks
+from olcli.inputs import CHUNK_BYTES, detect_format, input_size, read_chunks
 from olcli.model import COUNTER_NAMES, Model
 from olcli.names import name_of
 from olcli.parsing import FeatureSpec, parse_chunk
-from olcli.report import ProgressTable, progress_records, summarize
+from olcli.report import ProgressBar, ProgressTable, progress_records, summarize
 from olcli.signals import StopSignals
 
 MAX_WARNINGS = 5
@@ -43,6 +43,7 @@ class RunOptions:
     input_format: str = "auto"     # auto | vw | libsvm
     strict: bool = False
     quiet: bool = False
+    progress: bool = False         # --progress: a bar instead of the table, on a terminal
     chunk_bytes: int = CHUNK_BYTES
     passes: int = 1
     holdout_period: int = 10       # used when passes > 1; 0 = --holdout-off
@@ -127,6 +128,8 @@ def run(model: Model, options: RunOptions, predictions: PredictionWriter | None 
                 for item in session.pass_chunks(pass_number, signals):
                     session.process(*item)
                     signals.check()
+                if session.bar is not None:
+                    session.bar.finish_pass()
                 if session.end_pass():
                     break
     finally:
@@ -153,7 +156,11 @@ class _Session:
         self.progress = np.zeros((driver.MAX_PROGRESS_ROWS, driver.N_PROGRESS_COLUMNS))
         self.counters = np.array([model.counters[name] for name in COUNTER_NAMES])
         self.features = FeatureSpec.build(model.interactions, model.ignore, model.keep, model.ignore_linear)
-        self.table = None if options.quiet else ProgressTable(stderr)
+        self.table = None if options.quiet or options.progress else ProgressTable(stderr)
+        self.bar = ProgressBar(stderr) if options.progress and _is_terminal(stderr) else None
+        if self.bar is not None:
+            self.stderr = self.bar  # warnings are printed above the bar
+        self.pass_examples = 0
         self.records = []
         self.input_format = None if options.input_format == "auto" else options.input_format
         self.pass_number = 0
@@ -199,12 +206,18 @@ class _Session:
                 if not self.options.kill_cache and example_cache.usable(self.cache_path, header, self.options.sources):
                     self.cache_reused = True
             if not self.cache_reused:
+                self._start_bar(input_size(self.options.sources))  # bytes of the files
                 yield from self._parse_sources(signals, header)
                 return
             if self.input_format is None:
                 self._set_format(example_cache.header(self.cache_path)["format"], self.cache_path)
+        self._start_bar(self.pass_examples if pass_number > 1 else None)  # examples in the cache
         for cached in example_cache.read(self.cache_path):
-            yield cached, cached.data, None, None
+            yield cached, cached.data, None, None, None
+
+    def _start_bar(self, total) -> None:
+        if self.bar is not None:
+            self.bar.start_pass(self.pass_number, total)
 
     def _parsed_ahead(self, signals):
         """(chunk, parsed chunk) in input order.
@@ -264,8 +277,12 @@ class _Session:
     def _parse_sources(self, signals, header):
         model, options = self.model, self.options
         writer = None
+        done_before, last_position = 0, 0  # bytes of the files read before this one; of this one
         try:
             for chunk, parsed in self._parsed_ahead(signals):
+                if chunk.first_line == 1:  # the first chunk of the next input
+                    done_before += last_position
+                last_position = chunk.position or 0
                 stop = None
                 if parsed.bad_lines and options.strict:
                     # Learn what precedes the bad line, then stop.
@@ -285,7 +302,8 @@ class _Session:
                         options.names.add(named, chunk.data)
                     if options.audit:
                         self.audit_chunk = named
-                yield parsed, chunk.data, stop, (chunk.source, chunk.first_line)
+                done = None if chunk.position is None else done_before + chunk.position
+                yield parsed, chunk.data, stop, (chunk.source, chunk.first_line), done
             if writer is not None:
                 writer.commit()
                 writer = None
@@ -318,7 +336,8 @@ class _Session:
 
     # --- one chunk ---
 
-    def process(self, parsed, data, stop, origin=None) -> None:
+    def process(self, parsed, data, stop, origin=None, done=None) -> None:
+        """One chunk; ``done``: bytes of the input files read so far (None when unknown)."""
         self.origin, self.parsed = origin, parsed
         if self.audit_chunk is not None:
             named, self.audit_chunk = self.audit_chunk, None
@@ -326,6 +345,10 @@ class _Session:
                 self._audit_example(parsed, named, data, e)
         else:
             self._run(parsed, data, 0, parsed.n_examples)
+        if self.pass_number == 1:
+            self.pass_examples += parsed.n_examples
+        if self.bar is not None:
+            self.bar.advance(done, parsed.n_examples)
         if stop is not None:
             self.result.bad_lines += 1
             self.result.bad_line_samples.append(str(stop))
@@ -397,6 +420,8 @@ class _Session:
 
     def finish(self, elapsed: float) -> None:
         model = self.model
+        if self.bar is not None:
+            self.bar.close()
         if self.cache_temporary and self.cache_path and os.path.exists(self.cache_path):
             os.unlink(self.cache_path)
         if self.best_snapshot is not None and self.best_pass != self.pass_number:
@@ -442,6 +467,13 @@ class _Span:
     def __init__(self, parsed, first, last):
         self.n_examples = last - first
         self.tags = parsed.tags[first:last]
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _report_bad_lines(bad_lines: list, result: RunResult, stderr) -> None:
