@@ -5,7 +5,7 @@ parser never sees a line cut in two. A UTF-8 byte order mark at the start of a
 source is dropped. A chunk is read in pieces of READ_PIECE bytes, so that when a
 damaged archive stops the stream, the whole lines before the damage are still
 delivered (less at most one piece) before the error. Each chunk also carries how far
-into its file (in bytes on disk, compressed for .gz/.bz2) reading had come, for
+into the inputs (in bytes on disk, compressed for .gz/.bz2) reading had come, for
 ``--progress``.
 """
 
@@ -32,7 +32,7 @@ class Chunk:
     source: str        # file name as given, or "<stdin>"
     first_line: int    # 1-based number of the chunk's first line in its source
     data: np.ndarray   # uint8, whole lines
-    position: int | None = None  # bytes of the file on disk read so far; None for stdin
+    position: int | None = None  # bytes on disk read so far, earlier inputs included; None for stdin
 
 
 def display_name(path: str) -> str:
@@ -86,13 +86,16 @@ def check_readable(paths: Sequence[str]) -> None:
 
 
 def read_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
+    before = 0  # bytes on disk of the inputs already read
     for path in paths:
         name = display_name(path)
         stream, raw = open_source(path)
         try:
             for chunk in _chunks_of(stream, name, chunk_bytes):
-                chunk.position = None if raw is None else raw.tell()
+                chunk.position = None if raw is None else before + raw.tell()
                 yield chunk
+            if raw is not None:
+                before += raw.tell()
         except _READ_ERRORS as exc:
             raise DataError(f"cannot read {name}: {exc}") from exc
         finally:

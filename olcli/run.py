@@ -277,12 +277,8 @@ class _Session:
     def _parse_sources(self, signals, header):
         model, options = self.model, self.options
         writer = None
-        done_before, last_position = 0, 0  # bytes of the files read before this one; of this one
         try:
             for chunk, parsed in self._parsed_ahead(signals):
-                if chunk.first_line == 1:  # the first chunk of the next input
-                    done_before += last_position
-                last_position = chunk.position or 0
                 stop = None
                 if parsed.bad_lines and options.strict:
                     # Learn what precedes the bad line, then stop.
@@ -302,8 +298,7 @@ class _Session:
                         options.names.add(named, chunk.data)
                     if options.audit:
                         self.audit_chunk = named
-                done = None if chunk.position is None else done_before + chunk.position
-                yield parsed, chunk.data, stop, (chunk.source, chunk.first_line), done
+                yield parsed, chunk.data, stop, (chunk.source, chunk.first_line), chunk.position
             if writer is not None:
                 writer.commit()
                 writer = None
