@@ -2,7 +2,7 @@
 
     pip install ".[bench]" && python benchmarks/bench_vs_vw.py [--runs 3] [--data DIR]
 
-Files: a generated 1M-line click log (benchmarks/make_click_log.py, fixed seed; also a
+Files: a generated 1M-line click log (olcli/datagen.py's click, fixed seed; also a
 4M-line one to show that memory does not grow with the input), ../shared/data/sst2/train.vw
 (text) and ../shared/data/a9a/train.vw. For each file olcli (default algorithm, logistic
 loss, -b 18) and VW (`python -m vowpalwabbit`, logistic loss, -b 18) run alternately after one

@@ -2,7 +2,8 @@
 
 bench_vs_vw.py and float32_state.py take ``--runs``, ``--data`` (the folder holding
 sst2/ and a9a/, by default ../shared/data next to the repository) and ``--work``
-(where the generated click logs are kept between runs).
+(where the generated files are kept between runs). Generated data comes from
+``olcli.datagen`` (see benchmarks/README.md).
 """
 
 import argparse
@@ -10,10 +11,10 @@ import os
 import sys
 import tempfile
 
-from make_click_log import generate
+from olcli import datagen
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CLICK_LOG_SEED = 7
+SEED = datagen.DEFAULT_SEED
 
 
 def parse_arguments(description: str) -> argparse.Namespace:
@@ -28,10 +29,18 @@ def parse_arguments(description: str) -> argparse.Namespace:
 
 def click_log(args: argparse.Namespace, lines: int) -> str:
     """The generated click log of ``lines`` lines (fixed seed), made on first use."""
-    path = os.path.join(args.work, f"clicks_{lines // 1_000_000}m.vw")
+    return generated(args, "click", lines, f"clicks_{lines // 1_000_000}m.vw")
+
+
+def generated(args: argparse.Namespace, kind: str, lines: int | None = None, name: str | None = None) -> str:
+    """The ``olcli.datagen`` file of ``kind`` (its full size unless ``lines``, the fixed
+    seed), made on first use. The generator writes a temporary file and renames it, so an
+    interrupted run leaves nothing that would be taken for the finished file."""
+    lines = datagen.FULL_LINES[kind] if lines is None else lines
+    path = os.path.join(args.work, name or f"{kind}_{lines}.vw")
     if not os.path.exists(path):
         print(f"generating {path} ...", file=sys.stderr)
-        generate(path, lines, seed=CLICK_LOG_SEED)
+        datagen.write(kind, path, lines, seed=SEED)
     return path
 
 
