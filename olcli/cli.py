@@ -16,7 +16,7 @@ from typing import List, Optional
 import typer
 
 from olcli import __version__
-from olcli.engine.registry import ALGORITHMS
+from olcli.engine.registry import ALGORITHMS, OPTIONS, option_help
 from olcli.errors import OlcliError, UsageError
 
 app = typer.Typer(
@@ -81,9 +81,16 @@ _audit = typer.Option(False, "--audit", rich_help_panel="Readable output",
 _format = typer.Option(Format.auto, "--format", help="Input format; auto decides from the first non-empty line.")
 
 
+_hyper = "Hyper-parameters"
+_features = "Features (VW's namespace options)"
+_passes = "Passes"
+_multiclass = "Multiclass"
+
+
 def _with_algorithm_flags(command):
-    """Add one boolean flag per registered algorithm (--adagrad, --ftrl, ...) to a
-    command; the command receives them in ``**flags``."""
+    """Add, from the registry, one boolean flag per algorithm (--adagrad, --ftrl, ...)
+    and one option per hyper-parameter option (-l, --l1, ...) to a command; the
+    command receives them in ``**flags``."""
     original = signature(command)
     parameters = [p for p in original.parameters.values() if p.kind != p.VAR_KEYWORD]
     for algorithm in ALGORITHMS.values():
@@ -91,6 +98,11 @@ def _with_algorithm_flags(command):
             algorithm.name.replace("-", "_"), Parameter.KEYWORD_ONLY, annotation=bool,
             default=typer.Option(False, f"--{algorithm.name}", help=algorithm.summary,
                                  rich_help_panel="Algorithm (one of)")))
+    for name, option in OPTIONS.items():
+        parameters.append(Parameter(
+            name, Parameter.KEYWORD_ONLY, annotation=Optional[float],
+            default=typer.Option(None, *option.flags, help=option_help(name), show_default=False,
+                                 rich_help_panel=_hyper)))
     command.__signature__ = original.replace(parameters=parameters)
     return command
 
@@ -102,11 +114,6 @@ def _chosen_algorithm(flags: dict) -> str:
     return chosen[0] if chosen else None
 
 
-_hyper = "Hyper-parameters"
-_features = "Features (VW's namespace options)"
-_passes = "Passes"
-_multiclass = "Multiclass"
-
 
 @app.command()
 @_with_algorithm_flags
@@ -116,20 +123,6 @@ def train(
     initial_model: Optional[str] = typer.Option(None, "-i", "--initial-model", help="Continue from this model (all its options and optimizer state)."),
     predictions: Optional[str] = _predictions,
     bits: Optional[int] = typer.Option(None, "-b", "--bits", help="Hash table size 2^N (default 18).", show_default=False),
-    learning_rate: Optional[float] = typer.Option(None, "-l", "--learning-rate", show_default=False, rich_help_panel=_hyper,
-                                                  help="AdaGrad eta (default 0.3), FTRL alpha (0.5), SGD eta (0.5)."),
-    delta: Optional[float] = typer.Option(None, "--delta", show_default=False, rich_help_panel=_hyper,
-                                          help="AdaGrad delta, added to sqrt(sum g^2) (default 1e-6)."),
-    l1: Optional[float] = typer.Option(None, "--l1", show_default=False, rich_help_panel=_hyper,
-                                       help="L1 strength (AdaGrad, AdaGrad dual, FTRL) (default 0)."),
-    l2: Optional[float] = typer.Option(None, "--l2", show_default=False, rich_help_panel=_hyper,
-                                       help="L2 strength (AdaGrad, FTRL) (default 0)."),
-    radius: Optional[float] = typer.Option(None, "--radius", show_default=False, rich_help_panel=_hyper,
-                                           help="AdaGrad: keep every weight in [-R, R] (default none)."),
-    ftrl_beta: Optional[float] = typer.Option(None, "--ftrl-beta", show_default=False, rich_help_panel=_hyper,
-                                              help="FTRL beta (default 1)."),
-    epsilon: Optional[float] = typer.Option(None, "--epsilon", show_default=False, rich_help_panel=_hyper,
-                                            help="ScInOL epsilon (initial wealth) (default 1)."),
     loss: Optional[Loss] = typer.Option(None, "--loss", help="Loss function (default squared).", show_default=False),
     quantile_tau: Optional[float] = typer.Option(None, "--quantile-tau", show_default=False,
                                                  help="Level of --loss quantile, in (0, 1) (default 0.5)."),
@@ -181,8 +174,7 @@ def train(
     """Learn from examples; report progressive validation loss."""
     from olcli import commands
 
-    options = {"learning_rate": learning_rate, "delta": delta, "l1": l1, "l2": l2, "radius": radius,
-               "ftrl_beta": ftrl_beta, "epsilon": epsilon}
+    options = {name: flags.get(name) for name in OPTIONS}
     commands.train(
         sources=data or ["-"], final_model=final_model, initial_model=initial_model,
         predictions=predictions, algorithm=_chosen_algorithm(flags), options=options, bits=bits,
@@ -267,6 +259,23 @@ def inspect(
     from olcli import commands
 
     commands.inspect(model, top, readable, invert_hash)
+
+
+@app.command()
+def plot(
+    reports: List[str] = typer.Argument(..., help="JSON reports written by train or test --report.", show_default=False),
+    output: Optional[str] = typer.Option(None, "-o", "--output", show_default=False,
+                                         help="Write a picture (.png, .svg or .pdf, with Matplotlib); "
+                                              "without -o: a text plot on stdout."),
+    label: Optional[List[str]] = typer.Option(None, "--label", show_default=False,
+                                              help="The runs' names in the legend, in the order of the reports "
+                                                   "(repeatable; default: the file name without .json)."),
+):
+    """Learning curves from reports: progressive loss against examples, holdout loss by pass.
+    Needs the optional extra olcli[plot]."""
+    from olcli import plot as learning_curves
+
+    learning_curves.plot(reports, output=output, labels=label or [])
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -11,25 +11,22 @@ import sys
 import numpy as np
 
 from olcli import model as model_file
-from olcli.engine.registry import ALGORITHMS, DEFAULT_ALGORITHM, OPTION_FLAGS, slots, supporting
-from olcli.errors import Diverged, ModelError, OlcliError, UsageError
-from olcli.inputs import check_readable
-from olcli.report import render_summary, write_json
-from olcli.signals import RunStopped
 from olcli.atomic import atomic_write
-from olcli.commands_support import current_weights
+from olcli.engine import registry
+from olcli.errors import Diverged, OlcliError, UsageError
+from olcli.inputs import check_readable
+from olcli.learner import Learner, check_tau, new_model
 from olcli.names import FeatureNames
 from olcli.readable import write_readable
-from olcli.run import PredictionWriter, RunOptions, RunResult, run
+from olcli.report import render_summary, write_json
+from olcli.run import RunOptions, RunResult, run
+from olcli.signals import RunStopped
+from olcli.sinks import PredictionWriter
 
 class PipeClosed(OlcliError):
     """The reader of -p - went away (e.g. `| head`): stop like SIGPIPE would (141)."""
 
     exit_code = 128 + signal.SIGPIPE
-
-
-DEFAULTS = {"bits": 18, "loss": "squared", "link": "identity", "constant": True}
-MAX_BITS = 30
 
 
 def _check_writable(path: str | None, what: str) -> None:
@@ -44,113 +41,34 @@ def _check_writable(path: str | None, what: str) -> None:
         raise UsageError(f"cannot write {what} {path}: directory {directory} is not writable")
 
 
-# Allowed ranges of the hyper-parameters: (low, low inclusive).
-_RANGES = {"eta": (0.0, False), "alpha": (0.0, False), "epsilon": (0.0, False), "delta": (0.0, True),
-           "l1": (0.0, True), "l2": (0.0, True), "radius": (0.0, True), "beta": (0.0, True)}
-
-
-def resolve_params(algorithm: str, options: dict) -> dict:
-    """CLI options -> the algorithm's parameters; refuses options it does not have."""
-    spec = ALGORITHMS[algorithm]
+def hyper_parameters(algorithm: str, options: dict) -> dict:
+    """CLI options (by the train command's names) -> the algorithm's hyper-parameters;
+    refuses an option the algorithm does not have."""
+    spec = registry.get(algorithm)
     for option, value in options.items():
         if value is not None and option not in spec.options:
-            users = ", ".join(f"--{name}" for name in supporting(option)) or "none"
-            raise UsageError(f"{OPTION_FLAGS[option]} does not apply to --{algorithm} "
+            users = ", ".join(f"--{name}" for name in registry.supporting(option)) or "none"
+            raise UsageError(f"{'/'.join(registry.OPTIONS[option].flags)} does not apply to --{algorithm} "
                              f"(it applies to: {users})")
-    params = dict(spec.params)
-    for option, name in spec.options.items():
-        if options.get(option) is not None:
-            params[name] = float(options[option])
-    for name, value in params.items():
-        low, inclusive = _RANGES[name]
-        if not (value >= low if inclusive else value > low) or value != value or value == float("inf"):
-            flag = OPTION_FLAGS[next(o for o, n in spec.options.items() if n == name)]
-            raise UsageError(f"{flag} must be {'>=' if inclusive else '>'} {low:g} (got {value:g})")
-    if params.get("l1", 0.0) > 0 and params.get("l2", 0.0) > 0 and algorithm == "adagrad":
-        raise UsageError("--adagrad takes --l1 or --l2, not both (the paper's closed forms, "
-                         "Eq. 24 and Eq. 25, are for one at a time); --ftrl takes both")
-    return params
+    return {name: options[option] for option, name in spec.options.items() if options.get(option) is not None}
 
 
-def new_model(algorithm: str, options: dict, bits: int | None, loss: str | None,
-              quantile_tau: float | None, link: str | None, constant: bool | None,
-              multiclass: tuple = ("", 0), copies: int = 1) -> model_file.Model:
-    params = resolve_params(algorithm, options)
-    mode, classes = multiclass
-    if mode == "softmax":
-        if loss not in (None, "logistic"):
-            raise UsageError("--softmax learns the multinomial logistic loss; drop --loss (or use --oaa)")
-        loss = "logistic"
-    bits = DEFAULTS["bits"] if bits is None else bits
-    if not 1 <= bits <= MAX_BITS:
-        raise UsageError(f"-b/--bits must be between 1 and {MAX_BITS} (got {bits})")
-    names = slots(algorithm)
-    check_memory(bits, len(names), classes, copies)
-    state = np.zeros((max(1, classes) * model_file.table_rows(bits), len(names)))
-    return model_file.Model(
-        algorithm=algorithm, params=params, bits=bits,
-        loss=loss or DEFAULTS["loss"], loss_tau=_check_tau(quantile_tau),
-        link=link or DEFAULTS["link"], input_format=None,
-        constant=DEFAULTS["constant"] if constant is None else constant,
-        state=state, slots=names, classes=classes, multiclass=mode)
+def load_learner(path: str, input_format: str = "auto"):
+    """A learner from a model file this olcli can use (checked by model.decode)."""
+    from olcli.learner import Learner
+
+    return Learner.from_model(model_file.load(path), input_format)
 
 
-def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (Linux MemAvailable), if known."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def check_memory(bits: int, n_slots: int, classes: int, copies: int = 1) -> None:
-    """Refuse a table that cannot fit, before allocating it (numpy allocates lazily,
-    so a too large table would otherwise fail in the middle of the run)."""
-    rows = max(1, classes) * model_file.table_rows(bits)
-    needed = rows * n_slots * 8 * copies
-    available = available_memory()
-    if available is not None and needed > available:
-        gib = 1 << 30
-        raise UsageError(
-            f"-b {bits} needs {needed / gib:.1f} GiB for the model table ({rows:,} rows x {n_slots} state "
-            f"slots x 8 bytes{' x ' + str(copies) + ' (the best pass is kept)' if copies > 1 else ''}), "
-            f"but only {available / gib:.1f} GiB of memory is available: use a smaller -b "
-            f"(each step down halves it)")
-
-
-def _check_tau(quantile_tau: float | None) -> float:
-    tau = 0.5 if quantile_tau is None else quantile_tau
-    if not 0.0 < tau < 1.0:
-        raise UsageError(f"--quantile-tau must be between 0 and 1 (got {tau:g})")
-    return tau
-
-
-def load_model(path: str) -> model_file.Model:
-    """A model file this olcli can use (its algorithm must be one it knows)."""
-    model = model_file.load(path)
-    if model.algorithm not in ALGORITHMS:
-        raise ModelError(f"{path} uses algorithm {model.algorithm!r}, unknown to this olcli")
-    return model
-
-
-def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss, quantile_tau,
-                    link, constant, features: dict):
+def _continue_model(path: str, algorithm: str | None, options: dict, settings: dict, input_format: str):
     """Load -i and refuse options that contradict it (it carries its own)."""
-    model = load_model(path)
+    learner = load_learner(path, input_format)
+    model = learner.model
     if algorithm is not None and algorithm != model.algorithm:
         raise UsageError(f"{path} was trained with --{model.algorithm}; drop --{algorithm} to continue it")
-    given = resolve_params(model.algorithm, options) if any(v is not None for v in options.values()) else {}
-    given = {name: given[name] for option, name in ALGORITHMS[model.algorithm].options.items()
-             if options.get(option) is not None}
-    given.update({"bits": bits, "loss": loss, "quantile_tau": quantile_tau, "link": link,
-                  "constant": constant, **features})
+    given = registry.get(model.algorithm).resolve(hyper_parameters(model.algorithm, options))
+    given = {name: given[name] for name in hyper_parameters(model.algorithm, options)}
+    given.update(settings)
     held = {"bits": model.bits, "loss": model.loss, "quantile_tau": model.loss_tau, "link": model.link,
             "constant": model.constant, "interactions": model.interactions, "ignore": model.ignore,
             "keep": model.keep, "ignore_linear": model.ignore_linear, **model.params}
@@ -158,16 +76,15 @@ def _continue_model(path: str, algorithm: str | None, options: dict, bits, loss,
         if value is not None and value != held[name]:
             raise UsageError(f"{path} was trained with {name} = {held[name]!r}, not {value!r}; "
                              f"drop that option to continue with the model's own")
-    return model
+    return learner
 
 
 def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
           loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
           passes=None, progress=False, multiclass=("", 0), probabilities=False, text_outputs=None) -> None:
     text_outputs = text_outputs or {}
+    features = {name: value for name, value in (features or {}).items()}
     mode, classes = multiclass
-    if mode and not 2 <= classes <= 10000:
-        raise UsageError(f"--{mode} takes the number of classes, 2 to 10000 (got {classes})")
     passes = passes or {}
     if passes.get("passes", 1) < 1:
         raise UsageError("--passes must be at least 1")
@@ -183,36 +100,40 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
     _check_writable(predictions, "predictions file")
     _check_writable(report, "report")
     if initial_model:
-        model = _continue_model(initial_model, algorithm, options, bits, loss, quantile_tau, link, constant,
-                                features or {})
+        learner = _continue_model(initial_model, algorithm, options,
+                                  {"bits": bits, "loss": loss, "quantile_tau": quantile_tau, "link": link,
+                                   "constant": constant, **features}, input_format)
+        model = learner.model
         if mode and (mode, classes) != (model.multiclass, model.classes):
             raise UsageError(f"{initial_model} was trained with "
                              f"{'--' + model.multiclass + ' ' + str(model.classes) if model.classes else 'binary/real labels'}; "
                              f"drop --{mode} to continue it")
     else:
+        algorithm = algorithm or registry.DEFAULT_ALGORITHM
         copies = 2 if passes.get("passes", 1) > 1 and passes.get("holdout_period", 10) else 1
-        model = new_model(algorithm or DEFAULT_ALGORITHM, options, bits, loss, quantile_tau, link, constant,
-                          multiclass, copies)
-        for name, value in (features or {}).items():
-            if value is not None:
-                setattr(model, name, value)
-    _check_format(model, input_format)
-    names = FeatureNames(model.block_rows) if text_outputs.get("invert_hash") else None
-    options = RunOptions(sources=sources, learn=True, input_format=input_format,
-                         strict=strict, quiet=quiet, progress=progress, audit=bool(text_outputs.get("audit")),
-                         names=names, **passes)
+        model = new_model(algorithm, loss, bits, features.get("interactions") or (), link=link,
+                          constant=True if constant is None else constant,
+                          ignore=features.get("ignore") or "", keep=features.get("keep") or "",
+                          ignore_linear=features.get("ignore_linear") or "",
+                          oaa=classes if mode == "oaa" else None, softmax=classes if mode == "softmax" else None,
+                          quantile_tau=quantile_tau, copies=copies, **hyper_parameters(algorithm, options))
+        learner = Learner.from_model(model, input_format)
+    names = FeatureNames(learner.model.block_rows) if text_outputs.get("invert_hash") else None
+    run_options = RunOptions(sources=sources, learn=True, input_format=input_format,
+                             strict=strict, quiet=quiet, progress=progress, audit=bool(text_outputs.get("audit")),
+                             names=names, **passes)
     try:
-        _execute(model, options, predictions, link or model.link, report, final_model, probabilities)
+        _execute(learner, run_options, predictions, link or learner.model.link, report, final_model, probabilities)
     finally:
         if text_outputs.get("readable_model"):
-            _write_text(text_outputs["readable_model"], model, None)
+            _write_text(text_outputs["readable_model"], learner, None)
         if names is not None:
-            _write_text(text_outputs["invert_hash"], model, names.names)
+            _write_text(text_outputs["invert_hash"], learner, names.names)
 
 
-def _write_text(path: str, model, names) -> None:
+def _write_text(path: str, learner, names) -> None:
     stream = io.StringIO()
-    write_readable(model, stream, names)
+    write_readable(learner, stream, names)
     atomic_write(path, stream.getvalue().encode("utf-8"))
 
 
@@ -221,34 +142,29 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
     check_readable(sources)
     _check_writable(predictions, "predictions file")
     _check_writable(report, "report")
-    model = load_model(initial_model)
+    learner = load_learner(initial_model, input_format)
     if loss:
-        model.loss = loss
+        learner.model.loss = loss
     if quantile_tau is not None:
-        model.loss_tau = _check_tau(quantile_tau)
-    _check_format(model, input_format)
-    options = RunOptions(sources=sources, learn=False, input_format=input_format,
-                         strict=strict, quiet=quiet, progress=progress, audit=audit)
-    _execute(model, options, predictions, link or model.link, report, None, probabilities)
+        learner.model.loss_tau = check_tau(quantile_tau)
+    run_options = RunOptions(sources=sources, learn=False, input_format=input_format,
+                             strict=strict, quiet=quiet, progress=progress, audit=audit)
+    _execute(learner, run_options, predictions, link or learner.model.link, report, None, probabilities)
 
 
-def _check_format(model, input_format: str) -> None:
-    if input_format != "auto" and model.input_format and input_format != model.input_format:
-        raise UsageError(f"the model was trained on {model.input_format} input; "
-                         f"--format {input_format} would hash features differently")
-
-
-def _execute(model, options: RunOptions, predictions_path, link, report_path, model_path,
+def _execute(learner, options: RunOptions, predictions_path, link, report_path, model_path,
              probabilities=False) -> None:
     """Run, then always keep what was learned: the model is saved (atomically) even
     when the run stops on an error or an interrupt, and the report says so."""
+    model = learner.model
     if probabilities and not model.classes:
         link = "logistic"  # binary: --probabilities is --link logistic
-    writer = PredictionWriter(predictions_path, link, model, probabilities) if predictions_path else None
+    writer = (PredictionWriter(predictions_path, link, model.classes, model.multiclass == "softmax", probabilities)
+              if predictions_path else None)
     outcome = None
     result = RunResult(report={})
     try:
-        run(model, options, writer, result=result)
+        run(learner, options, writer, result=result)
     except KeyboardInterrupt:  # SIGINT outside the chunk loop (olcli/signals.py handles it inside)
         outcome = RunStopped(signal.SIGINT)
     except BrokenPipeError:
@@ -262,20 +178,20 @@ def _execute(model, options: RunOptions, predictions_path, link, report_path, mo
             except BrokenPipeError:
                 outcome = outcome or PipeClosed("the program reading the predictions closed the pipe")
     if outcome is None and not np.isfinite(model.state).all():
-        outcome = Diverged("the model's weights are not finite numbers; lower -l/--learning-rate")
+        outcome = Diverged(f"the model's weights are not finite numbers; {learner.divergence_advice()}")
     write_model = bool(model_path) and not isinstance(outcome, Diverged)
     if write_model:
-        model_file.save(model, model_path)
+        learner.save(model_path)
+    examples = int(learner.counters["examples"])
     if isinstance(outcome, Diverged):
         outcome.args = (f"{outcome}. No model was written" + (f" ({model_path} is unchanged)" if model_path else ""),)
     elif outcome is not None and write_model:
-        outcome.args = (f"{outcome}; the model learned so far ({int(model.counters['examples'])} "
-                        f"examples) was written to {model_path}",)
+        outcome.args = (f"{outcome}; the model learned so far ({examples} examples) was written to {model_path}",)
     report = dict(result.report)
     report.update({"complete": outcome is None, "stopped_by": None if outcome is None else str(outcome),
                    "command": "train" if options.learn else "test",
                    "inputs": list(options.sources), "model_out": model_path if write_model else None,
-                   "model_examples": int(model.counters["examples"])})
+                   "model_examples": examples})
     if report_path:
         write_json(report_path, report)
     if not options.quiet:
@@ -285,24 +201,25 @@ def _execute(model, options: RunOptions, predictions_path, link, report_path, mo
 
 
 def inspect(path: str, top: int, readable: bool = False, invert_hash: list | None = None) -> None:
-    model = load_model(path)
+    learner = load_learner(path)
+    model = learner.model
     if readable or invert_hash:
         names = None
         if invert_hash:
             check_readable(invert_hash)
             collected = FeatureNames(model.block_rows)
-            run(model, RunOptions(sources=list(invert_hash), learn=False, quiet=True, names=collected),
+            run(learner, RunOptions(sources=list(invert_hash), learn=False, quiet=True, names=collected),
                 stderr=io.StringIO())
             names = collected.names
-        write_readable(model, sys.stdout, names)
+        write_readable(learner, sys.stdout, names)
         return
     header = model.file_header
-    weights = current_weights(model)
+    weights = learner.weights().reshape(-1)
     nonzero = np.flatnonzero(weights)
     out = sys.stdout
     out.write(f"model: {path}\n")
     out.write(f"format version: {header['format_version']} (olcli {header['olcli_version']})\n")
-    out.write(f"algorithm: {model.algorithm}  ({ALGORITHMS[model.algorithm].paper})\n")
+    out.write(f"algorithm: {model.algorithm}  ({registry.get(model.algorithm).paper})\n")
     out.write("hyper-parameters: " + ", ".join(f"{k}={v:g}" for k, v in model.params.items()) + "\n")
     out.write(f"bits: {model.bits}  loss: {model.loss}  link: {model.link}  "
               f"input format: {model.input_format}  constant: {'yes' if model.constant else 'no'}\n")
@@ -311,7 +228,7 @@ def inspect(path: str, top: int, readable: bool = False, invert_hash: list | Non
                   f"keep: {model.keep or '-'}  ignore-linear: {model.ignore_linear or '-'}\n")
     out.write(f"state slots: {', '.join(model.slots)}  rows: {model.rows} "
               f"(constant at row {model.rows - 1})\n")
-    out.write("counters: " + ", ".join(f"{k}={v:g}" for k, v in model.counters.items()) + "\n")
+    out.write("counters: " + ", ".join(f"{k}={v:g}" for k, v in learner.counters.items()) + "\n")
     out.write(f"non-zero weights: {nonzero.size}\n")
     order = nonzero[np.argsort(-np.abs(weights[nonzero]), kind="stable")][:top]
     if order.size:

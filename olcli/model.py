@@ -23,16 +23,14 @@ import numpy as np
 
 from olcli import __version__
 from olcli.atomic import atomic_write
-from olcli.errors import ModelError
+from olcli.engine.records import COUNTER_NAMES, N_COUNTERS
+from olcli.engine.registry import ALGORITHMS
+from olcli.errors import ModelError, UsageError
 
 MAGIC = b"OLCLIMDL"
 FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sII")
 _CHECKSUM_BYTES = 32
-
-COUNTER_NAMES = ("rounds", "examples", "labeled_examples", "weighted_examples",
-                 "weighted_labels", "loss_sum", "total_features")
-
 
 @dataclass
 class Model:
@@ -52,7 +50,7 @@ class Model:
     ignore_linear: str = ""    # namespace letters used only inside interactions
     classes: int = 0           # K for --oaa/--softmax K (state: K blocks of block_rows), else 0
     multiclass: str = ""       # "oaa" or "softmax"
-    counters: dict = field(default_factory=lambda: {name: 0.0 for name in COUNTER_NAMES})
+    counters: np.ndarray = field(default_factory=lambda: np.zeros(N_COUNTERS))  # records.C_* slots
     file_header: dict | None = None   # the header as read from a file, for inspect
 
     @property
@@ -85,7 +83,7 @@ class Model:
                 "hash": "murmur3_x86_32(feature, seed=murmur3_x86_32(namespace, 0)) & (2**bits - 1)",
             },
             "multiclass": {"mode": self.multiclass, "classes": self.classes},
-            "counters": dict(self.counters),
+            "counters": dict(zip(COUNTER_NAMES, self.counters.tolist())),
             "state": {"slots": list(self.slots), "rows": self.rows, "dtype": "<f8"},
         }
 
@@ -159,18 +157,39 @@ def decode(raw: bytes, path: str) -> Model:
                 raise ModelError(f"{path} is corrupted (state has {len(payload)} bytes, "
                                  f"expected {rows * n_slots * 8})")
             state = np.frombuffer(payload, "<f8").reshape(rows, n_slots).copy()
-        return Model(
+        model = Model(
             algorithm=header["algorithm"], params=dict(header["params"]), bits=int(header["bits"]),
             loss=header["loss"], loss_tau=float(header["quantile_tau"]), link=header["link"], input_format=header["input"]["format"],
             constant=bool(header["input"]["constant"]), state=state, slots=slots,
             interactions=list(header["input"]["interactions"]), ignore=header["input"]["ignore"],
             keep=header["input"]["keep"], ignore_linear=header["input"]["ignore_linear"],
             classes=int(header["multiclass"]["classes"]), multiclass=header["multiclass"]["mode"],
-            counters={name: float(header["counters"].get(name, 0.0)) for name in COUNTER_NAMES},
+            counters=np.array([float(header["counters"].get(name, 0.0)) for name in COUNTER_NAMES]),
             file_header=header,
         )
+        _check_algorithm(model, path)
+        return model
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelError(f"{path} is corrupted (header field missing or invalid: {exc})") from exc
+
+
+def _check_algorithm(model: Model, path: str) -> None:
+    """A model is only ever run by the algorithm it names, with its own slots and
+    hyper-parameters in their ranges."""
+    algorithm = ALGORITHMS.get(model.algorithm)
+    if algorithm is None:
+        raise ModelError(f"{path} uses algorithm {model.algorithm!r}, unknown to this olcli "
+                         f"(it knows: {', '.join(ALGORITHMS)})")
+    if tuple(model.slots) != algorithm.slots:
+        raise ModelError(f"{path} is corrupted (state slots {list(model.slots)} do not match "
+                         f"--{model.algorithm}'s {list(algorithm.slots)})")
+    if set(model.params) != set(algorithm.defaults):
+        raise ModelError(f"{path} is corrupted (hyper-parameters {sorted(model.params)} do not match "
+                         f"--{model.algorithm}'s {sorted(algorithm.defaults)})")
+    try:
+        algorithm.resolve(model.params)
+    except UsageError as exc:
+        raise ModelError(f"{path} is corrupted ({exc})") from None
 
 
 def save(model: Model, path: str) -> None:

@@ -6,6 +6,7 @@ import numpy as np
 
 from olcli.engine import parse as kernels
 from olcli.engine.features import IGNORED, LINEAR_IGNORED, MAX_INTERACTION, WILDCARD
+from olcli.engine.records import Batch
 from olcli.inputs import Chunk
 
 MESSAGES = {
@@ -111,3 +112,11 @@ def parse_chunk(chunk: Chunk, input_format: str, bits: int, constant: bool,
         ))
     return ParsedChunk(n_examples, labels, importance, base, tags, example_line,
                        row_ptr, index, value, feature_count, bad_lines, n_lines, names)
+
+
+def batch_of(parsed, first: int = 0, last: int | None = None) -> Batch:
+    """Examples first..last-1 of a parsed chunk (parsed text or a cached chunk) as
+    the kernels' Batch record (no copy)."""
+    last = parsed.n_examples if last is None else last
+    return Batch(parsed.labels[first:last], parsed.importance[first:last], parsed.base[first:last],
+                 parsed.row_ptr[first:last + 1], parsed.index, parsed.value, parsed.feature_count[first:last])

@@ -3,15 +3,14 @@
 
 import numpy as np
 
-from olcli.commands_support import current_weights
 
-
-def write_readable(model, stream, names: dict | None = None) -> None:
+def write_readable(learner, stream, names: dict | None = None) -> None:
     """A header of ``# key: value`` lines, then one line per row with any
     non-zero state: ``[name:]index:weight slot=value ...``; for multiclass the
     index is ``class/index``. With ``names``, rows never named in the run are
     left out and counted in the header."""
-    weights = current_weights(model)
+    model = learner.model
+    weights = learner.weights().reshape(-1)
     rows = np.flatnonzero(np.any(model.state != 0.0, axis=1) | (weights != 0.0))
     stream.write(f"# olcli model, algorithm {model.algorithm} "
                  + " ".join(f"{k}={v:g}" for k, v in sorted(model.params.items())) + "\n")

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from olcli.atomic import atomic_write
-from olcli.engine.driver import (
+from olcli.engine.records import (
     R_AVERAGE_LOSS, R_COUNTER, R_FEATURES, R_LABEL, R_PREDICTION, R_SINCE_LAST, R_WEIGHT,
     S_CORRECT, S_EXAMPLES, S_FEATURES, S_LABEL_SQUARES, S_LABEL_SUM, S_LABELED, S_LOG_LOSS, S_LOSS,
     S_NEGATIVE, S_OTHER_LABELS, S_POSITIVE, S_WEIGHT,
@@ -78,9 +78,9 @@ def progress_records(rows: np.ndarray, holdout: bool = False) -> list:
     } for row in rows]
 
 
-def summarize(stats: np.ndarray, auc_histogram: np.ndarray, loss: str, elapsed: float,
-              classes: int = 0) -> dict:
-    """The run's numbers. Multiclass: average loss is the 0/1 error, plus the log loss."""
+def summarize(stats: np.ndarray, auc_histogram: np.ndarray, loss: str, classes: int = 0) -> dict:
+    """The numbers of a learner's tally (Learner.summary, the report). Multiclass:
+    average loss is the 0/1 error, plus the log loss."""
     weight = stats[S_WEIGHT]
     constant, constant_loss = (None, None) if classes else best_constant(loss, stats)
     binary = not classes and stats[S_OTHER_LABELS] == 0 and stats[S_POSITIVE] + stats[S_NEGATIVE] > 0
@@ -97,8 +97,6 @@ def summarize(stats: np.ndarray, auc_histogram: np.ndarray, loss: str, elapsed: 
         "accuracy": float(stats[S_CORRECT] / weight) if (binary or classes) and weight > 0 else None,
         "multiclass_log_loss": _number(stats[S_LOG_LOSS] / weight) if classes and weight > 0 else None,
         "auc": auc_from_histogram(auc_histogram) if binary else None,
-        "elapsed_seconds": elapsed,
-        "examples_per_second": examples / elapsed if elapsed > 0 else None,
     }
 
 

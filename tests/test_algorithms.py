@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from olcli import model as model_file
-from olcli.engine import driver, losses
-from olcli.engine.registry import ALGORITHMS, slots
+from olcli.engine.records import Batch, new_tally
+from olcli.engine.registry import ALGORITHMS
+from olcli.learner import Learner
 
 
 @pytest.mark.parametrize("args,message", [
@@ -65,16 +66,9 @@ def _predictions(name, rows, multipliers, loss="logistic"):
     index = np.concatenate([r[0] for r in rows])
     value = np.concatenate([r[1] * multipliers[r[0]] for r in rows])
     labels = np.array([r[2] for r in rows])
-    predictions = np.empty(len(rows))
-    state = np.zeros((dim, len(slots(name))))
-    params = np.array(list(ALGORITHMS[name].params.values()))
-    clip = 1.0 if loss in losses.UNBOUNDED_LOSSES else 0.0
-    driver.run_chunk(ALGORITHMS[name].code, state, params, losses.LOSS_CODES[loss], np.array([0.5, clip]),
-                     True, np.zeros(len(driver.COUNTER_NAMES)), len(rows), labels, np.ones(len(rows)),
-                     np.zeros(len(rows)), row_ptr, index, value, np.diff(row_ptr), predictions, driver.new_stats(),
-                     np.zeros((2, driver.AUC_BINS)), np.zeros((driver.MAX_PROGRESS_ROWS, 7)),
-                     driver.new_holdout())
-    return predictions
+    learner = Learner(name, loss=loss, bits=4)  # 17 rows: the stream's dim rows and unused ones
+    batch = Batch(labels, np.ones(len(rows)), np.zeros(len(rows)), row_ptr, index, value, np.diff(row_ptr))
+    return learner.process(batch, True, new_tally()).predictions
 
 
 @settings(max_examples=40, deadline=None)

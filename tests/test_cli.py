@@ -10,6 +10,7 @@ import zlib
 import numpy as np
 import pytest
 
+import olcli
 from olcli import model as model_file
 
 TRAIN_LINES = 6000
@@ -80,7 +81,7 @@ def test_archive_damaged_late_keeps_the_lines_before_the_damage(cli, sample, tmp
     least = data[:readable - READ_PIECE].count(b"\n")
     code, _, err = cli("train", "late.vw.gz", "--loss", "logistic", "-f", "m.olm", "--quiet")
     assert code == 1 and "late.vw.gz" in err
-    learned = int(model_file.load("m.olm").counters["examples"])
+    learned = int(olcli.load("m.olm").counters["examples"])
     assert least <= learned <= most
     assert f"({learned} examples) was written to m.olm" in err
 
@@ -164,7 +165,7 @@ def test_bad_lines_are_skipped_counted_and_named(cli, tmp_path):
     assert report["bad_lines"] == 2 and report["examples"] == 3
     code, _, err = cli("train", "d.vw", "--strict", "-f", "m.olm")
     assert code == 1 and "d.vw line 2" in err and "--strict" in err
-    assert "(1 examples)" in err and model_file.load("m.olm").counters["examples"] == 1
+    assert "(1 examples)" in err and olcli.load("m.olm").counters["examples"] == 1
 
 
 @pytest.mark.parametrize("args,code,message", [
@@ -221,7 +222,7 @@ def test_real_subprocess_pipe(sample, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(TEST_LINES)
     assert "finished run" in done.stderr
-    assert model_file.load(str(tmp_path / "m.olm")).counters["examples"] == TRAIN_LINES
+    assert olcli.load(tmp_path / "m.olm").counters["examples"] == TRAIN_LINES
 
 
 @pytest.mark.parametrize("flag", ["--help", "--version"])
@@ -253,7 +254,7 @@ def test_signal_while_waiting_for_input_keeps_what_was_learned(sample, tmp_path,
     assert process.returncode == code, err
     learned = data[:CHUNK_BYTES].count(b"\n")
     assert f"({learned} examples) was written to m.olm" in err
-    assert model_file.load(str(tmp_path / "m.olm")).counters["examples"] == learned
+    assert olcli.load(tmp_path / "m.olm").counters["examples"] == learned
     report = json.load(open(tmp_path / "r.json"))
     assert report["complete"] is False and "interrupted" in report["stopped_by"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.olm", "r.json"]
@@ -266,7 +267,7 @@ def test_closed_predictions_pipe_keeps_the_model(sample, tmp_path):
     assert done.stdout.count("\n") == 1
     assert done.stderr.strip().splitlines()[-1] == "141"
     assert "closed the pipe" in done.stderr and "was written to m.olm" in done.stderr
-    assert model_file.load(str(tmp_path / "m.olm")).counters["examples"] > 0
+    assert olcli.load(tmp_path / "m.olm").counters["examples"] > 0
 
 
 def test_data_in_another_format_than_the_model_is_refused(cli, sample):

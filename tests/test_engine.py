@@ -5,8 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from olcli.engine import driver, losses
+from olcli.engine import losses
+from olcli.engine.records import C_ROUNDS, S_LOSS, S_WEIGHT, Batch, new_tally
 from olcli.engine.registry import ALGORITHMS
+from olcli.learner import Learner
 from tests import naive
 
 BITS = 6
@@ -60,109 +62,90 @@ def pack(examples):
             np.concatenate([ex[0] for ex in examples]), np.concatenate([ex[1] for ex in examples]))
 
 
-def params_array(name, params):
-    return np.array([params[p] for p in ALGORITHMS[name].params], dtype=np.float64)
+def learner(name, loss="logistic", params=None, tau=0.3):
+    """A learner over a table of ROWS rows (the stream's last row is the constant)."""
+    return Learner(name, loss=loss, bits=BITS, quantile_tau=tau, **(params or {}))
 
 
-def loss_params(name, loss, tau):
-    clip = ALGORITHMS[name].unbounded_loss_clipped and loss in losses.UNBOUNDED_LOSSES
-    return np.array([tau, 1.0 if clip else 0.0])
+def clipped(name, loss):
+    return ALGORITHMS[name].unbounded_loss_clipped and loss in losses.UNBOUNDED_LOSSES
 
 
-def run(name, state, examples, loss, params, learn=True, counters=None, tau=0.3):
+def run(learner, examples, learn=True):
+    """The examples through the learner's one door (Learner.process): (predictions, stats)."""
     labels, importance, base, row_ptr, index, value = pack(examples)
-    predictions = np.empty(len(examples))
-    stats = driver.new_stats()
-    counters = np.zeros(len(driver.COUNTER_NAMES)) if counters is None else counters
-    driver.run_chunk(ALGORITHMS[name].code, state, params_array(name, params), losses.LOSS_CODES[loss],
-                     loss_params(name, loss, tau), learn, counters, len(examples), labels, importance,
-                     base, row_ptr, index, value, np.diff(row_ptr), predictions, stats,
-                     np.zeros((2, driver.AUC_BINS)), np.zeros((driver.MAX_PROGRESS_ROWS, 7)),
-                     driver.new_holdout())
-    return predictions, stats
-
-
-def new_state(name):
-    from olcli.engine.registry import slots
-
-    return np.zeros((ROWS, len(slots(name))))
+    tally = new_tally()
+    done = learner.process(Batch(labels, importance, base, row_ptr, index, value, np.diff(row_ptr)), learn, tally)
+    return done.predictions, tally.stats
 
 
 @pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize("name,variant", CASES, ids=[f"{n}-{i}" for n, v in VARIANTS.items() for i in range(len(v))])
 def test_engine_matches_the_paper_step_by_step(name, variant, loss):
-    params = {**ALGORITHMS[name].params, **variant}
+    params = {**ALGORITHMS[name].defaults, **variant}
     tau = 0.3
-    clip = bool(loss_params(name, loss, tau)[1])
+    clip = clipped(name, loss)
     examples = sparse_stream(seed=hash((name, loss, str(variant))) % 10000, n=150, loss=loss)
     reference = naive.REFERENCES[name](ROWS, params)
-    state = new_state(name)
-    counters = np.zeros(len(driver.COUNTER_NAMES))
+    fast = learner(name, loss, variant, tau)
     for step, (index, value, label, importance, base) in enumerate(examples):
-        (p,), _ = run(name, state, [(index, value, label, importance, base)], loss, params,
-                      counters=counters, tau=tau)
+        (p,), _ = run(fast, [(index, value, label, importance, base)])
         features = dict(zip(index.tolist(), value.tolist()))
         if importance > 0 and not math.isnan(label):
             expected = reference.learn(features, label, importance, loss, tau, base, clip)
         else:
             expected = reference.predict(features)
         assert p == pytest.approx(base + expected, rel=1e-9, abs=1e-9), f"prediction {step}"
-        got = driver.weights(ALGORITHMS[name].code, state, params_array(name, params), counters[driver.C_ROUNDS])
+        got = fast.weights()
         want = np.array(reference.weights())
         scale = max(1.0, float(np.max(np.abs(want))))
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * scale, err_msg=f"weights after {step}")
-    assert counters[driver.C_ROUNDS] == reference.t
+    assert fast.model.counters[C_ROUNDS] == reference.t
 
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
 def test_one_chunk_equals_example_by_example(name):
     examples = sparse_stream(seed=7, n=200, loss="logistic")
-    params = dict(ALGORITHMS[name].params)
-    whole = new_state(name)
-    predictions, _ = run(name, whole, examples, "logistic", params)
-    single = new_state(name)
-    counters = np.zeros(len(driver.COUNTER_NAMES))
-    one_by_one = [run(name, single, [ex], "logistic", params, counters=counters)[0][0] for ex in examples]
+    whole = learner(name)
+    predictions, _ = run(whole, examples)
+    single = learner(name)
+    one_by_one = [run(single, [ex])[0][0] for ex in examples]
     assert predictions.tolist() == one_by_one
-    assert np.array_equal(whole, single)
+    assert np.array_equal(whole.model.state, single.model.state)
 
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
 def test_learn_false_never_changes_the_state(name):
-    state = new_state(name)
-    run(name, state, sparse_stream(seed=4, n=100, loss="logistic"), "logistic", dict(ALGORITHMS[name].params))
-    before = state.copy()
-    run(name, state, sparse_stream(seed=5, n=100, loss="logistic"), "logistic",
-        dict(ALGORITHMS[name].params), learn=False,
-        counters=np.full(len(driver.COUNTER_NAMES), 100.0))
-    assert np.array_equal(state, before)
+    fast = learner(name)
+    run(fast, sparse_stream(seed=4, n=100, loss="logistic"))
+    before, counters = fast.model.state.copy(), fast.model.counters.copy()
+    run(fast, sparse_stream(seed=5, n=100, loss="logistic"), learn=False)
+    assert np.array_equal(fast.model.state, before) and np.array_equal(fast.model.counters, counters)
 
 
 def test_progressive_loss_is_charged_before_learning():
     examples = [ex for ex in sparse_stream(seed=3, n=60, loss="logistic") if not math.isnan(ex[2])]
-    state = new_state("adagrad")
-    predictions, stats = run("adagrad", state, examples, "logistic", dict(ALGORITHMS["adagrad"].params))
+    predictions, stats = run(learner("adagrad"), examples)
     expected = sum(h * naive.loss("logistic", p, y) for p, (_, _, y, h, _) in zip(predictions, examples))
-    assert stats[driver.S_LOSS] == pytest.approx(expected, rel=1e-12)
-    assert stats[driver.S_WEIGHT] == sum(ex[3] for ex in examples)
+    assert stats[S_LOSS] == pytest.approx(expected, rel=1e-12)
+    assert stats[S_WEIGHT] == sum(ex[3] for ex in examples)
     assert predictions[0] == examples[0][4]  # first prediction: the zero model plus base
 
 
 def test_lazy_l1_equals_dense_shrinkage_over_long_gaps():
     # A feature seen once, then absent for many rounds, is shrunk to exactly the
     # dense algorithm's value (here: to zero after enough rounds) when read again.
-    params = {**ALGORITHMS["adagrad"].params, "l1": 0.001}
+    params = {**ALGORITHMS["adagrad"].defaults, "l1": 0.001}
     rare = (np.array([5, ROWS - 1], np.int32), np.array([1.0, 1.0]), 1.0, 1.0, 0.0)
     common = (np.array([7, ROWS - 1], np.int32), np.array([1.0, 1.0]), -1.0, 1.0, 0.0)
     stream = [rare] + [common] * 500 + [rare]
-    state = new_state("adagrad")
+    fast = learner("adagrad", params={"l1": 0.001})
     reference = naive.REFERENCES["adagrad"](ROWS, params)
-    counters = np.zeros(len(driver.COUNTER_NAMES))
     for step, ex in enumerate(stream):
-        (p,), _ = run("adagrad", state, [ex], "logistic", params, counters=counters)
+        (p,), _ = run(fast, [ex])
         expected = reference.learn(dict(zip(ex[0].tolist(), ex[1].tolist())), ex[2], ex[3], "logistic")
         assert p == pytest.approx(expected, rel=1e-9, abs=1e-12)
-    got = driver.weights(0, state, params_array("adagrad", params), counters[driver.C_ROUNDS])
+    got = fast.weights()
     np.testing.assert_allclose(got, reference.weights(), rtol=1e-9, atol=1e-12)
 
 

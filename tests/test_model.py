@@ -6,18 +6,20 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from olcli import model as model_file
+from olcli.engine.records import COUNTER_NAMES
 from olcli.errors import ModelError
 
 
 def make_model(bits=6, fill=0.1, seed=0):
     rng = np.random.default_rng(seed)
-    state = np.zeros((model_file.table_rows(bits), 2))
+    state = np.zeros((model_file.table_rows(bits), 3))
     mask = rng.random(state.shape[0]) < fill
-    state[mask] = rng.normal(size=(mask.sum(), 2))
-    return model_file.Model(algorithm="adagrad", params={"eta": 0.3, "delta": 1e-6}, bits=bits,
+    state[mask] = rng.normal(size=(mask.sum(), 3))
+    return model_file.Model(algorithm="adagrad", params={"eta": 0.3, "delta": 1e-6, "l1": 0.0, "l2": 0.0,
+                                                         "radius": 0.0}, bits=bits,
                             loss="logistic", loss_tau=0.5, link="identity", input_format="vw", constant=True,
-                            state=state, slots=("w", "G"),
-                            counters={name: float(i) + 0.25 for i, name in enumerate(model_file.COUNTER_NAMES)})
+                            state=state, slots=("w", "G", "last"),
+                            counters=np.arange(len(COUNTER_NAMES)) + 0.25)
 
 
 @settings(max_examples=30, deadline=None)
@@ -100,32 +102,15 @@ def test_missing_file_is_a_model_error(tmp_path):
         model_file.load(str(tmp_path / "nope.olm"))
 
 
-class _Capture:
-    """Stands in for the -p writer and keeps the raw predictions."""
-
-    def __init__(self):
-        self.values = []
-
-    def write(self, predictions, parsed, data):
-        self.values.extend(predictions[:parsed.n_examples].tolist())
-
-
 def test_saved_and_loaded_model_predicts_identically(sample, tmp_path):
-    import io
+    import olcli
 
-    from olcli.commands import new_model
-    from olcli.run import RunOptions, run
-
-    trained = new_model("adagrad", {}, 18, "logistic", None, None, None)
-    run(trained, RunOptions([str(sample / "a9a_train.vw")], learn=True, quiet=True), stderr=io.StringIO())
-    model_file.save(trained, str(tmp_path / "m.olm"))
-    loaded = model_file.load(str(tmp_path / "m.olm"))
-    outputs = []
-    for model in (trained, loaded):
-        capture = _Capture()
-        run(model, RunOptions([str(sample / "a9a_test.vw")], learn=False, quiet=True), capture,
-            stderr=io.StringIO())
-        outputs.append(capture.values)
+    trained = olcli.Learner(loss="logistic")
+    trained.learn((sample / "a9a_train.vw").read_bytes())
+    trained.save(tmp_path / "m.olm")
+    loaded = olcli.load(tmp_path / "m.olm")
+    test = (sample / "a9a_test.vw").read_bytes()
+    outputs = [learner.predict(test) for learner in (trained, loaded)]
     assert len(outputs[0]) == 2000
-    assert outputs[0] == outputs[1]
-    assert np.array_equal(trained.state, loaded.state) and trained.counters == loaded.counters
+    assert np.array_equal(outputs[0], outputs[1])
+    assert np.array_equal(trained.model.state, loaded.model.state) and trained.counters == loaded.counters

@@ -5,9 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from olcli.engine import driver, losses, multiclass
-from olcli.engine.registry import ALGORITHMS, slots
+from olcli.engine.multiclass import log_probabilities
+from olcli.engine.records import Batch, new_tally
+from olcli.engine.registry import ALGORITHMS
+from olcli.learner import Learner
 from tests import naive
+
+OAA, SOFTMAX = "oaa", "softmax"
 
 ROWS = 17  # one class block: 16 hashed rows + the constant
 
@@ -25,20 +29,14 @@ def stream(seed, n, classes, dim=ROWS):
 
 
 def run(name, mode, classes, examples, loss="logistic", params=None):
-    params = params or dict(ALGORITHMS[name].params)
-    state = np.zeros((classes * ROWS, len(slots(name))))
-    counters = np.zeros(len(driver.COUNTER_NAMES))
+    """One example at a time through Learner.process (K blocks of ROWS rows)."""
+    learner = Learner(name, loss=loss, bits=4, **{mode: classes}, **(params or {}))
     results = []
     for index, value, label, importance in examples:
-        scores = np.empty((1, classes))
-        predictions = np.empty(1)
-        multiclass.run_chunk_multiclass(
-            ALGORITHMS[name].code, state, np.array(list(params.values())), ROWS, classes, mode,
-            losses.LOSS_CODES[loss], np.array([0.5, 0.0]), True, counters, 1, np.array([label]),
-            np.array([importance]), np.zeros(1), np.array([0, len(index)]), index, value,
-            np.array([len(index)]), scores, predictions, driver.new_stats(), np.zeros((128, 7)),
-            driver.new_holdout())
-        results.append((scores[0].copy(), predictions[0]))
+        batch = Batch(np.array([label]), np.array([importance]), np.zeros(1), np.array([0, len(index)]), index,
+                      value, np.array([len(index)]))
+        done = learner.process(batch, True, new_tally())
+        results.append((done.scores[0].copy(), done.predictions[0]))
     return results
 
 
@@ -46,7 +44,7 @@ def run(name, mode, classes, examples, loss="logistic", params=None):
 def test_multiclass_scinol_is_appendix_g(version, name):
     examples = stream(11 + version, 120, classes=4)
     reference = naive.ScInOLMultivariate(version, ROWS, 4, 1.0)
-    got = run(name, multiclass.SOFTMAX, 4, examples)
+    got = run(name, SOFTMAX, 4, examples)
     for (index, value, label, importance), (scores, predicted) in zip(examples, got):
         x = dict(zip(index.tolist(), value.tolist()))
         if importance > 0:
@@ -58,14 +56,14 @@ def test_multiclass_scinol_is_appendix_g(version, name):
 
 
 @pytest.mark.parametrize("name", ["adagrad", "ftrl", "sgd", "adagrad-dual"])
-@pytest.mark.parametrize("mode", [multiclass.OAA, multiclass.SOFTMAX])
+@pytest.mark.parametrize("mode", [OAA, SOFTMAX])
 def test_multiclass_is_k_copies_with_the_class_gradients(name, mode):
     classes = 3
     examples = stream(5, 100, classes)
-    params = dict(ALGORITHMS[name].params)
+    params = dict(ALGORITHMS[name].defaults)
     copies = [naive.REFERENCES[name](ROWS, params) for _ in range(classes)]
     got = run(name, mode, classes, examples, params=params)
-    gradient = naive.softmax_gradient if mode == multiclass.SOFTMAX else naive.oaa_gradient("logistic")
+    gradient = naive.softmax_gradient if mode == SOFTMAX else naive.oaa_gradient("logistic")
     for (index, value, label, importance), (scores, _) in zip(examples, got):
         x = dict(zip(index.tolist(), value.tolist()))
         expected = [c.predict(x) for c in copies]
@@ -82,9 +80,9 @@ def test_multiclass_is_k_copies_with_the_class_gradients(name, mode):
 def test_log_probabilities():
     scores = np.array([2.0, -1.0, 0.5])
     out = np.empty(3)
-    multiclass.log_probabilities(scores, multiclass.SOFTMAX, out)
+    log_probabilities(scores, True, out)
     np.testing.assert_allclose(np.exp(out), naive.softmax(list(scores)), rtol=1e-12)
-    multiclass.log_probabilities(scores, multiclass.OAA, out)
+    log_probabilities(scores, False, out)
     sig = 1 / (1 + np.exp(-scores))
     np.testing.assert_allclose(np.exp(out), sig / sig.sum(), rtol=1e-12)
 

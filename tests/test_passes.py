@@ -1,5 +1,6 @@
 """--passes: the example cache, holdout, early termination, keeping the best pass."""
 
+import olcli
 import json
 import os
 import time
@@ -26,7 +27,7 @@ def test_passes_report_holdout_loss_and_build_a_cache(cli, sample, tmp_path):
     assert "h (holdout loss of pass" in err and " h " in err
     assert r["cache"] == str(data) + ".olcache" and os.path.exists(r["cache"]) and not r["cache_reused"]
     # held out: every 10th example is never learned, so 600 of 6000 per pass
-    assert model_file.load("m.olm").counters["rounds"] == 3 * 5400
+    assert olcli.load("m.olm").counters["rounds"] == 3 * 5400
 
 
 def test_cache_is_reused_and_invalidated(cli, sample, tmp_path):
@@ -67,7 +68,7 @@ def test_holdout_off_learns_everything_and_reports_progressive_loss(cli, sample,
     assert cli("train", "a.vw", "--loss", "logistic", "--passes", "2", "--holdout-off", "-f", "m.olm",
                "--quiet", "--report", "r.json")[0] == 0
     assert report()["average_loss_is_holdout"] is False and report()["holdout_losses"] == []
-    assert model_file.load("m.olm").counters["rounds"] == 12000
+    assert olcli.load("m.olm").counters["rounds"] == 12000
 
 
 def noise(tmp_path, n=2000, seed=3):

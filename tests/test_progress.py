@@ -11,10 +11,11 @@ import sys
 
 import pytest
 
-from olcli import model as model_file
-from olcli import run as run_module
+import olcli
+
+from olcli import sinks
 from olcli.inputs import input_size
-from olcli.commands import new_model
+from olcli.learner import Learner
 from olcli.run import RunOptions, run
 
 TRAIN_LINES = 6000
@@ -112,9 +113,9 @@ def test_progress_counts_bytes_on_disk_across_plain_and_compressed_files(sample,
     sources = [str(plain), str(gz), str(bz)]
     sizes = [os.path.getsize(p) for p in sources]
     assert input_size(sources) == sum(sizes)
-    monkeypatch.setattr(run_module, "ProgressBar", _Recorder)
+    monkeypatch.setattr(sinks, "ProgressBar", _Recorder)
     _Recorder.made.clear()
-    model = new_model("adagrad", {}, 18, "logistic", None, None, True, copies=1)
+    model = Learner(loss="logistic")
     result = run(model, RunOptions(sources=sources, learn=True, progress=True, chunk_bytes=50_000),
                  stderr=_Terminal())
     (bar,) = _Recorder.made
@@ -128,9 +129,9 @@ def test_progress_counts_bytes_on_disk_across_plain_and_compressed_files(sample,
 
 
 def test_later_passes_count_examples_against_the_first(sample, tmp_path, monkeypatch):
-    monkeypatch.setattr(run_module, "ProgressBar", _Recorder)
+    monkeypatch.setattr(sinks, "ProgressBar", _Recorder)
     _Recorder.made.clear()
-    model = new_model("adagrad", {}, 18, "logistic", None, None, True, copies=2)
+    model = Learner(loss="logistic")
     run(model, RunOptions(sources=[str(sample / "a9a_train.vw")], learn=True, progress=True, passes=3,
                           early_terminate=5, cache_path=str(tmp_path / "c.olcache")),
         stderr=_Terminal())
@@ -141,9 +142,9 @@ def test_later_passes_count_examples_against_the_first(sample, tmp_path, monkeyp
 
 
 def test_no_bar_when_stderr_is_not_a_terminal(sample, monkeypatch):
-    monkeypatch.setattr(run_module, "ProgressBar", _Recorder)
+    monkeypatch.setattr(sinks, "ProgressBar", _Recorder)
     _Recorder.made.clear()
-    model = new_model("adagrad", {}, 18, "logistic", None, None, True, copies=1)
+    model = Learner(loss="logistic")
     stderr = io.StringIO()
     run(model, RunOptions(sources=[str(sample / "a9a_train.vw")], learn=True, progress=True), stderr=stderr)
     assert _Recorder.made == [] and stderr.getvalue() == ""
@@ -156,4 +157,4 @@ def test_strict_and_skip_bad_lines(cli, tmp_path, flags, code, examples):
     (tmp_path / "d.vw").write_text("1 |f a\n1 |f a:zz\n-1 |f b\n1 |f a\n")
     got, _, err = cli("train", "d.vw", *flags, "-f", "m.olm")
     assert got == code and "d.vw line 2" in err
-    assert model_file.load("m.olm").counters["examples"] == examples
+    assert olcli.load("m.olm").counters["examples"] == examples

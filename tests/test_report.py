@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from olcli.engine import driver
+from olcli.engine.records import AUC_BINS, new_tally
 from olcli.report import ProgressTable, auc_from_histogram, best_constant, progress_records
 from tests import naive
 
@@ -16,8 +17,8 @@ def exact_auc(scores, labels):
 
 
 def histogram_of(scores, labels):
-    histogram = np.zeros((2, driver.AUC_BINS))
-    stats = driver.new_stats()
+    histogram = np.zeros((2, AUC_BINS))
+    stats = new_tally().stats
     for s, y in zip(scores, labels):
         driver._account(stats, histogram, 0.0, y, 1.0, s)
     return histogram, stats
@@ -51,9 +52,9 @@ def brute_force_constant(loss, labels, weights):
 ])
 def test_best_constant_minimises_the_loss(loss, labels):
     weights = [1.0, 2.0, 0.5, 1.0, 1.5]
-    stats = driver.new_stats()
+    stats = new_tally().stats
     for y, w in zip(labels, weights):
-        driver._account(stats, np.zeros((2, driver.AUC_BINS)), 0.0, y, w, 0.0)
+        driver._account(stats, np.zeros((2, AUC_BINS)), 0.0, y, w, 0.0)
     constant, constant_loss = best_constant(loss, stats)
     _, brute_loss = brute_force_constant(loss, labels, weights)
     assert constant_loss == pytest.approx(brute_loss, abs=1e-6)
@@ -74,7 +75,7 @@ def test_progress_table_is_vw_shaped():
 
 @pytest.mark.parametrize("loss,expected", [("logistic", (None, 0.0)), ("hinge", (1.0, 0.0))])
 def test_best_constant_with_one_class(loss, expected):
-    stats = driver.new_stats()
+    stats = new_tally().stats
     for _ in range(3):
-        driver._account(stats, np.zeros((2, driver.AUC_BINS)), 0.0, 1.0, 1.0, 0.0)
+        driver._account(stats, np.zeros((2, AUC_BINS)), 0.0, 1.0, 1.0, 0.0)
     assert best_constant(loss, stats) == expected

@@ -1,5 +1,6 @@
 """Bad input, refusals, divergence, signals, and parser fuzzing (nothing lost, nobody surprised)."""
 
+import olcli
 import json
 import os
 import signal
@@ -202,7 +203,7 @@ def test_signal_during_a_run_writes_the_model_learned_so_far(sample, tmp_path, s
     process.send_signal(signum)
     err = process.communicate(timeout=120)[1].decode()
     assert process.returncode == code, err
-    learned = model_file.load(str(tmp_path / "m.olm")).counters["examples"]
+    learned = olcli.load(tmp_path / "m.olm").counters["examples"]
     assert 65536 <= learned < total
     assert f"({int(learned)} examples) was written to m.olm" in err
     assert json.load(open(tmp_path / "r.json"))["complete"] is False

@@ -29,6 +29,9 @@ import math
 
 from numba import njit
 
+from olcli.engine.driver import run_binary, weights_loop
+from olcli.engine.multiclass import run_multiclass
+
 SLOTS = ("w", "G", "last")
 W, G, LAST = 0, 1, 2
 PARAMS = ("eta", "delta", "l1", "l2", "radius")
@@ -107,3 +110,20 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 def weight(state, i, params, rounds):
     """Row i's weight as of ``rounds`` (lazy shrinkage paid; the state is not changed)."""
     return _settled(state, i, params, rounds)
+
+
+# Entry points, compiled and cached for this algorithm (the loops are in driver.py).
+
+@njit(cache=True, nogil=True)
+def run_chunk(table, settings, batch, tally, predictions):
+    return run_binary(predict, update, table, settings, batch, tally, predictions)
+
+
+@njit(cache=True, nogil=True)
+def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
+    return run_multiclass(predict, update, table, settings, batch, tally, predictions, scores)
+
+
+@njit(cache=True)
+def weights_at(state, params, rounds, rows):
+    return weights_loop(weight, state, params, rounds, rows)

@@ -15,6 +15,9 @@ import math
 
 from numba import njit
 
+from olcli.engine.driver import run_binary, weights_loop
+from olcli.engine.multiclass import run_multiclass
+
 SLOTS = ("u", "G")
 U, G = 0, 1
 PARAMS = ("eta", "delta", "l1")
@@ -53,3 +56,20 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 @njit
 def weight(state, i, params, rounds):
     return _weight(state, i, params, rounds)
+
+
+# Entry points, compiled and cached for this algorithm (the loops are in driver.py).
+
+@njit(cache=True, nogil=True)
+def run_chunk(table, settings, batch, tally, predictions):
+    return run_binary(predict, update, table, settings, batch, tally, predictions)
+
+
+@njit(cache=True, nogil=True)
+def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
+    return run_multiclass(predict, update, table, settings, batch, tally, predictions, scores)
+
+
+@njit(cache=True)
+def weights_at(state, params, rounds, rows):
+    return weights_loop(weight, state, params, rounds, rows)

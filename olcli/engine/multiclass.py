@@ -24,19 +24,16 @@ import math
 import numpy as np
 from numba import njit
 
-from olcli.engine.driver import (
-    C_ROUNDS, L_CLIP, L_TAU, N_ALGORITHMS, S_CORRECT, S_DIVERGED, S_LOG_LOSS, S_UNLABELED_WEIGHT, _predict, _update,
-    count_example, count_labeled, count_loss, progress_row, start_example)
+from olcli.engine.driver import count_example, count_labeled, count_loss, progress_row, start_example
 from olcli.engine.losses import log1p_exp, loss_derivative, sigmoid
-
-OAA, SOFTMAX = 0, 1
+from olcli.engine.records import C_ROUNDS, S_CORRECT, S_DIVERGED, S_LOG_LOSS, S_UNLABELED_WEIGHT
 
 
 @njit(cache=True)
-def log_probabilities(scores, mode, out):
+def log_probabilities(scores, softmax, out):
     """out[k] = log probability of class k (softmax, or normalized sigmoids for OAA)."""
     n = len(scores)
-    if mode == SOFTMAX:
+    if softmax:
         top = scores.max()
         total = 0.0
         for k in range(n):
@@ -52,71 +49,55 @@ def log_probabilities(scores, mode, out):
         out[k] = -log1p_exp(-scores[k]) - math.log(total)  # log sigma(p) = -log(1 + e^-p)
 
 
-def _kernel(algorithm):
-    """run_chunk_multiclass compiled for one algorithm (a closure constant, as in
-    driver._kernels)."""
-
-    @njit(cache=True, nogil=True)
-    def run_chunk_multiclass(state, params, block_rows, n_classes, mode, loss, loss_params, learn,
-                             counters, n_examples, labels, importance, base, row_ptr, index, value, feature_count,
-                             scores, predictions, stats, progress, holdout):
-        """Like driver.run_chunk for K classes; ``scores[e, k]`` receives p_k and
-        ``predictions[e]`` the predicted class (1..K). Returns progress rows written."""
-        tau = loss_params[L_TAU]
-        clip = loss_params[L_CLIP] > 0.0
-        log_probs = np.empty(n_classes)
-        g = np.empty(n_classes)
-        n_rows = np.int64(0)  # not 0: a literal would compile progress_row twice
-        for e in range(n_examples):
-            lo = row_ptr[e]
-            hi = row_ptr[e + 1]
-            y = labels[e]
-            h = importance[e]
-            held_out, learning = start_example(holdout, learn, h, y)
-            best = np.int64(0)
-            for k in range(n_classes):
-                scores[e, k] = base[e] + _predict(algorithm, state, index, value, lo, hi, k * block_rows, params,
-                                                  counters[C_ROUNDS], learning)
-                if scores[e, k] > scores[e, best]:
-                    best = k
-            predictions[e] = best + 1
-            if not np.all(np.isfinite(scores[e])):  # diverged: stop before this example counts
-                stats[S_DIVERGED] = e + 1
-                return n_rows
-            count_example(stats, counters, learn, feature_count[e])
-            if np.isnan(y):
-                stats[S_UNLABELED_WEIGHT] += h
-            else:
-                label = int(y) - 1
-                error = 0.0 if best == label else 1.0
-                log_probabilities(scores[e], mode, log_probs)
-                count_loss(stats, error, y, h)
-                stats[S_CORRECT] += h * (1.0 - error)
-                stats[S_LOG_LOSS] -= h * log_probs[label]
-                count_labeled(holdout, counters, learn, held_out, h, y, error)
-                if learning:
-                    for k in range(n_classes):
-                        if mode == SOFTMAX:
-                            g[k] = math.exp(log_probs[k]) - (1.0 if k == label else 0.0)
-                        else:
-                            derivative = loss_derivative(loss, scores[e, k], 1.0 if k == label else -1.0, tau)
-                            g[k] = min(max(derivative, -1.0), 1.0) if clip else derivative
-                    for k in range(n_classes):
-                        _update(algorithm, state, index, value, lo, hi, k * block_rows, h * g[k], params,
-                                counters[C_ROUNDS])
-                    counters[C_ROUNDS] += 1.0
-            n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, feature_count[e])
-        return n_rows
-
-    return run_chunk_multiclass
-
-
-_KERNELS = [_kernel(code) for code in range(N_ALGORITHMS)]
-
-
-def run_chunk_multiclass(algorithm, *arguments):
-    """``run_chunk_multiclass(algorithm, state, params, block_rows, n_classes, mode,
-    loss, loss_params, learn, counters, n_examples, labels, importance, base,
-    row_ptr, index, value, feature_count, scores, predictions, stats, progress,
-    holdout)``: the kernel above, compiled for ``algorithm``. It releases the GIL."""
-    return _KERNELS[algorithm](*arguments)
+@njit(inline="always")  # the dispatcher arguments must be inlined for the entry point to be cached
+def run_multiclass(predict, update, table, settings, batch, tally, predictions, scores):
+    """Like driver.run_binary for K classes; ``scores[e, k]`` receives p_k and
+    ``predictions[e]`` the predicted class (1..K). Returns progress rows written."""
+    state, counters = table.state, table.counters
+    stats, holdout, progress = tally.stats, tally.holdout, tally.progress
+    params, learn, softmax = settings.params, settings.learn, settings.softmax
+    n_classes, block_rows = settings.classes, settings.block_rows
+    index, value = batch.index, batch.value
+    log_probs = np.empty(n_classes)
+    g = np.empty(n_classes)
+    n_rows = np.int64(0)  # not 0: a literal would compile progress_row twice
+    for e in range(len(batch.labels)):
+        lo = batch.row_ptr[e]
+        hi = batch.row_ptr[e + 1]
+        y = batch.labels[e]
+        h = batch.importance[e]
+        held_out, learning = start_example(holdout, learn, h, y)
+        best = np.int64(0)
+        for k in range(n_classes):
+            scores[e, k] = batch.base[e] + predict(state, index, value, lo, hi, k * block_rows, params,
+                                                   counters[C_ROUNDS], learning)
+            if scores[e, k] > scores[e, best]:
+                best = k
+        predictions[e] = best + 1
+        if not np.all(np.isfinite(scores[e])):  # diverged: stop before this example counts
+            stats[S_DIVERGED] = e + 1
+            return n_rows
+        count_example(stats, counters, learn, batch.feature_count[e])
+        if np.isnan(y):
+            stats[S_UNLABELED_WEIGHT] += h
+        else:
+            label = int(y) - 1
+            error = 0.0 if best == label else 1.0
+            log_probabilities(scores[e], softmax, log_probs)
+            count_loss(stats, error, y, h)
+            stats[S_CORRECT] += h * (1.0 - error)
+            stats[S_LOG_LOSS] -= h * log_probs[label]
+            count_labeled(holdout, counters, learn, held_out, h, y, error)
+            if learning:
+                for k in range(n_classes):
+                    if softmax:
+                        g[k] = math.exp(log_probs[k]) - (1.0 if k == label else 0.0)
+                    else:
+                        derivative = loss_derivative(settings.loss, scores[e, k], 1.0 if k == label else -1.0,
+                                                     settings.tau)
+                        g[k] = min(max(derivative, -1.0), 1.0) if settings.clip else derivative
+                for k in range(n_classes):
+                    update(state, index, value, lo, hi, k * block_rows, h * g[k], params, counters[C_ROUNDS])
+                counters[C_ROUNDS] += 1.0
+        n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, batch.feature_count[e])
+    return n_rows

@@ -472,3 +472,51 @@ def parse_lines(buf, libsvm, mask, constant_index, label_kind, namespace_mode, i
     """
     kernel = _PARSERS[bool(libsvm), len(lengths) > 0]
     return kernel(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record)
+
+
+@njit(cache=True, nogil=True)
+def csr_examples(indptr, indices, data, labels, mask, constant_index, label_kind, keep):
+    """The rows of a sparse matrix (CSR, column indices increasing within a row) as
+    examples, exactly as the libsvm parser makes them from the lines
+    ``label j:x_j ...``: zeros dropped, index j modulo the table size, repeated
+    rows merged (engine/features.py), the constant last; ``keep`` False drops the
+    features (--ignore of the default namespace). Labels are checked as the
+    parser checks them (NaN = unlabeled).
+
+    Returns (labels, row_ptr, index, value, feature_count, bad row or -1)."""
+    n = len(indptr) - 1
+    capacity = indptr[n] - indptr[0] + n
+    out_labels = np.empty(n, np.float64)
+    row_ptr = np.zeros(n + 1, np.int64)
+    index = np.empty(capacity, np.int32)
+    value = np.empty(capacity, np.float64)
+    feature_count = np.empty(n, np.int64)
+    bloom = np.zeros(64, np.uint64)
+    table_size = np.int64(mask) + 1
+    n_features = np.int64(0)
+    for e in range(n):
+        label = labels[e]
+        if not np.isnan(label):
+            label, code = _check_label(label, label_kind)
+            if code != 0:
+                return out_labels, row_ptr, index, value, feature_count, e
+        out_labels[e] = label
+        first = n_features
+        if keep:
+            for k in range(indptr[e], indptr[e + 1]):
+                x = data[k]
+                if x == 0.0:
+                    continue
+                index[n_features] = np.int32(indices[k] % table_size)
+                value[n_features] = x
+                n_features += 1
+        counted = n_features - first
+        n_features = merge_duplicates(index, value, first, n_features, bloom)
+        if constant_index >= 0:
+            index[n_features] = constant_index
+            value[n_features] = 1.0
+            n_features += 1
+            counted += 1
+        feature_count[e] = counted
+        row_ptr[e + 1] = n_features
+    return out_labels, row_ptr, index, value, feature_count, np.int64(-1)

@@ -18,6 +18,9 @@ import math
 
 from numba import njit
 
+from olcli.engine.driver import run_binary, weights_loop
+from olcli.engine.multiclass import run_multiclass
+
 from olcli.engine.scinol_common import accumulate, raise_max, theta_and_scale
 
 SLOTS = ("G", "S2", "M", "eta")
@@ -62,3 +65,20 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 def weight(state, i, params, rounds):
     """Row i's weight from the stored state (M as it is: not raised for an example)."""
     return _weight(state, i)
+
+
+# Entry points, compiled and cached for this algorithm (the loops are in driver.py).
+
+@njit(cache=True, nogil=True)
+def run_chunk(table, settings, batch, tally, predictions):
+    return run_binary(predict, update, table, settings, batch, tally, predictions)
+
+
+@njit(cache=True, nogil=True)
+def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
+    return run_multiclass(predict, update, table, settings, batch, tally, predictions, scores)
+
+
+@njit(cache=True)
+def weights_at(state, params, rounds, rows):
+    return weights_loop(weight, state, params, rounds, rows)

@@ -1,0 +1,581 @@
+"""olcli as a library: the one door to the engine (DESIGN §9).
+
+A ``Learner`` holds a model (algorithm, hyper-parameters, hashed feature table,
+optimizer state, lifetime counters) and learns and predicts on batches. Every
+part of olcli that learns or predicts goes through it: the ``train`` and
+``test`` commands, the scikit-learn estimators, ``olcli serve`` and training on
+a cluster. A batch is learned by one call of the algorithm's Numba kernel,
+which releases the GIL.
+
+Examples can be given as VW or libsvm lines (an iterable of ``str``/``bytes``,
+or one ``bytes``/``str`` buffer of lines), or as ``(X, y[, weight])`` with X a
+NumPy array or a SciPy sparse matrix: column j is the feature with libsvm index
+j (hashed as libsvm input is: index modulo 2^bits), so ``(X, y)`` and the libsvm
+lines ``y j:X[j] ...`` (columns in increasing order, zeros left out) give the
+same model, bit for bit.
+
+    >>> import olcli
+    >>> learner = olcli.Learner("scinol2", loss="logistic")
+    >>> result = learner.learn(["1 | price:0.5 sqft:2", "-1 | price:3 sqft:0.2"])
+    >>> learner.predict(["| price:0.4 sqft:1.8"]).shape
+    (1,)
+"""
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from olcli import model as model_file
+from olcli.engine import registry
+from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, UNBOUNDED_LOSSES
+from olcli.engine.records import (
+    C_EXAMPLES, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
+from olcli.errors import DataError, Diverged, UsageError
+
+MAX_BITS = 30
+MAX_CLASSES = 10000
+MAX_INTERACTION = 7
+LINKS = ("identity", "logistic")
+FORMATS = ("auto", "vw", "libsvm")
+
+
+@dataclass
+class Processed:
+    """What one kernel call gave back."""
+    predictions: np.ndarray     # per example: the prediction (multiclass: the class 1..K)
+    scores: np.ndarray | None   # multiclass: (n, K) class scores
+    progress_rows: int          # rows of VW's table written to tally.progress
+    diverged_at: int            # batch position of the first non-finite prediction, or -1
+
+
+@dataclass
+class BatchResult:
+    """``learn``/``evaluate``: the progressive predictions and loss of one batch."""
+    predictions: np.ndarray     # raw predictions before learning each example (multiclass: classes)
+    loss: float | None          # importance-weighted average loss over the labeled examples
+    weight: float               # their importance weight
+    examples: int
+    scores: np.ndarray | None = None            # multiclass: (n, K)
+    bad_lines: list = field(default_factory=list)  # skipped lines (skip_bad_lines=True)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a learner has seen since it was made or loaded (the report's numbers),
+    and its model's lifetime counters."""
+    examples: int
+    labeled_examples: int
+    weighted_example_sum: float
+    weighted_label_sum: float
+    average_loss: float | None
+    best_constant: float | None
+    best_constant_loss: float | None
+    total_features: int
+    accuracy: float | None
+    auc: float | None
+    multiclass_log_loss: float | None
+    model_examples: int          # lifetime: examples the model learned from
+    model_rounds: int            # lifetime: updates
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _interaction_specs(interactions) -> list:
+    if interactions is None:
+        return []
+    specs = [interactions] if isinstance(interactions, str) else list(interactions)
+    for spec in specs:
+        if not isinstance(spec, str) or not 2 <= len(spec) <= MAX_INTERACTION:
+            raise UsageError(f"interaction {spec!r}: expected 2 to {MAX_INTERACTION} namespace letters "
+                             "(first letters of namespaces, ':' for any)")
+        try:
+            spec.encode("latin-1")
+        except UnicodeEncodeError:
+            raise UsageError(f"interaction {spec!r}: namespace letters must be single-byte (Latin-1) "
+                             "characters") from None
+    return specs
+
+
+def _letters(what: str, value) -> str:
+    value = value or ""
+    if not isinstance(value, str):
+        value = "".join(value)
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        raise UsageError(f"{what} {value!r}: namespace letters must be single-byte (Latin-1) characters") \
+            from None
+    return value
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux MemAvailable), if known."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(bits: int, n_slots: int, classes: int, copies: int = 1) -> None:
+    """Refuse a table that cannot fit, before allocating it (numpy allocates lazily,
+    so a too large table would otherwise fail in the middle of the run)."""
+    rows = max(1, classes) * model_file.table_rows(bits)
+    needed = rows * n_slots * 8 * copies
+    available = available_memory()
+    if available is not None and needed > available:
+        gib = 1 << 30
+        raise UsageError(
+            f"-b {bits} needs {needed / gib:.1f} GiB for the model table ({rows:,} rows x {n_slots} state "
+            f"slots x 8 bytes{' x ' + str(copies) + ' (the best pass is kept)' if copies > 1 else ''}), "
+            f"but only {available / gib:.1f} GiB of memory is available: use a smaller -b "
+            f"(each step down halves it)")
+
+
+def check_tau(quantile_tau) -> float:
+    tau = 0.5 if quantile_tau is None else float(quantile_tau)
+    if not 0.0 < tau < 1.0:
+        raise UsageError(f"quantile_tau (--quantile-tau) must be between 0 and 1 (got {tau:g})")
+    return tau
+
+
+def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=None, constant=True,
+              ignore="", keep="", ignore_linear="", oaa=None, softmax=None, quantile_tau=None,
+              copies: int = 1, **hyper) -> model_file.Model:
+    """A fresh model, every option checked (the messages name the CLI spelling too)."""
+    spec = registry.get(algorithm or registry.DEFAULT_ALGORITHM)
+    params = spec.resolve(hyper)
+    if oaa is not None and softmax is not None:
+        raise UsageError("choose oaa (--oaa) or softmax (--softmax), not both")
+    mode, classes = ("oaa", oaa) if oaa is not None else ("softmax", softmax) if softmax is not None else ("", 0)
+    if mode and (not isinstance(classes, (int, np.integer)) or not 2 <= classes <= MAX_CLASSES):
+        raise UsageError(f"--{mode} takes the number of classes, 2 to {MAX_CLASSES} (got {classes})")
+    if mode == "softmax":
+        if loss not in (None, "logistic"):
+            raise UsageError("--softmax learns the multinomial logistic loss; drop --loss (or use --oaa)")
+        loss = "logistic"
+    loss = loss or "squared"
+    if loss not in LOSS_CODES:
+        raise UsageError(f"loss (--loss) must be one of {', '.join(LOSS_CODES)} (got {loss!r})")
+    link = link or "identity"
+    if link not in LINKS:
+        raise UsageError(f"link (--link) must be one of {', '.join(LINKS)} (got {link!r})")
+    bits = 18 if bits is None else bits
+    if not isinstance(bits, (int, np.integer)) or not 1 <= bits <= MAX_BITS:
+        raise UsageError(f"bits (-b/--bits) must be between 1 and {MAX_BITS} (got {bits})")
+    check_memory(bits, len(spec.slots), classes, copies)
+    return model_file.Model(
+        algorithm=spec.name, params=params, bits=int(bits), loss=loss, loss_tau=check_tau(quantile_tau),
+        link=link, input_format=None, constant=bool(constant),
+        state=np.zeros((max(1, classes) * model_file.table_rows(bits), len(spec.slots))), slots=spec.slots,
+        interactions=_interaction_specs(interactions), ignore=_letters("ignore (--ignore)", ignore),
+        keep=_letters("keep (--keep)", keep), ignore_linear=_letters("ignore_linear (--ignore-linear)", ignore_linear),
+        classes=int(classes), multiclass=mode)
+
+
+class Learner:
+    """An online linear learner: learn and predict on batches, save, load, merge.
+
+    ``Learner(algorithm="adagrad", loss="squared", bits=18, interactions=(), *,
+    link="identity", constant=True, ignore="", keep="", ignore_linear="",
+    oaa=None, softmax=None, quantile_tau=0.5, input_format="auto", **hyper)``:
+    ``algorithm`` one of ``olcli.algorithms()``; ``hyper`` its hyper-parameters by
+    their registry names (``eta``, ``alpha``, ``epsilon``, ``l1``, ...); the
+    options are those of ``olcli train`` and are checked with the same messages.
+    """
+
+    def __init__(self, algorithm=None, loss="squared", bits=18, interactions=(), *, link="identity",
+                 constant=True, ignore="", keep="", ignore_linear="", oaa=None, softmax=None,
+                 quantile_tau=0.5, input_format="auto", **hyper):
+        model = new_model(algorithm, loss, bits, interactions, link=link, constant=constant, ignore=ignore,
+                          keep=keep, ignore_linear=ignore_linear, oaa=oaa, softmax=softmax,
+                          quantile_tau=quantile_tau, **hyper)
+        self._attach(model, input_format)
+
+    @classmethod
+    def from_model(cls, model: model_file.Model, input_format: str = "auto") -> "Learner":
+        learner = cls.__new__(cls)
+        learner._attach(model, input_format)
+        return learner
+
+    def _attach(self, model: model_file.Model, input_format: str) -> None:
+        if input_format not in FORMATS:
+            raise UsageError(f"input_format (--format) must be one of {', '.join(FORMATS)} (got {input_format!r})")
+        if input_format != "auto" and model.input_format and input_format != model.input_format:
+            raise UsageError(f"the model was trained on {model.input_format} input; "
+                             f"--format {input_format} would hash features differently")
+        self.model = model
+        self.input_format_option = input_format
+        spec = registry.get(model.algorithm)
+        self._spec = spec
+        self._kernels = spec.kernels()
+        self._params = np.array([model.params[p.name] for p in spec.params], dtype=np.float64)
+        self.tally = new_tally()
+        self._features = None
+        self._started = time.perf_counter()
+
+    # --- what the learner is ---
+
+    @property
+    def algorithm(self) -> str:
+        return self.model.algorithm
+
+    @property
+    def params(self) -> dict:
+        return dict(self.model.params)
+
+    @property
+    def loss(self) -> str:
+        return self.model.loss
+
+    @property
+    def classes(self) -> int:
+        return self.model.classes
+
+    @property
+    def counters(self) -> dict:
+        """The model's lifetime counters, by name."""
+        return dict(zip(COUNTER_NAMES, self.model.counters.tolist()))
+
+    @property
+    def label_kind(self) -> int:
+        """What the parser accepts as a label: any number, -1/+1 (binary loss) or 1..K."""
+        from olcli.engine.parse import LABELS_ANY, LABELS_BINARY
+
+        if self.model.classes:
+            return self.model.classes
+        return LABELS_BINARY if self.model.loss in BINARY_LOSSES else LABELS_ANY
+
+    @property
+    def feature_spec(self):
+        """The parser's view of the model's namespace options (parsing.FeatureSpec)."""
+        if self._features is None:
+            from olcli.parsing import FeatureSpec
+
+            m = self.model
+            self._features = FeatureSpec.build(m.interactions, m.ignore, m.keep, m.ignore_linear)
+        return self._features
+
+    def settings(self, learn: bool) -> Settings:
+        m = self.model
+        clip = self._spec.unbounded_loss_clipped and m.loss in UNBOUNDED_LOSSES
+        return Settings(self._params, int(LOSS_CODES[m.loss]), float(m.loss_tau), bool(clip), bool(learn),
+                        int(m.block_rows), int(m.classes), m.multiclass == "softmax")
+
+    # --- the door: one kernel call ---
+
+    def process(self, batch: Batch, learn: bool, tally=None) -> Processed:
+        """Predict every example of ``batch`` (learning from it when ``learn``),
+        accounting into ``tally`` (the learner's own by default). The kernel
+        releases the GIL."""
+        tally = self.tally if tally is None else tally
+        n = len(batch.labels)
+        predictions = np.empty(n)
+        table = Table(self.model.state, self.model.counters)
+        settings = self.settings(learn)
+        if self.model.classes:
+            scores = np.empty((n, self.model.classes))
+            rows = self._kernels.run_chunk_multiclass(table, settings, batch, tally, predictions, scores)
+        else:
+            scores = None
+            rows = self._kernels.run_chunk(table, settings, batch, tally, predictions)
+        diverged_at = int(tally.stats[S_DIVERGED]) - 1
+        tally.stats[S_DIVERGED] = 0.0
+        return Processed(predictions, scores, int(rows), diverged_at)
+
+    def divergence_advice(self) -> str:
+        rates = [p for p in self._spec.params if p.option == "learning_rate"]
+        advice = (f"lower {rates[0].flag} ({rates[0].name})" if rates
+                  else "check the data for extreme feature values")
+        return f"{advice}, or use --scinol2 (no learning rate)" if self.algorithm != "scinol2" else advice
+
+    # --- examples in ---
+
+    def parse(self, data, source: str = "<examples>", first_line: int = 1):
+        """Lines (one buffer of whole lines, uint8 array or bytes) -> parsing.ParsedChunk,
+        deciding the input format on first use."""
+        from olcli.inputs import Chunk, detect_format
+        from olcli.parsing import parse_chunk
+
+        if not isinstance(data, np.ndarray):
+            data = np.frombuffer(bytes(data), dtype=np.uint8)
+        chunk = Chunk(source, first_line, data)
+        fmt = self.decide_format(detect_format(data), source)
+        return parse_chunk(chunk, fmt, self.model.bits, self.model.constant, self.label_kind, self.feature_spec)
+
+    def decide_format(self, detected: str, source: str) -> str:
+        """The input format to parse with: the option's, else the model's, else ``detected``;
+        the first data decides a new model's format."""
+        m = self.model
+        if self.input_format_option != "auto":
+            fmt = self.input_format_option
+        elif m.input_format:
+            if detected != m.input_format:
+                raise DataError(
+                    f"{source} looks like {detected} input, but the model was trained "
+                    f"on {m.input_format} input (features would hash differently); "
+                    f"pass --format {m.input_format} if the data really is {m.input_format}")
+            fmt = m.input_format
+        else:
+            fmt = detected
+        if m.input_format is None:
+            m.input_format = fmt
+        return fmt
+
+    def to_batch(self, examples, skip_bad_lines: bool = False, labels_needed: bool = False):
+        """Any accepted form of examples -> (Batch, bad lines skipped)."""
+        from olcli.parsing import batch_of
+
+        if isinstance(examples, tuple) and len(examples) in (2, 3):
+            return self._matrix_batch(*examples), []
+        if isinstance(examples, np.ndarray) or hasattr(examples, "tocsr"):
+            return self._matrix_batch(examples, None), []
+        if isinstance(examples, str):
+            data = examples.encode("utf-8")
+        elif isinstance(examples, (bytes, bytearray, memoryview)):
+            data = bytes(examples)
+        else:
+            lines = []
+            for line in examples:
+                if isinstance(line, str):
+                    line = line.encode("utf-8")
+                elif not isinstance(line, (bytes, bytearray)):
+                    raise UsageError(f"examples must be VW/libsvm lines (str or bytes), one buffer, "
+                                     f"or (X, y[, weight]); got an item of type {type(line).__name__}")
+                lines.append(bytes(line).rstrip(b"\n"))
+            data = b"\n".join(lines) + b"\n" if lines else b""
+        parsed = self.parse(data)
+        if parsed.bad_lines and not skip_bad_lines:
+            bad = parsed.bad_lines[0]
+            raise DataError(f"{bad} ({len(parsed.bad_lines)} bad line(s); nothing of this batch was learned; "
+                            "pass skip_bad_lines=True to skip them)")
+        return batch_of(parsed), parsed.bad_lines
+
+    def _matrix_batch(self, X, y, weight=None) -> Batch:
+        from olcli.engine.parse import csr_examples
+
+        m = self.model
+        if m.interactions:
+            raise UsageError("interactions need namespaces: give VW lines, not a matrix, to a learner "
+                             "with interactions")
+        if m.input_format is None:
+            m.input_format = "libsvm"
+        elif m.input_format != "libsvm":
+            raise UsageError(f"the model was trained on {m.input_format} input; a matrix is libsvm input "
+                             "(column j = libsvm index j) and would hash features differently")
+        indptr, indices, data, n = _csr_parts(X)
+        labels = np.full(n, np.nan) if y is None else _vector(y, n, "y")
+        importance = np.ones(n) if weight is None else _vector(weight, n, "weight")
+        bad = np.flatnonzero(~np.isfinite(data))
+        if bad.size:
+            row = int(np.searchsorted(indptr, bad[0], side="right") - 1)
+            raise DataError(f"X row {row}, column {int(indices[bad[0]])}: NaN or infinite value ({data[bad[0]]})")
+        if y is not None and not np.all(np.isfinite(labels)):
+            row = int(np.flatnonzero(~np.isfinite(labels))[0])
+            raise DataError(f"y[{row}]: NaN or infinite label ({labels[row]})")
+        if not np.all(np.isfinite(importance) & (importance >= 0)):
+            row = int(np.flatnonzero(~(np.isfinite(importance) & (importance >= 0)))[0])
+            raise DataError(f"weight[{row}]: importance must be a finite number >= 0 (got {importance[row]})")
+        keep = self.feature_spec.namespace_mode[ord(" ")] == 0
+        mask = (1 << m.bits) - 1
+        out_labels, row_ptr, index, value, feature_count, bad_row = csr_examples(
+            indptr, indices, data, labels, mask, (1 << m.bits) if m.constant else -1, self.label_kind, keep)
+        if bad_row >= 0:
+            wanted = (f"a class number 1..{m.classes}" if m.classes else "-1 or +1 (or 0/1) for this loss")
+            raise DataError(f"y[{bad_row}]: label must be {wanted} (got {labels[bad_row]:g})")
+        return Batch(out_labels, importance, np.zeros(n), row_ptr, index, value, feature_count)
+
+    # --- the public API ---
+
+    def learn(self, examples, *, skip_bad_lines: bool = False) -> BatchResult:
+        """Learn from a batch, progressively: each example is predicted, scored,
+        then learned from. Returns the predictions and the batch's average loss."""
+        return self._run(examples, True, skip_bad_lines)
+
+    def evaluate(self, examples, *, skip_bad_lines: bool = False) -> BatchResult:
+        """Predict and score a batch without learning (counted in ``summary()``)."""
+        return self._run(examples, False, skip_bad_lines)
+
+    def _run(self, examples, learn: bool, skip_bad_lines: bool) -> BatchResult:
+        batch, bad_lines = self.to_batch(examples, skip_bad_lines)
+        before_loss, before_weight = self.tally.stats[S_LOSS], self.tally.stats[S_WEIGHT]
+        done = self.process(batch, learn)
+        if done.diverged_at >= 0:
+            raise Diverged(f"the model diverged at example {done.diverged_at} of the batch: its prediction is "
+                           f"not a finite number after {int(self.model.counters[C_ROUNDS])} updates; "
+                           f"{self.divergence_advice()}")
+        weight = float(self.tally.stats[S_WEIGHT] - before_weight)
+        loss = float(self.tally.stats[S_LOSS] - before_loss) / weight if weight > 0 else None
+        return BatchResult(done.predictions, loss, weight, len(batch.labels), done.scores, bad_lines)
+
+    def decision_function(self, examples) -> np.ndarray:
+        """Raw scores: (n,) for one output, (n, K) class scores for multiclass. No
+        learning, not counted."""
+        batch, _ = self.to_batch(examples)
+        done = self.process(batch, False, new_tally())
+        return done.scores if self.model.classes else done.predictions
+
+    def predict(self, examples) -> np.ndarray:
+        """Predictions without learning: the class (1..K) for multiclass, else the
+        score through the model's link (probabilities of +1 with ``link="logistic"``)."""
+        batch, _ = self.to_batch(examples)
+        done = self.process(batch, False, new_tally())
+        if self.model.classes:
+            return done.predictions.astype(np.int64)
+        if self.model.link == "logistic":
+            return logistic(done.predictions)
+        return done.predictions
+
+    def predict_proba(self, examples) -> np.ndarray:
+        """Class probabilities, (n, K) for multiclass (softmax, or VW's normalized
+        sigmoids for OAA), (n, 2) of labels -1 and +1 otherwise."""
+        scores = self.decision_function(examples)
+        if not self.model.classes:
+            p = logistic(scores)
+            return np.column_stack([1.0 - p, p])
+        from olcli.engine.multiclass import log_probabilities
+
+        out = np.empty_like(scores)
+        softmax = self.model.multiclass == "softmax"
+        for e in range(len(scores)):
+            log_probabilities(scores[e], softmax, out[e])
+        return np.exp(out)
+
+    def weights(self) -> np.ndarray:
+        """Every row's current weight (lazy terms paid, on-demand weights computed):
+        shape (rows,), or (K, rows per class) for multiclass; the last row of a
+        block is the constant."""
+        m = self.model
+        rows = np.arange(m.rows, dtype=np.int64)
+        w = self._kernels.weights_at(m.state, self._params, float(m.counters[C_ROUNDS]), rows)
+        return w.reshape(m.classes, m.block_rows) if m.classes else w
+
+    def weights_at(self, rows) -> np.ndarray:
+        m = self.model
+        return self._kernels.weights_at(m.state, self._params, float(m.counters[C_ROUNDS]),
+                                        np.asarray(rows, np.int64))
+
+    def summary(self) -> Summary:
+        from olcli.report import summarize
+
+        numbers = summarize(self.tally.stats, self.tally.auc, self.model.loss, self.model.classes)
+        return Summary(**numbers, model_examples=int(self.model.counters[C_EXAMPLES]),
+                       model_rounds=int(self.model.counters[C_ROUNDS]))
+
+    def reset_summary(self) -> None:
+        """Start counting ``summary()`` afresh (the model is unchanged)."""
+        self.tally = new_tally()
+
+    # --- save, load, copy, merge ---
+
+    def save(self, path) -> None:
+        """The model file ``olcli train -f`` writes, written atomically."""
+        model_file.save(self.model, os.fspath(path))
+
+    def to_bytes(self) -> bytes:
+        return model_file.encode(self.model)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, name: str = "<bytes>") -> "Learner":
+        return cls.from_model(model_file.decode(bytes(raw), name))
+
+    def copy(self) -> "Learner":
+        """An independent learner with the same model and summary so far."""
+        other = Learner.from_model(model_file.decode(self.to_bytes(), "<copy>"), self.input_format_option)
+        other.tally = type(self.tally)(*(a.copy() for a in self.tally))
+        return other
+
+    @classmethod
+    def merge(cls, learners, base: "Learner | None" = None) -> "Learner":
+        """Combine learners that each learned a separate shard starting from ``base``
+        (the common starting learner; None = a fresh one) with the algorithm's merge
+        rule (each algorithm module's ``merge``; README "Merging"). Counters add the
+        shards' increments over the base. One learner: an exact copy of it."""
+        learners = list(learners)
+        if not learners:
+            raise UsageError("merge needs at least one learner")
+        first = learners[0].model
+        for other in learners[1:] + ([base] if base is not None else []):
+            _check_compatible(first, other.model)
+        if len(learners) == 1:
+            return learners[0].copy()
+        if base is None:
+            base_state, base_counters = np.zeros_like(first.state), np.zeros_like(first.counters)
+        else:
+            base_state, base_counters = base.model.state, base.model.counters
+        kernels = learners[0]._kernels
+        shard_weights = [float(lr.model.counters[C_WEIGHT] - base_counters[C_WEIGHT]) for lr in learners]
+        state = kernels.merge(base_state, [lr.model.state for lr in learners], learners[0]._params,
+                              float(base_counters[C_ROUNDS]),
+                              [float(lr.model.counters[C_ROUNDS]) for lr in learners], shard_weights)
+        counters = base_counters + sum(lr.model.counters - base_counters for lr in learners)
+        merged = learners[0].copy()
+        merged.model.state = state
+        merged.model.counters = counters
+        merged.reset_summary()
+        return merged
+
+    def __repr__(self) -> str:
+        m = self.model
+        extra = f", {m.multiclass}={m.classes}" if m.classes else ""
+        return (f"Learner({m.algorithm!r}, loss={m.loss!r}, bits={m.bits}{extra}, "
+                f"examples={int(m.counters[C_EXAMPLES])})")
+
+
+def load(path) -> Learner:
+    """A learner from a model file written by ``olcli train -f`` or ``Learner.save``."""
+    return Learner.from_model(model_file.load(os.fspath(path)))
+
+
+def logistic(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -700.0, 700.0)))
+
+
+def _check_compatible(a: model_file.Model, b: model_file.Model) -> None:
+    for what in ("algorithm", "params", "bits", "loss", "loss_tau", "constant", "interactions", "ignore",
+                 "keep", "ignore_linear", "classes", "multiclass"):
+        if getattr(a, what) != getattr(b, what):
+            raise UsageError(f"cannot merge learners with different {what}: "
+                             f"{getattr(a, what)!r} and {getattr(b, what)!r}")
+    if a.input_format and b.input_format and a.input_format != b.input_format:
+        raise UsageError(f"cannot merge learners of {a.input_format} and {b.input_format} input")
+
+
+def _vector(values, n: int, what: str) -> np.ndarray:
+    out = np.asarray(values, dtype=np.float64).reshape(-1)
+    if out.shape[0] != n:
+        raise UsageError(f"{what} has {out.shape[0]} entries but X has {n} rows")
+    return np.ascontiguousarray(out)
+
+
+def _csr_parts(X):
+    """(indptr int64, indices int64, data float64, rows) of a dense or sparse matrix,
+    column indices increasing within a row."""
+    if hasattr(X, "tocsr"):
+        csr = X.tocsr()
+        if csr.ndim != 2:
+            raise UsageError("X must be a 2-dimensional matrix")
+        if not csr.has_sorted_indices:
+            csr = csr.sorted_indices()
+        return (np.asarray(csr.indptr, np.int64), np.asarray(csr.indices, np.int64),
+                np.asarray(csr.data, np.float64), csr.shape[0])
+    dense = np.asarray(X, dtype=np.float64)
+    if dense.ndim == 1:
+        dense = dense.reshape(1, -1)
+    if dense.ndim != 2:
+        raise UsageError(f"X must be a 2-dimensional matrix (got {dense.ndim} dimensions)")
+    nonzero = dense != 0.0
+    rows, columns = np.nonzero(nonzero)
+    indptr = np.zeros(dense.shape[0] + 1, np.int64)
+    np.cumsum(nonzero.sum(axis=1), out=indptr[1:])
+    return indptr, columns.astype(np.int64), dense[rows, columns], dense.shape[0]
