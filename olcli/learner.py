@@ -186,15 +186,16 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
 class Learner:
     """An online linear learner: learn and predict on batches, save, load, merge.
 
-    ``Learner(algorithm="adagrad", loss="squared", bits=18, interactions=(), *,
+    ``Learner(algorithm="adagrad", loss=None, bits=18, interactions=(), *,
     link="identity", constant=True, ignore="", keep="", ignore_linear="",
     oaa=None, softmax=None, quantile_tau=0.5, input_format="auto", **hyper)``:
     ``algorithm`` one of ``olcli.algorithms()``; ``hyper`` its hyper-parameters by
-    their registry names (``eta``, ``alpha``, ``epsilon``, ``l1``, ...); the
+    their registry names (``eta``, ``alpha``, ``epsilon``, ``l1``, ...); ``loss`` None
+    is squared (as VW), or logistic with ``softmax``; the
     options are those of ``olcli train`` and are checked with the same messages.
     """
 
-    def __init__(self, algorithm=None, loss="squared", bits=18, interactions=(), *, link="identity",
+    def __init__(self, algorithm=None, loss=None, bits=18, interactions=(), *, link="identity",
                  constant=True, ignore="", keep="", ignore_linear="", oaa=None, softmax=None,
                  quantile_tau=0.5, input_format="auto", **hyper):
         model = new_model(algorithm, loss, bits, interactions, link=link, constant=constant, ignore=ignore,
