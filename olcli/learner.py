@@ -492,9 +492,7 @@ class Learner:
 
     def copy(self) -> "Learner":
         """An independent learner with the same model and summary so far."""
-        other = Learner.from_model(model_file.decode(self.to_bytes(), "<copy>"), self.input_format_option)
-        other.tally = type(self.tally)(*(a.copy() for a in self.tally))
-        return other
+        return _restore(self.to_bytes(), self.input_format_option, tuple(self.tally))
 
     @classmethod
     def merge(cls, learners, base: "Learner | None" = None) -> "Learner":
@@ -526,11 +524,21 @@ class Learner:
         merged.reset_summary()
         return merged
 
+    def __reduce__(self):
+        """Pickling (scikit-learn, multiprocessing): the model file's bytes and the summary so far."""
+        return _restore, (self.to_bytes(), self.input_format_option, tuple(self.tally))
+
     def __repr__(self) -> str:
         m = self.model
         extra = f", {m.multiclass}={m.classes}" if m.classes else ""
         return (f"Learner({m.algorithm!r}, loss={m.loss!r}, bits={m.bits}{extra}, "
                 f"examples={int(m.counters[C_EXAMPLES])})")
+
+
+def _restore(raw: bytes, input_format: str, tally) -> Learner:
+    learner = Learner.from_model(model_file.decode(raw, "<pickle>"), input_format)
+    learner.tally = type(learner.tally)(*(np.array(a) for a in tally))
+    return learner
 
 
 def load(path) -> Learner:

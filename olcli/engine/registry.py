@@ -97,7 +97,7 @@ class Algorithm:
         for name, value in given.items():
             if value is not None and name not in known:
                 users = ", ".join(f"--{a.name}" for a in ALGORITHMS.values()
-                                  if any(p.name == name for p in a.params)) or "none"
+                                  if any(name in (p.name, p.option) for p in a.params)) or "none"
                 raise ParameterError(f"{name} is not a hyper-parameter of --{self.name} (it has: "
                                      f"{', '.join(known) or 'none'}; {name} belongs to: {users})")
         params = {name: param.check(param.default if given.get(name) is None else given[name])
