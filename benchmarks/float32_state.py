@@ -3,8 +3,9 @@ and with float32 state, every algorithm, default parameters, logistic loss, -b 1
 
     python benchmarks/float32_state.py [--runs 3] [--data DIR]
 
-Each file is parsed once; then the learning kernel alone (driver.run_chunk, the part
-the state's dtype can change) runs over all its chunks with each state dtype,
+Each file is parsed once; then the learning kernel alone (``Learner.process``, the one
+door to the algorithm's kernel, the part the state's dtype can change) runs over all its
+chunks with each state dtype (the learner's ``model.state`` replaced by a float32 array),
 alternating, after a warm-up that compiles the float32 variant. Reported: the
 progressive logistic loss with each dtype and their relative difference, the largest
 weight difference relative to the largest weight, the learning time (median of the
@@ -20,11 +21,11 @@ import time
 
 import numpy as np
 
-from olcli.engine import driver, losses
-from olcli.engine.registry import ALGORITHMS, slots
+from olcli.engine.records import S_LOSS, S_WEIGHT, new_tally
+from olcli.engine.registry import ALGORITHMS
 from olcli.inputs import read_chunks
-from olcli.model import COUNTER_NAMES, table_rows
-from olcli.parsing import parse_chunk
+from olcli.learner import Learner
+from olcli.parsing import batch_of, parse_chunk
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from setup_data import click_log, parse_arguments, require, shared_file  # noqa: E402
@@ -33,35 +34,24 @@ BITS = 18
 
 
 def parse_file(path):
-    """All chunks of a VW file, parsed once (binary labels, constant feature)."""
+    """All chunks of a VW file, parsed once (binary labels, constant feature), as Batch records."""
     from olcli.engine.parse import LABELS_BINARY
 
-    return [parse_chunk(chunk, "vw", BITS, True, LABELS_BINARY) for chunk in read_chunks([path])]
+    return [batch_of(parse_chunk(chunk, "vw", BITS, True, LABELS_BINARY)) for chunk in read_chunks([path])]
 
 
-def learn(parsed_chunks, name, dtype):
-    """(seconds, progressive loss, final weights) of one pass with the given state dtype."""
-    algorithm = ALGORITHMS[name]
-    params = np.array(list(algorithm.params.values()), dtype=np.float64)
-    state = np.zeros((table_rows(BITS), len(slots(name))), dtype=dtype)
-    counters = np.zeros(len(COUNTER_NAMES))
-    stats = driver.new_stats()
-    histogram = np.zeros((2, driver.AUC_BINS))
-    progress = np.zeros((driver.MAX_PROGRESS_ROWS, driver.N_PROGRESS_COLUMNS))
-    holdout = driver.new_holdout()
-    loss_params = np.array([0.5, 0.0])
+def learn(batches, name, dtype):
+    """(seconds, progressive loss, final weights, state bytes) of one pass with the given state dtype."""
+    learner = Learner(name, loss="logistic", bits=BITS)
+    learner.model.state = learner.model.state.astype(dtype)  # the kernels compile one version per dtype
+    tally = new_tally()
     elapsed = 0.0
-    for p in parsed_chunks:
-        n = p.n_examples
-        predictions = np.empty(n)
+    for batch in batches:
         started = time.perf_counter()
-        driver.run_chunk(algorithm.code, state, params, losses.LOGISTIC, loss_params, True, counters, n,
-                         p.labels[:n], p.importance[:n], p.base[:n], p.row_ptr[:n + 1], p.index, p.value,
-                         p.feature_count[:n], predictions, stats, histogram, progress, holdout)
+        learner.process(batch, True, tally)
         elapsed += time.perf_counter() - started
-    loss = stats[driver.S_LOSS] / stats[driver.S_WEIGHT]
-    weights = driver.weights(algorithm.code, state, params, counters[driver.C_ROUNDS])
-    return elapsed, loss, weights, state.nbytes
+    loss = tally.stats[S_LOSS] / tally.stats[S_WEIGHT]
+    return elapsed, loss, learner.weights(), learner.model.state.nbytes
 
 
 def main():

@@ -22,10 +22,12 @@ import time
 
 import numpy as np
 
-from olcli.engine import driver, losses
-from olcli.engine.registry import ALGORITHMS, slots
+from olcli.engine.records import Batch, new_tally
+from olcli.engine.registry import ALGORITHMS
+from olcli.learner import Learner
 
 N_FEATURES = 21
+BITS = 5  # 2**5 rows >= 21 features: feature i is row i; the constant row is never used
 N_TRAIN = 5_000
 N_TEST = 100_000
 EVERY = 50
@@ -49,27 +51,21 @@ def logistic_loss(margins):
 
 
 def learning_curve(name, params, train, test):
-    """Test loss of the weights after every EVERY training examples (olcli's kernels)."""
+    """Test loss of the weights after every EVERY training examples (olcli's kernels,
+    through the Learner's one kernel door, ``Learner.process``)."""
     x, y = train
     x_test, y_test = test
-    algorithm = ALGORITHMS[name]
-    param_array = np.array([params[p] for p in algorithm.params], dtype=np.float64)
-    state = np.zeros((N_FEATURES, len(slots(name))))
-    counters = np.zeros(len(driver.COUNTER_NAMES))
-    stats = driver.new_stats()
-    histogram = np.zeros((2, driver.AUC_BINS))
-    progress = np.zeros((driver.MAX_PROGRESS_ROWS, driver.N_PROGRESS_COLUMNS))
+    learner = Learner(name, loss="logistic", bits=BITS, **params)
+    tally = new_tally()
     index = np.tile(np.arange(N_FEATURES, dtype=np.int32), EVERY)
     row_ptr = np.arange(0, EVERY * N_FEATURES + 1, N_FEATURES, dtype=np.int64)
     ones, zeros = np.ones(EVERY), np.zeros(EVERY)
-    predictions = np.empty(EVERY)
     checkpoints = []
     for start in range(0, len(y), EVERY):
-        driver.run_chunk(algorithm.code, state, param_array, losses.LOGISTIC, np.array([0.5, 0.0]), True,
-                         counters, EVERY, y[start:start + EVERY], ones, zeros, row_ptr, index,
-                         x[start:start + EVERY].ravel(), np.diff(row_ptr), predictions, stats, histogram,
-                         progress, driver.new_holdout())
-        w = driver.weights(algorithm.code, state, param_array, counters[driver.C_ROUNDS])
+        batch = Batch(y[start:start + EVERY], ones, zeros, row_ptr, index, x[start:start + EVERY].ravel(),
+                      np.diff(row_ptr))
+        learner.process(batch, True, tally)
+        w = learner.weights()[:N_FEATURES]
         with np.errstate(over="ignore", invalid="ignore"):
             loss = logistic_loss(y_test * (x_test @ w))
         checkpoints.append(loss if np.isfinite(loss) else np.inf)
@@ -80,7 +76,7 @@ def configurations():
     yield "ScInOL2", "scinol2", {"epsilon": 1.0}
     yield "ScInOL1", "scinol1", {"epsilon": 1.0}
     for rate in RATES:
-        yield f"AdaGrad eta={rate:g}", "adagrad", {**ALGORITHMS["adagrad"].params, "eta": rate}
+        yield f"AdaGrad eta={rate:g}", "adagrad", {**ALGORITHMS["adagrad"].defaults, "eta": rate}
     for rate in RATES:
         yield f"SGD eta={rate:g}", "sgd", {"eta": rate}
 
