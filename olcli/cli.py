@@ -271,8 +271,8 @@ def plot(
                                               help="The runs' names in the legend, in the order of the reports "
                                                    "(repeatable; default: the file name without .json)."),
 ):
-    """Learning curves from reports: progressive loss against examples, holdout loss by pass.
-    Needs the optional extra olcli[plot]."""
+    r"""Learning curves from reports: progressive loss against examples, holdout loss by pass.
+    Needs the optional extra olcli\[plot]."""
     from olcli import plot as learning_curves
 
     learning_curves.plot(reports, output=output, labels=label or [])

@@ -1,0 +1,47 @@
+"""The README's learning-curve picture: two runs on sample_data/ through `olcli plot`.
+
+AdaGrad and ScInOL2 learn a9a_train.vw (6,000 examples) with the logistic loss and three
+passes, each writing a --report; `olcli plot` then draws both reports, so the picture shows
+both panels (progressive loss by example, holdout loss by pass).
+
+    python benchmarks/plot_sample.py [--out benchmarks/results/curves_sample.png]
+
+Needs the plot extra (pip install ".[plot]"). The commands are run as a user would, with
+the same Python (`python -m olcli`), and are printed first.
+"""
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.normpath(os.path.join(HERE, os.pardir, "sample_data", "a9a_train.vw"))
+RUNS = (("AdaGrad", "adagrad", []), ("ScInOL2", "scinol2", ["--scinol2"]))
+
+
+def olcli(*args: str) -> None:
+    command = [sys.executable, "-m", "olcli", *args]
+    print("$ olcli " + " ".join(shlex.quote(a) for a in args), file=sys.stderr)
+    subprocess.run(command, check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(HERE, "results", "curves_sample.png"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="plot-sample-") as work:
+        reports, labels = [], []
+        for label, name, flags in RUNS:
+            report = os.path.join(work, f"{name}.json")
+            olcli("train", DATA, "--loss", "logistic", *flags, "--passes", "3",
+                  "--cache", os.path.join(work, f"{name}.olcache"), "--report", report, "--quiet")
+            reports.append(report)
+            labels += ["--label", label]
+        olcli("plot", *reports, *labels, "-o", args.out)
+
+
+if __name__ == "__main__":
+    main()
