@@ -27,8 +27,10 @@ example, each occurrence is applied in turn, as VW does.
 
 import math
 
+import numpy as np
 from numba import njit
 
+from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop
 from olcli.engine.multiclass import run_multiclass
 
@@ -127,3 +129,126 @@ def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
 @njit(cache=True)
 def weights_at(state, params, rounds, rows):
     return weights_loop(weight, state, params, rounds, rows)
+
+
+# ---------------------------------------------------------------------------
+# Merging learners trained on separate shards (plain NumPy, not compiled).
+
+def all_weights(state, params, rounds):
+    """Every row's weight as of ``rounds``: ``weight`` for all rows at once, in
+    NumPy (same operations in the same order, so the same bits). The state is
+    not changed."""
+    w = state[:, W].copy()
+    l1 = params[P_L1]
+    l2 = params[P_L2]
+    if l1 <= 0.0 and l2 <= 0.0:
+        return w
+    eta = params[P_ETA]
+    delta = params[P_DELTA]
+    owed = rounds - state[:, LAST]
+    s = np.sqrt(state[:, G])
+    h = delta + s
+    pay = (owed > 0.0) & (w != 0.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        if l1 > 0.0:
+            pay &= h > 0.0
+            shrunk = np.abs(w) - owed * l1 * eta / h
+            settled = np.where(shrunk > 0.0, np.copysign(shrunk, w), 0.0)
+            return np.where(pay, settled, w)
+        factor = s / (eta * l2 + delta + s)
+    settled = w.copy()
+    settled[pay] *= merge_common.libm(math.pow, factor[pay], owed[pay])
+    return settled
+
+
+def merge(base, shards, params, base_rounds, shard_rounds, shard_weights):
+    """Combine AdaGrad learners that all started from ``base``.
+
+    base: state array (rows, slots) all shards started from; shards: list of
+    state arrays (same shape) after each learned its shard; params: float64
+    array in PARAMS order; base_rounds: float, the rounds counter of the base;
+    shard_rounds: list of float, each shard's rounds counter after learning
+    (includes base_rounds); shard_weights: list of float, importance-weighted
+    count of examples each shard learned from (not needed here: AdaGrad weighs
+    per coordinate). Returns a NEW state array (same shape) for the combined
+    learner, whose rounds counter will be base_rounds + sum(r - base_rounds).
+    The inputs are not modified. Shards whose rounds did not move are left out;
+    with one shard left the result is a copy of it (merge_common.prepare).
+
+    Rule, per coordinate i, over the shards k that learned, with
+    dG_k = G_k - G_base >= 0 (the squared gradients shard k added) and w_k
+    shard k's weight as of its own rounds (lazy L1/L2 shrinkage paid):
+
+        w_i    = sum_k dG_k w_k / sum_k dG_k
+        G_i    = G_base + sum_k dG_k
+        last_i = merged rounds            (only with --l1/--l2; else as the base)
+
+    A coordinate no shard updated (every dG_k = 0) keeps the base's row.
+
+    Why the weights are averaged with weights dG_k. AdaGrad's step on a
+    coordinate is eta g / (delta + sqrt(G)) (Duchi, Hazan, Singer 2010, §6): the
+    squared-gradient mass a shard put on a coordinate is how much it learned
+    about it. A shard that never saw the feature (dG_k = 0) has no opinion and
+    must not dilute the others, as a plain mean would (it divides a rare
+    feature's weight by the number of shards). VW does the same for
+    ``--adaptive`` weights: ``accumulate_weighted_avg`` (vowpalwabbit
+    accumulate.cc, with ``do_weighting`` in accumulate.h; run by gd.cc
+    ``end_pass`` after each pass under allreduce) and gd.cc ``merge`` ->
+    ``merge_weights_with_save_resume`` (model merging). VW weighs by each node's
+    total G_k = G_base + dG_k, not by its increment: from a zero base that is the
+    same; from a trained base the base's G enters every node's weight, pulling
+    the result toward the base, and a node that learned nothing still weighs
+    G_base. Increments make idle shards weightless and the rule associative:
+    the merged learner carries dG_a + dG_b, so merging (a, b) and then c gives
+    merge(a, b, c) up to rounding, and a tree of pairwise merges equals one
+    flat merge.
+
+    Why G is the base plus the sum of increments. That is the G of one learner
+    that received every shard's gradients: after the merge the steps
+    eta / sqrt(G) are those of a learner that has seen all the examples, which
+    is also what the rounds counter says. VW instead scales each node's G by
+    its share G_k / sum_j G_j before summing (its comment: "a crude max"), so
+    its G is sum_k G_k**2 / sum_k G_k, a G-weighted mean of the nodes' totals:
+    the base is not counted twice, but the increments are averaged, not added,
+    so steps after the merge stay as large as after one node's data, and the
+    result depends on how the shards are grouped. (VW's gd merge does count
+    the base once per model in its ``--normalized`` sums total_weight and
+    normalized_sum_norm_x, which it adds over models without subtracting the
+    base; olcli has no such state.) Measured in
+    benchmarks/results/merge_rules.md: identical after one merge from a zero
+    base; over repeated merge rounds the sum was slightly better on a9a and
+    VW's larger steps better on phishing and cod-rna.
+
+    Lazy L1/L2. Each shard's weight is first settled to that shard's own rounds
+    (``all_weights``, the shrinkage formula of ``_settled``), so the average is
+    of weights the shards would predict with; ``last`` is set to the merged
+    rounds: nothing more is owed. A coordinate no shard updated keeps the base's
+    ``w`` and ``last`` and so owes the shrinkage of every merged round, as it
+    would after sequential training. A shard that only read such a coordinate
+    settled it (w and last changed, G did not): the base row, paying for all
+    rounds, stands for it. With ``--radius`` the mean of weights in [-R, R] is
+    in [-R, R]; it is clipped once more against rounding.
+
+    Tested invariants (tests/test_merge.py): one shard = a copy; idle shards
+    change nothing; rows no shard updated keep the base; a row one shard updated
+    gets exactly that shard's settled weight; the merged weight lies between the
+    updating shards' weights; symmetric in the shard order and associative, up
+    to rounding.
+    """
+    result, active = merge_common.prepare(base, shards, base_rounds, shard_rounds, shard_weights)
+    if result is not None:
+        return result
+    rounds = merge_common.merged_rounds(base_rounds, shard_rounds)
+    grown = merge_common.column(shards, active, G) - base[:, G]
+    weights = merge_common.weights_where(all_weights, shards, active, params, shard_rounds, grown > 0.0)
+    w, total = merge_common.weighted_mean(weights, grown)
+    radius = params[P_RADIUS]
+    if radius > 0.0:
+        w = np.clip(w, -radius, radius)
+    updated = total > 0.0
+    out = np.array(base, dtype=np.float64, copy=True)
+    out[updated, W] = w[updated]
+    out[updated, G] = base[updated, G] + total[updated]
+    if params[P_L1] > 0.0 or params[P_L2] > 0.0:
+        out[updated, LAST] = rounds
+    return out
