@@ -6,7 +6,10 @@ or eta (ScInOL2), both starting at eps.
 
 import math
 
+import numpy as np
 from numba import njit
+
+from olcli.engine import merge_common
 
 G, S2, M, WEALTH = 0, 1, 2, 3
 
@@ -35,3 +38,37 @@ def accumulate(state, i, gx):
     """After the loss: G_i -= g x_i; S2_i += (g x_i)**2."""
     state[i, G] -= gx
     state[i, S2] += gx * gx
+
+
+# ---------------------------------------------------------------------------
+# Merging learners trained on separate shards (plain NumPy; the rules are in
+# scinol1.merge and scinol2.merge).
+
+def all_thetas_and_scales(state):
+    """``theta_and_scale`` for every row at once (0/0 = 0)."""
+    scale = np.sqrt(state[:, S2] + state[:, M] * state[:, M])
+    theta = np.divide(state[:, G], scale, out=np.zeros(len(scale)), where=scale != 0.0)
+    return theta, scale
+
+
+def merged_statistics(base, shards, active, grown, weights):
+    """What both ScInOL merges share, over the shards ``active`` (that learned),
+    given ``grown`` (dS2_k = S2_k - S2_base, the squared gradients shard k added
+    to each row: the averaging weights) and the shards' ``weights`` (both of
+    shape (shards, rows)):
+
+    - ``updated``: rows some shard added squared gradients to;
+    - ``w``: the weights' mean with weights dS2_k;
+    - ``s2`` = S2_base + sum_k dS2_k; ``m`` = max_k M_k;
+    - ``touched`` (shards, rows): shard k has touched the row (M_k > 0), so its
+      slot 3 holds a value that started from eps or the base's.
+    """
+    w, total = merge_common.weighted_mean(weights, grown)
+    maxima = merge_common.column(shards, active, M)
+    return {
+        "updated": total > 0.0,
+        "w": w,
+        "s2": base[:, S2] + total,
+        "m": np.maximum(base[:, M], maxima.max(axis=0)),
+        "touched": maxima > 0.0,
+    }
