@@ -6,8 +6,10 @@ with eta_t ~ 1/sqrt(t)"): w_i <- w_i - (eta / sqrt(t)) g_i, t the round number.
 
 import math
 
+import numpy as np
 from numba import njit
 
+from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop
 from olcli.engine.multiclass import run_multiclass
 
@@ -52,3 +54,66 @@ def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
 @njit(cache=True)
 def weights_at(state, params, rounds, rows):
     return weights_loop(weight, state, params, rounds, rows)
+
+
+# ---------------------------------------------------------------------------
+# Merging learners trained on separate shards (plain NumPy, not compiled).
+
+def all_weights(state, params, rounds):
+    """Every row's weight (the w slot)."""
+    return state[:, W].copy()
+
+
+def merge(base, shards, params, base_rounds, shard_rounds, shard_weights):
+    """Combine SGD learners that all started from ``base``.
+
+    base: state array (rows, slots) all shards started from; shards: list of
+    state arrays (same shape) after each learned its shard; params: float64
+    array in PARAMS order; base_rounds: float, the rounds counter of the base;
+    shard_rounds: list of float, each shard's rounds counter after learning
+    (includes base_rounds); shard_weights: list of float, importance-weighted
+    count of examples each shard learned from. Returns a NEW state array (same
+    shape) for the combined learner, whose rounds counter will be
+    base_rounds + sum(r - base_rounds). The inputs are not modified. Shards
+    whose rounds did not move are left out; with one shard left the result is
+    a copy of it (merge_common.prepare).
+
+    Rule: over the shards k that learned, with p_k = shard_weights[k] / sum of
+    their weights (p_k = 1 / their number when those weights are all 0),
+
+        w = sum_k p_k w_k
+
+    and a row no shard changed keeps the base's value exactly.
+
+    Why. SGD keeps no per-coordinate statistics, so there is nothing finer
+    than how much each shard learned to weigh by. Averaging the machines' SGD
+    solutions is parallelized SGD (Zinkevich, Weimer, Smola, Li 2010); weighing
+    by examples is what VW's model merging does for plain gd weights (merge.cc
+    ``calc_per_model_weighting``, gd.cc ``merge_weights_simple``), and its
+    allreduce takes the plain mean (accumulate.cc ``accumulate_avg``, from
+    gd.cc ``end_pass``), our fallback. VW's per-model weights are the models'
+    lifetime example counts, so a base's examples count once per model and a
+    model that learned nothing still pulls toward the base; here the weights
+    are what each shard learned, so an idle shard weighs nothing. The rate
+    eta / sqrt(t) then continues from t = the merged rounds, as if all
+    examples had been seen in one run. The cost of having no per-coordinate
+    weights: a feature only shard k saw moves by p_k of what k learned
+    (w_base + p_k (w_k - w_base)); the adaptive learners avoid that.
+
+    Tested invariants (tests/test_merge.py): one shard = a copy; idle shards
+    change nothing; rows no shard changed keep the base; the merged weight
+    lies between the shards' weights; symmetric in the shard order, and
+    associative when a merged learner's weight is the sum of its shards'.
+    """
+    result, active = merge_common.prepare(base, shards, base_rounds, shard_rounds, shard_weights)
+    if result is not None:
+        return result
+    counts = np.array([float(shard_weights[k]) for k in active])
+    total = counts.sum()
+    share = counts / total if total > 0.0 else np.full(len(active), 1.0 / len(active))
+    values = merge_common.column(shards, active, W)
+    w = (share[:, None] * values).sum(axis=0)
+    changed = (values != base[:, W]).any(axis=0)
+    out = np.array(base, dtype=np.float64, copy=True)
+    out[changed, W] = w[changed]
+    return out
