@@ -1,0 +1,537 @@
+"""Merge rules for learners trained on separate shards (issue: Learner API).
+
+Each algorithm module has ``merge(base, shards, params, base_rounds,
+shard_rounds, shard_weights)``; the rules and their reasons are in the
+docstrings and in benchmarks/results/merge_rules.md. Here: hand-computed values
+on tiny states, the shared guarantees (one shard = no merge, idle shards and
+untouched rows change nothing, a row one shard updated keeps that shard's
+weight), and properties over states made by really training the kernels.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from olcli.engine import adagrad, adagrad_dual, ftrl, scinol1, scinol2, sgd
+
+MODULES = {"adagrad": adagrad, "adagrad-dual": adagrad_dual, "ftrl": ftrl,
+           "scinol1": scinol1, "scinol2": scinol2, "sgd": sgd}
+
+# The slot holding the squared-gradient sum each adaptive rule weighs by.
+GROWTH_SLOT = {"adagrad": adagrad.G, "adagrad-dual": adagrad_dual.G, "ftrl": ftrl.N,
+               "scinol1": 1, "scinol2": 1}
+
+
+def kernel_weights(module, state, params, rounds):
+    """Row weights from the compiled kernel, one call per row."""
+    return np.array([module.weight(state, i, params, rounds) for i in range(len(state))])
+
+
+# ---------------------------------------------------------------------------
+# Hand-computed values. Rows: 0 = untouched by every shard, then the cases.
+
+def test_adagrad_hand_computed_without_regularisation():
+    params = np.array([0.5, 0.0, 0.0, 0.0, 0.0])        # eta, delta, l1, l2, radius
+    base = np.array([[0.5, 1.0, 0.0],                    # w, G, last
+                     [0.0, 0.0, 0.0],
+                     [1.0, 1.0, 0.0],
+                     [0.0, 0.0, 0.0]])
+    a = np.array([[0.5, 1.0, 0.0],
+                  [0.3, 4.0, 0.0],                       # only a updated it
+                  [2.0, 4.0, 0.0],                       # dG_a = 3
+                  [1.0, 2.0, 0.0]])                      # dG_a = 2
+    b = np.array([[0.5, 1.0, 0.0],
+                  [0.0, 0.0, 0.0],
+                  [0.0, 2.0, 0.0],                       # dG_b = 1
+                  [3.0, 2.0, 0.0]])                      # dG_b = 2
+    merged = adagrad.merge(base, [a, b], params, 5.0, [9.0, 7.0], [4.0, 2.0])
+    # row 2: w = (3 * 2 + 1 * 0) / 4 = 1.5, G = 1 + 3 + 1 = 5 (VW would give
+    # w = (4 * 2 + 2 * 0) / 6 = 1.33 and G = (16 + 4) / 6 = 3.33: it weighs and
+    # averages by the totals, base included)
+    assert merged.tolist() == [[0.5, 1.0, 0.0],
+                               [0.3, 4.0, 0.0],
+                               [1.5, 5.0, 0.0],
+                               [2.0, 4.0, 0.0]]
+
+
+def test_adagrad_hand_computed_lazy_l1_settles_each_shard_at_its_own_rounds():
+    params = np.array([1.0, 0.0, 0.1, 0.0, 0.0])        # eta 1, delta 0, l1 0.1
+    base = np.array([[1.0, 4.0, 10.0],
+                     [1.0, 4.0, 10.0],
+                     [0.0, 0.0, 0.0]])
+    a = np.array([[1.0, 4.0, 10.0],
+                  [2.0, 16.0, 12.0],                     # h = 4, owes 2 at a's round 14: 2 - 0.05
+                  [-1.0, 1.0, 14.0]])                    # h = 1, owes nothing
+    b = np.array([[1.0, 4.0, 10.0],
+                  [0.9, 4.0, 12.0],                      # only read (settled): G did not grow
+                  [0.5, 4.0, 11.0]])                     # h = 2, owes 1 at b's round 12: 0.5 - 0.05
+    merged = adagrad.merge(base, [a, b], params, 10.0, [14.0, 12.0], [4.0, 2.0])
+    assert merged[0].tolist() == [1.0, 4.0, 10.0]        # keeps the base, owes 6 rounds at 16
+    assert merged[1].tolist() == pytest.approx([1.95, 16.0, 16.0], rel=1e-15)
+    # (1 * -1 + 4 * 0.45) / 5 = 0.16, G = 5, settled at the merged round 10 + 4 + 2
+    assert merged[2].tolist() == pytest.approx([0.16, 5.0, 16.0], rel=1e-14)
+    assert adagrad.weight(merged, 0, params, 16.0) == pytest.approx(0.7, rel=1e-15)
+
+
+def test_adagrad_hand_computed_lazy_l2():
+    params = np.array([1.0, 0.0, 0.0, 0.5, 0.0])        # eta 1, delta 0, l2 0.5
+    base = np.zeros((1, 3))
+    a = np.array([[1.0, 4.0, 12.0]])                     # factor 2 / 2.5 = 0.8, owes 2 at 14: 0.64
+    b = np.array([[2.0, 1.0, 11.0]])                     # factor 1 / 1.5, owes 1 at 12: 4/3
+    merged = adagrad.merge(base, [a, b], params, 10.0, [14.0, 12.0], [1.0, 1.0])
+    # (4 * 0.64 + 1 * 4/3) / 5
+    assert merged[0].tolist() == pytest.approx([0.7786666666666667, 5.0, 16.0], rel=1e-15)
+
+
+def test_adagrad_radius_bounds_the_merge_despite_rounding():
+    params = np.array([1.0, 0.0, 0.0, 0.0, 0.3])        # radius 0.3
+    base = np.zeros((1, 3))
+    shards = [np.array([[0.3, g, 0.0]]) for g in (7.0, 23.0, 48.0)]
+    # (7 * 0.3 + 23 * 0.3 + 48 * 0.3) / 78 rounds to 0.30000000000000004
+    merged = adagrad.merge(base, shards, params, 0.0, [1.0, 1.0, 1.0], [1.0, 1.0, 1.0])
+    assert merged[0].tolist() == [0.3, 78.0, 0.0]
+
+
+def test_adagrad_dual_hand_computed():
+    params = np.array([1.0, 0.0, 0.0])                   # eta 1, delta 0, l1 0: w = -u / sqrt(G)
+    base = np.array([[0.5, 1.0],
+                     [0.0, 0.0]])
+    a = np.array([[0.5, 1.0],
+                  [-2.0, 4.0]])                          # w_a = 1
+    b = np.array([[0.5, 1.0],
+                  [1.0, 1.0]])                           # w_b = -1
+    merged = adagrad_dual.merge(base, [a, b], params, 2.0, [6.0, 8.0], [4.0, 6.0])
+    # w = (4 * 1 + 1 * -1) / 5 = 0.6, G = 5, u = -0.6 sqrt(5). (Adding the sums
+    # instead would give u = -1, weight 1 / sqrt(5) = 0.447.)
+    assert merged[0].tolist() == [0.5, 1.0]
+    assert merged[1].tolist() == pytest.approx([-1.3416407864998738, 5.0], rel=1e-15)
+
+
+def test_adagrad_dual_hand_computed_with_l1_rebuilds_u_at_the_merged_rounds():
+    params = np.array([1.0, 0.0, 0.1])                   # eta 1, delta 0, l1 0.1
+    base = np.array([[0.0, 0.0],
+                     [0.0, 0.0],
+                     [-0.2, 1.0]])                       # |u| / 2 = l1: weight 0
+    a = np.array([[-2.0, 4.0],                           # at t = 6: (6 / 2) (2/6 - 0.1) = 0.7
+                  [0.3, 1.0],                            # 0.3 / 6 < l1: weight 0
+                  [0.55, 2.0]])                          # 0.55 / 6 < l1: weight 0
+    b = np.array([[1.0, 1.0],                            # at t = 8: -(8 / 1) (1/8 - 0.1) = -0.2
+                  [0.5, 4.0],                            # 0.5 / 8 < l1
+                  [0.75, 3.0]])                          # 0.75 / 8 < l1
+    merged = adagrad_dual.merge(base, [a, b], params, 2.0, [6.0, 8.0], [4.0, 6.0])
+    # R = 12. Row 0: w = (4 * 0.7 + 1 * -0.2) / 5 = 0.52, G = 5,
+    # u = -(0.52 sqrt(5) + 0.1 * 12) = -2.362755...
+    assert merged[0].tolist() == pytest.approx([-2.3627553482998906, 5.0], rel=1e-15)
+    assert adagrad_dual.weight(merged, 0, params, 12.0) == pytest.approx(0.52, rel=1e-14)
+    # Row 1: both weights 0: u = pooled sum 0.8, inside [-1.2, 1.2]
+    assert merged[1].tolist() == pytest.approx([0.8, 5.0], rel=1e-15)
+    # Row 2: pooled -0.2 + 0.75 + 0.95 = 1.5, clipped to l1 R = 1.2
+    assert merged[2].tolist() == pytest.approx([1.2, 4.0], rel=1e-15)
+    assert adagrad_dual.weight(merged, 2, params, 12.0) == 0.0
+
+
+def test_ftrl_hand_computed():
+    params = np.array([1.0, 1.0, 1.0, 0.0])              # alpha 1, beta 1, l1 1, l2 0: D = 1 + sqrt(n)
+    base = np.array([[0.3, 2.0],
+                     [0.0, 0.0],
+                     [0.0, 0.0]])
+    a = np.array([[0.3, 2.0],
+                  [-5.0, 9.0],                           # w_a = -(-5 + 1) / 4 = 1
+                  [0.5, 1.0]])                           # |z| <= l1: 0
+    b = np.array([[0.3, 2.0],
+                  [11.0, 16.0],                          # w_b = -(11 - 1) / 5 = -2
+                  [0.75, 1.0]])                          # 0
+    merged = ftrl.merge(base, [a, b], params, 0.0, [3.0, 4.0], [3.0, 4.0])
+    assert merged[0].tolist() == [0.3, 2.0]
+    # w = (9 * 1 + 16 * -2) / 25 = -0.92, n = 25, D = 6: z = -(-0.92 * 6 - 1) = 6.52
+    assert merged[1].tolist() == pytest.approx([6.52, 25.0], rel=1e-15)
+    assert ftrl.weight(merged, 1, params, 7.0) == pytest.approx(-0.92, rel=1e-15)
+    # weights 0: pooled z 1.25 clipped into [-1, 1]
+    assert merged[2].tolist() == [1.0, 2.0]
+
+
+def test_ftrl_hand_computed_without_l1():
+    params = np.array([1.0, 1.0, 0.0, 0.0])
+    base = np.zeros((1, 2))
+    a = np.array([[-4.0, 9.0]])                          # w_a = 1
+    b = np.array([[10.0, 16.0]])                         # w_b = -2
+    merged = ftrl.merge(base, [a, b], params, 0.0, [3.0, 4.0], [3.0, 4.0])
+    assert merged[0].tolist() == pytest.approx([5.52, 25.0], rel=1e-15)   # z = 0.92 * 6
+
+
+def test_sgd_hand_computed():
+    params = np.array([0.5])
+    base = np.array([[1.0], [2.0], [0.0]])
+    a = np.array([[1.0], [4.0], [1.0]])
+    b = np.array([[1.0], [0.0], [0.0]])
+    merged = sgd.merge(base, [a, b], params, 1.0, [4.0, 2.0], [3.0, 1.0])
+    # p = (0.75, 0.25); row 2 is diluted: only a saw it
+    assert merged[:, 0].tolist() == [1.0, 3.0, 0.75]
+    # all weights 0: the plain mean
+    plain = sgd.merge(base, [a, b], params, 1.0, [4.0, 2.0], [0.0, 0.0])
+    assert plain[:, 0].tolist() == [1.0, 2.0, 0.5]
+
+
+def test_scinol1_hand_computed():
+    params = np.array([1.0])                             # epsilon
+    base = np.array([[0.5, 1.0, 1.0, 0.75],              # G, S2, M, beta
+                     [0.0, 0.0, 0.0, 0.0],
+                     [0.0, 0.0, 0.0, 0.0]])
+    a = np.array([[0.5, 1.0, 1.0, 0.75],
+                  [2.0, 3.0, 1.0, 0.5],                  # s = 2, theta = 1: w_a = 0.5 (e^0.5 - 1) / 4
+                  [0.0, 0.0, 3.0, 0.2]])                 # touched, no gradient
+    b = np.array([[0.5, 1.0, 1.0, 0.75],
+                  [0.0, 12.0, 2.0, 0.25],                # s = 4, theta = 0: w_b = 0
+                  [0.0, 0.0, 0.0, 0.0]])                 # untouched
+    merged = scinol1.merge(base, [a, b], params, 3.0, [5.0, 6.0], [2.0, 3.0])
+    assert merged[0].tolist() == [0.5, 1.0, 1.0, 0.75]
+    # S2 = 15, M = 2, s = sqrt(19), beta = 0.25, w = 3 w_a / 15 = 0.025 (e^0.5 - 1),
+    # G = 2 log(1 + 2 w s / beta) s
+    assert merged[1].tolist() == pytest.approx([3.907597280357171, 15.0, 2.0, 0.25], rel=1e-14)
+    assert scinol1.weight(merged, 1, params, 14.0) == pytest.approx(0.016218031767503204, rel=1e-14)
+    assert merged[2].tolist() == [0.0, 0.0, 3.0, 0.2]
+
+
+def test_scinol2_hand_computed():
+    params = np.array([1.0])                             # epsilon
+    base = np.array([[0.5, 1.0, 1.0, 0.75],              # G, S2, M, eta
+                     [0.0, 0.0, 0.0, 0.0],
+                     [0.0, 0.0, 0.0, 0.0],
+                     [0.0, 0.0, 0.0, 0.0]])
+    a = np.array([[0.5, 1.0, 1.0, 0.75],
+                  [2.0, 3.0, 1.0, 2.0],                  # s = 2, theta = 1: w_a = 1 / 4 * 2 = 0.5
+                  [2.0, 3.0, 1.0, 2.0],                  # the same
+                  [0.0, 0.0, 3.0, 1.0]])                 # touched (eta = eps), no gradient
+    b = np.array([[0.5, 1.0, 1.0, 0.75],
+                  [-1.0, 12.0, 2.0, 2.0],                # s = 4, theta = -1/4: w_b = -1/4 / 8 * 2 = -1/16
+                  [-1.0, 12.0, 2.0, 4.0],                # w_b = -1/8
+                  [0.0, 0.0, 0.0, 0.0]])
+    merged = scinol2.merge(base, [a, b], params, 3.0, [5.0, 6.0], [2.0, 3.0])
+    assert merged[0].tolist() == [0.5, 1.0, 1.0, 0.75]
+    # w = (3 * 0.5 - 12 / 16) / 15 = 0.05, mean |theta| = (3 * 1 + 12 / 4) / 15 = 0.4,
+    # s = sqrt(19): G = 0.4 sqrt(19), eta = 2 * 0.05 sqrt(19) / 0.4 = sqrt(19) / 4
+    assert merged[1].tolist() == pytest.approx([1.7435595774162698, 15.0, 2.0, 1.0897247358851685],
+                                               rel=1e-15)
+    assert scinol2.weight(merged, 1, params, 14.0) == pytest.approx(0.05, rel=1e-14)
+    # w = (1.5 - 1.5) / 15 = 0: G = 0, eta = (3 * 2 + 12 * 4) / 15 = 3.6
+    assert merged[2].tolist() == pytest.approx([0.0, 15.0, 2.0, 3.6], rel=1e-15)
+    assert merged[3].tolist() == [0.0, 0.0, 3.0, 1.0]
+
+
+# ---------------------------------------------------------------------------
+# Training real states: random sparse logistic streams through the kernels.
+
+def _stream(rng, n, features, scale, factor):
+    rows = []
+    for _ in range(n):
+        k = int(rng.integers(1, len(features) + 1))
+        index = np.sort(rng.choice(features, size=k, replace=False)).astype(np.int64)
+        value = rng.normal(size=k) * scale[index] * factor[index]
+        rows.append((index, value, float(rng.choice([-1.0, 1.0]))))
+    return rows
+
+
+def _train(module, state, params, rounds, rows):
+    """Learn from ``rows`` (logistic loss) in place; returns the new rounds."""
+    for index, value, label in rows:
+        p = module.predict(state, index, value, 0, len(index), 0, params, rounds, True)
+        z = label * p
+        sigma = math.exp(-z) / (1.0 + math.exp(-z)) if z >= 0.0 else 1.0 / (1.0 + math.exp(z))
+        module.update(state, index, value, 0, len(index), 0, -label * sigma, params, rounds)
+        rounds += 1.0
+    return rounds
+
+
+def _params(name, rng):
+    if name == "adagrad":
+        reg = rng.integers(3)
+        return np.array([rng.uniform(0.1, 1.0), rng.choice([0.0, 1e-6, 0.1]),
+                         rng.uniform(1e-4, 0.05) if reg == 1 else 0.0,
+                         rng.uniform(1e-3, 0.5) if reg == 2 else 0.0,
+                         rng.choice([0.0, rng.uniform(0.2, 2.0)])])
+    if name == "adagrad-dual":
+        return np.array([rng.uniform(0.1, 1.0), rng.choice([1e-6, 0.1]),
+                         rng.choice([0.0, rng.uniform(1e-3, 0.1)])])
+    if name == "ftrl":
+        return np.array([rng.uniform(0.1, 1.0), rng.uniform(0.1, 2.0),
+                         rng.choice([0.0, rng.uniform(0.01, 1.0)]), rng.choice([0.0, rng.uniform(0.01, 1.0)])])
+    if name in ("scinol1", "scinol2"):
+        return np.array([rng.uniform(0.1, 10.0)])
+    return np.array([rng.uniform(0.05, 1.0)])
+
+
+def _scenario(name, seed, n_shards=3, dim=10, factor=None):
+    """A base trained on a prefix (or none), and shards trained from it on
+    streams over random feature subsets (so some rows are seen by one shard or
+    none, and the last two rows by none); feature i's values are multiplied by ``factor[i]`` (default 1).
+    Returns (module, params, base, base_rounds, shards, rounds, weights)."""
+    rng = np.random.default_rng(seed)
+    module = MODULES[name]
+    params = _params(name, rng)
+    scale = 10.0 ** rng.uniform(-1.5, 1.5, size=dim)
+    factor = np.ones(dim) if factor is None else factor
+    base = np.zeros((dim, len(module.SLOTS)))
+    base_features = rng.choice(dim, size=int(rng.integers(1, dim // 2)), replace=False)
+    base_stream = _stream(rng, int(rng.integers(0, 25)), base_features, scale, factor)
+    base_rounds = _train(module, base, params, 0.0, base_stream)
+    shards, rounds, weights = [], [], []
+    for _ in range(n_shards):
+        shard = base.copy()
+        features = rng.choice(dim - 2, size=int(rng.integers(1, dim // 2 + 2)), replace=False)
+        rows = _stream(rng, int(rng.integers(1, 30)), features, scale, factor)
+        rounds.append(_train(module, shard, params, base_rounds, rows))
+        shards.append(shard)
+        weights.append(float(len(rows)))
+    return module, params, base, base_rounds, shards, rounds, weights
+
+
+def _merged_rounds(base_rounds, rounds):
+    return base_rounds + sum(r - base_rounds for r in rounds)
+
+
+def _contributors(name, base, shards):
+    """(shards, rows): shard k added squared gradients to the row (sgd: changed it)."""
+    if name == "sgd":
+        return np.stack([(s != base).any(axis=1) for s in shards])
+    slot = GROWTH_SLOT[name]
+    return np.stack([s[:, slot] > base[:, slot] for s in shards])
+
+
+SEEDS = st.integers(0, 2**32 - 1)
+
+
+# ---------------------------------------------------------------------------
+# What every rule guarantees.
+
+@pytest.mark.parametrize("name", MODULES)
+@settings(max_examples=25, deadline=None)
+@given(seed=SEEDS)
+def test_all_weights_is_the_kernel_weight_bit_for_bit(name, seed):
+    module, params, base, base_rounds, shards, rounds, _ = _scenario(name, seed)
+    for state, r in [(base, base_rounds)] + list(zip(shards, rounds)):
+        for at in (r, r + 7.0):
+            assert np.array_equal(module.all_weights(state, params, at), kernel_weights(module, state, params, at))
+
+
+EXTREMES = {
+    # name: (params, state rows, rounds)
+    "adagrad": ([0.5, 0.0, 0.01, 0.0, 0.0], [[1e-3, 4.0, 0.0], [-2.0, 0.0, 0.0], [3.0, 1e-30, 5.0], [0.0, 1.0, 0.0]],
+                1e6),
+    "adagrad-dual": ([0.5, 0.0, 0.1], [[0.2, 4.0], [-1e300, 1e300], [0.1, 0.0], [0.0, 1.0]], 2.0),
+    "ftrl": ([0.5, 1.0, 0.25, 0.5], [[0.25, 4.0], [-0.25, 1.0], [0.2500001, 0.0], [-1e300, 1e300]], 0.0),
+    "scinol1": ([1.0], [[1500.0, 0.0, 1.0, 1e-300], [1500.0, 0.0, 1.0, 0.0], [-1399.0, 0.0, 1.0, 0.5],
+                        [0.0, 0.0, 0.0, 1.0]], 0.0),
+    "scinol2": ([1.0], [[5.0, 0.0, 1.0, 2.0], [-1e-300, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0],
+                        [1e300, 1e300, 1e150, 1e300]], 0.0),
+    "sgd": ([0.5], [[-0.0], [1e300], [5e-324], [0.0]], 0.0),
+}
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_all_weights_is_the_kernel_weight_at_the_extremes(name):
+    """Branches random training does not reach: ScInOL1's theta / 2 >= 700,
+    gradients whose square underflows, the L1 band's edge, overflow."""
+    params, rows, rounds = EXTREMES[name]
+    module = MODULES[name]
+    state, params = np.array(rows, dtype=float), np.array(params, dtype=float)
+    expected = kernel_weights(module, state, params, rounds)
+    assert np.array_equal(module.all_weights(state, params, rounds), expected, equal_nan=True)
+    assert np.array_equal(module.all_weights(state, params, rounds + 3.0),
+                          kernel_weights(module, state, params, rounds + 3.0), equal_nan=True)
+
+
+@pytest.mark.parametrize("name", MODULES)
+@settings(max_examples=15, deadline=None)
+@given(seed=SEEDS)
+def test_one_shard_is_no_merge(name, seed):
+    module, params, base, base_rounds, shards, rounds, weights = _scenario(name, seed, n_shards=1)
+    merged = module.merge(base, shards, params, base_rounds, rounds, weights)
+    assert merged is not shards[0]
+    assert merged.tobytes() == shards[0].tobytes()
+
+
+@pytest.mark.parametrize("name", MODULES)
+@settings(max_examples=15, deadline=None)
+@given(seed=SEEDS)
+def test_merge_leaves_its_inputs_alone(name, seed):
+    module, params, base, base_rounds, shards, rounds, weights = _scenario(name, seed)
+    copies = [base.copy(), params.copy()] + [s.copy() for s in shards]
+    module.merge(base, shards, params, base_rounds, rounds, weights)
+    assert all(np.array_equal(x, y) for x, y in zip([base, params] + shards, copies))
+
+
+@pytest.mark.parametrize("name", MODULES)
+@settings(max_examples=15, deadline=None)
+@given(seed=SEEDS)
+def test_shards_that_learned_nothing_change_nothing(name, seed):
+    module, params, base, base_rounds, shards, rounds, weights = _scenario(name, seed)
+    merged = module.merge(base, shards, params, base_rounds, rounds, weights)
+    idle = base.copy()
+    with_idle = module.merge(base, [idle, shards[0], shards[1], idle.copy(), shards[2]], params, base_rounds,
+                             [base_rounds, rounds[0], rounds[1], base_rounds, rounds[2]],
+                             [0.0, weights[0], weights[1], 0.0, weights[2]])
+    assert with_idle.tobytes() == merged.tobytes()
+    alone = module.merge(base, [idle, shards[1]], params, base_rounds, [base_rounds, rounds[1]], [0.0, weights[1]])
+    assert alone.tobytes() == shards[1].tobytes()
+    nothing = module.merge(base, [idle, idle], params, base_rounds, [base_rounds] * 2, [0.0, 0.0])
+    assert nothing.tobytes() == base.tobytes()
+
+
+@pytest.mark.parametrize("name", MODULES)
+@settings(max_examples=25, deadline=None)
+@given(seed=SEEDS)
+def test_rows_no_shard_touched_keep_the_base(name, seed):
+    module, params, base, base_rounds, shards, rounds, weights = _scenario(name, seed)
+    merged = module.merge(base, shards, params, base_rounds, rounds, weights)
+    untouched = ~np.stack([(s != base).any(axis=1) for s in shards]).any(axis=0)
+    assert untouched[-2:].all()
+    assert merged[untouched].tobytes() == base[untouched].tobytes()
+
+
+@pytest.mark.parametrize("name", [n for n in MODULES if n != "sgd"])
+@settings(max_examples=25, deadline=None)
+@given(seed=SEEDS)
+def test_a_row_one_shard_updated_keeps_that_shards_weight(name, seed):
+    module, params, base, base_rounds, shards, rounds, weights = _scenario(name, seed)
+    merged = module.merge(base, shards, params, base_rounds, rounds, weights)
+    at = _merged_rounds(base_rounds, rounds)
+    merged_w = module.all_weights(merged, params, at)
+    contributors = _contributors(name, base, shards)
+    for k, (shard, r) in enumerate(zip(shards, rounds)):
+        sole = contributors[k] & (contributors.sum(axis=0) == 1)
+        own = module.all_weights(shard, params, r)
+        if name == "adagrad":  # the average has one term: the settled weight, exactly
+            assert np.array_equal(merged_w[sole], own[sole])
+        else:
+            np.testing.assert_allclose(merged_w[sole], own[sole], rtol=1e-9, atol=1e-300)
+
+
+def test_sgd_dilutes_a_row_one_shard_saw_by_its_share():
+    module, params, base, base_rounds, shards, rounds, weights = _scenario("sgd", 7)
+    merged = sgd.merge(base, shards, params, base_rounds, rounds, weights)
+    changed = np.stack([(s != base).any(axis=1) for s in shards])
+    sole = changed[0] & (changed.sum(axis=0) == 1)
+    assert sole.any()
+    share = weights[0] / sum(weights)
+    expected = base[sole, 0] + share * (shards[0][sole, 0] - base[sole, 0])
+    np.testing.assert_allclose(merged[sole, 0], expected, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Properties: the averaging, its symmetry and its associativity.
+
+def _close(x, y):
+    tolerance = 1e-9 * max(1.0, float(np.max(np.abs(x), initial=0.0)), float(np.max(np.abs(y), initial=0.0)))
+    np.testing.assert_allclose(x, y, rtol=1e-9, atol=tolerance)
+
+
+@pytest.mark.parametrize("name", MODULES)
+@settings(max_examples=40, deadline=None)
+@given(seed=SEEDS)
+def test_the_merged_weight_lies_between_the_contributing_shards_weights(name, seed):
+    module, params, base, base_rounds, shards, rounds, weights = _scenario(name, seed)
+    merged = module.merge(base, shards, params, base_rounds, rounds, weights)
+    merged_w = module.all_weights(merged, params, _merged_rounds(base_rounds, rounds))
+    own = np.stack([module.all_weights(s, params, r) for s, r in zip(shards, rounds)])
+    contributors = _contributors(name, base, shards)
+    if name == "sgd":
+        contributors[:] = True
+    some = contributors.any(axis=0)
+    low = np.where(contributors, own, np.inf).min(axis=0)[some]
+    high = np.where(contributors, own, -np.inf).max(axis=0)[some]
+    slack = 1e-9 * np.maximum(np.abs(low), np.abs(high)) + 1e-300
+    assert np.all(merged_w[some] >= low - slack)
+    assert np.all(merged_w[some] <= high + slack)
+
+
+@pytest.mark.parametrize("name", MODULES)
+@settings(max_examples=30, deadline=None)
+@given(seed=SEEDS, order=st.permutations([0, 1, 2]))
+def test_merge_is_symmetric_in_the_shard_order(name, seed, order):
+    module, params, base, base_rounds, shards, rounds, weights = _scenario(name, seed)
+    at = _merged_rounds(base_rounds, rounds)
+    merged = module.merge(base, shards, params, base_rounds, rounds, weights)
+    shuffled = module.merge(base, [shards[k] for k in order], params, base_rounds,
+                            [rounds[k] for k in order], [weights[k] for k in order])
+    _close(module.all_weights(shuffled, params, at), module.all_weights(merged, params, at))
+    _close(shuffled, merged)
+
+
+@pytest.mark.parametrize("name", MODULES)
+@settings(max_examples=30, deadline=None)
+@given(seed=SEEDS)
+def test_merging_pairwise_equals_merging_at_once(name, seed):
+    """A tree of pairwise merges gives the flat merge: the merged learner
+    carries the rounds and the weight of its shards together."""
+    module, params, base, base_rounds, shards, rounds, weights = _scenario(name, seed)
+    at = _merged_rounds(base_rounds, rounds)
+    flat = module.merge(base, shards, params, base_rounds, rounds, weights)
+    pair = module.merge(base, shards[:2], params, base_rounds, rounds[:2], weights[:2])
+    pair_rounds = _merged_rounds(base_rounds, rounds[:2])
+    tree = module.merge(base, [pair, shards[2]], params, base_rounds, [pair_rounds, rounds[2]],
+                        [weights[0] + weights[1], weights[2]])
+    _close(module.all_weights(tree, params, at), module.all_weights(flat, params, at))
+
+
+@pytest.mark.parametrize("name", ["adagrad", "adagrad-dual", "ftrl", "scinol1", "scinol2"])
+@settings(max_examples=30, deadline=None)
+@given(seed=SEEDS)
+def test_accumulators_add_the_shards_increments(name, seed):
+    module, params, base, base_rounds, shards, rounds, weights = _scenario(name, seed)
+    merged = module.merge(base, shards, params, base_rounds, rounds, weights)
+    slot = GROWTH_SLOT[name]
+    expected = base[:, slot] + sum(s[:, slot] - base[:, slot] for s in shards)
+    np.testing.assert_allclose(merged[:, slot], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["scinol1", "scinol2"])
+@settings(max_examples=30, deadline=None)
+@given(seed=SEEDS, powers=st.lists(st.integers(-6, 6), min_size=10, max_size=10))
+def test_scinol_merge_keeps_scale_invariance_exactly(name, seed, powers):
+    """Multiplying feature i by c_i = 2**k on every shard (and the base) divides
+    its merged weight by c_i, bit for bit (Kempka et al. 2019, Appendix B)."""
+    c = 2.0 ** np.array(powers, dtype=float)
+    merged = []
+    for factor in (None, c):
+        module, params, base, base_rounds, shards, rounds, weights = _scenario(name, seed, factor=factor)
+        state = module.merge(base, shards, params, base_rounds, rounds, weights)
+        merged.append((state, module.all_weights(state, params, _merged_rounds(base_rounds, rounds))))
+    (plain, plain_w), (scaled, scaled_w) = merged
+    assert np.array_equal(scaled_w * c, plain_w)
+    touched = scaled[:, 2] > 0.0
+    assert np.all(scaled[touched, 3] > 0.0)   # beta / eta stay positive
+
+
+# ---------------------------------------------------------------------------
+# Arguments and size.
+
+@pytest.mark.parametrize("bad", [
+    dict(shards=[]), dict(rounds=[3.0]), dict(weights=[1.0, -1.0]), dict(shards=[np.zeros((2, 3)), np.zeros((3, 3))]),
+])
+def test_inconsistent_arguments_are_refused(bad):
+    base = np.zeros((2, 3))
+    shards = bad.get("shards", [np.zeros((2, 3)), np.zeros((2, 3))])
+    with pytest.raises(ValueError):
+        adagrad.merge(base, shards, np.array([0.5, 1e-6, 0.0, 0.0, 0.0]), 0.0,
+                      bad.get("rounds", [1.0] * len(shards)), bad.get("weights", [1.0] * len(shards)))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_two_to_the_eighteen_rows_merge_well_under_a_second(name):
+    import time
+
+    rng = np.random.default_rng(1)
+    module = MODULES[name]
+    params = {"adagrad": [0.3, 1e-6, 0.0, 0.01, 0.0], "adagrad-dual": [0.3, 1e-6, 0.01],
+              "ftrl": [0.5, 1.0, 0.1, 0.1], "scinol1": [1.0], "scinol2": [1.0], "sgd": [0.5]}[name]
+    rows = 1 << 18
+    base = np.abs(rng.normal(size=(rows, len(module.SLOTS))))
+    shards = [base + np.abs(rng.normal(size=base.shape)) * (rng.random((rows, 1)) < 0.5) for _ in range(2)]
+    if name == "adagrad":
+        for shard in shards:
+            shard[:, adagrad.LAST] = base[:, adagrad.LAST] + 40.0
+    start = time.perf_counter()
+    module.merge(base, shards, np.array(params), 10.0, [60.0, 70.0], [50.0, 60.0])
+    assert time.perf_counter() - start < 1.0
