@@ -278,6 +278,55 @@ def plot(
     learning_curves.plot(reports, output=output, labels=label or [])
 
 
+_limits = "Limits"
+
+
+@app.command()
+def serve(
+    initial_model: str = typer.Option(..., "-i", "--initial-model", help="The model to serve (reloaded on SIGHUP "
+                                      "or POST /reload)."),
+    port: int = typer.Option(26542, "--port", help="Line protocol port (VW's daemon: one line in, "
+                             "'prediction[ tag]' out); 0 = any free port."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: all interfaces, with a warning)."),
+    port_file: Optional[str] = typer.Option(None, "--port-file", show_default=False,
+                                            help="Write the line protocol's port here once listening."),
+    pid_file: Optional[str] = typer.Option(None, "--pid-file", show_default=False,
+                                           help="Write the server's process id here once listening."),
+    http_port: Optional[int] = typer.Option(None, "--http-port", show_default=False,
+                                            help=r"Also serve HTTP/JSON on this port (0 = any); needs olcli\[serve]."),
+    http_port_file: Optional[str] = typer.Option(None, "--http-port-file", show_default=False,
+                                                 help="Write the HTTP port here once listening."),
+    learn: bool = typer.Option(False, "--learn", help="Learn from labelled lines (progressive: the reply is the "
+                               "prediction before learning); needs -f."),
+    final_model: Optional[str] = typer.Option(None, "-f", "--final-model", show_default=False,
+                                              help="With --learn: save the model here (atomically), every "
+                                                   "--save-every seconds and on SIGTERM/SIGINT."),
+    save_every: float = typer.Option(60.0, "--save-every", help="With --learn: seconds between saves of a "
+                                     "changed model (0 = only on stop)."),
+    link: Optional[Link] = _link,
+    probabilities: bool = _probabilities,
+    max_line_bytes: int = typer.Option(1 << 20, "--max-line-bytes", rich_help_panel=_limits,
+                                       help="Longer lines get an error reply."),
+    max_request_bytes: int = typer.Option(16 << 20, "--max-request-bytes", rich_help_panel=_limits,
+                                          help="Largest HTTP request body (413 above)."),
+    max_connections: int = typer.Option(1000, "--max-connections", rich_help_panel=_limits,
+                                        help="Open connections per protocol (and per worker); more are refused."),
+    idle_timeout: float = typer.Option(300.0, "--idle-timeout", rich_help_panel=_limits,
+                                       help="Close a connection idle this many seconds (0 = never)."),
+    workers: int = typer.Option(1, "--workers", help="Processes sharing the ports (prediction-only serving)."),
+    log_format: str = typer.Option("text", "--log-format", help="Event log on stderr: text or json."),
+):
+    """Serve a model: VW's daemon line protocol, and HTTP/JSON with --http-port (README "Serving")."""
+    from olcli.serve import ServeOptions, serve as run_server
+
+    run_server(ServeOptions(
+        model_path=initial_model, host=host, port=port, port_file=port_file, pid_file=pid_file,
+        http_port=http_port, http_port_file=http_port_file, learn=learn, final_model=final_model,
+        save_every=save_every, link=link.value if link else None, probabilities=probabilities,
+        max_line_bytes=max_line_bytes, max_request_bytes=max_request_bytes, max_connections=max_connections,
+        idle_timeout=idle_timeout, workers=workers, log_format=log_format))
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--traceback" in args:  # accepted anywhere on the line, handled by the root command
