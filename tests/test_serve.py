@@ -1,0 +1,506 @@
+"""olcli serve (issue 17): the server runs as a real subprocess on port 0 and is spoken to over
+real sockets on 127.0.0.1. Every process a test starts is stopped and waited for in the
+``server`` fixture's teardown, even when the test fails; every wait is bounded."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import olcli
+from olcli import datagen
+from olcli.cli import main as olcli_main
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+START_TIMEOUT = 60.0
+IO_TIMEOUT = 10.0
+N_LINES = 600
+NL = b"\n"
+
+
+# --- data and models (once per module) ---
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Models, data and what `olcli test -p` / `olcli train` say about them."""
+    d = tmp_path_factory.mktemp("serve")
+    lines = datagen.generate("click", 2 * N_LINES, seed=3).decode().splitlines()
+    train_lines, test_lines = lines[:N_LINES], lines[N_LINES:]
+    # tags on some lines, so the replies must carry them
+    test_lines = [f"{line.split(' ', 1)[0]} 't{k}{line.split(' ', 1)[1]}" if k % 7 == 0 else line
+                  for k, line in enumerate(test_lines)]
+    (d / "train.txt").write_text("\n".join(train_lines) + "\n")
+    (d / "test.txt").write_text("\n".join(test_lines) + "\n")
+    _cli("train", d / "train.txt", "-f", d / "a.olm", "--loss", "logistic", "--quiet")
+    _cli("train", d / "test.txt", "-f", d / "b.olm", "--loss", "logistic", "--quiet")  # another model, same kind
+    _cli("test", d / "test.txt", "-i", d / "a.olm", "-p", d / "a.pred", "--quiet")
+    _cli("test", d / "test.txt", "-i", d / "b.olm", "-p", d / "b.pred", "--quiet")
+    multi = datagen.generate("multiclass", 300, seed=5).decode()
+    (d / "multi.txt").write_text(multi)
+    classes = max(int(line.split()[0]) for line in multi.splitlines())
+    _cli("train", d / "multi.txt", "-f", d / "multi.olm", "--oaa", classes, "--quiet")
+    _cli("test", d / "multi.txt", "-i", d / "multi.olm", "-p", d / "multi.pred", "--quiet")
+    return {
+        "dir": d, "test_lines": test_lines, "train_lines": train_lines,
+        "a": d / "a.olm", "b": d / "b.olm", "multi": d / "multi.olm", "classes": classes,
+        "a_pred": (d / "a.pred").read_bytes(), "b_pred": (d / "b.pred").read_bytes(),
+        "multi_pred": (d / "multi.pred").read_bytes(), "multi_lines": multi.splitlines(),
+    }
+
+
+def _cli(*args) -> None:
+    try:
+        olcli_main([str(a) for a in args])
+    except SystemExit as exc:
+        assert not exc.code, f"olcli {' '.join(map(str, args))} exited {exc.code}"
+
+
+# --- the server as a subprocess ---
+
+class Server:
+    def __init__(self, proc, port, http_port, log_path, pid_file, port_file):
+        self.proc, self.port, self.http_port = proc, port, http_port
+        self.log_path, self.pid_file, self.port_file = log_path, pid_file, port_file
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def connect(self) -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=IO_TIMEOUT)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    def stop(self, signum=signal.SIGTERM, timeout=30.0) -> int:
+        self.proc.send_signal(signum)
+        return self.proc.wait(timeout)
+
+
+@pytest.fixture
+def server(tmp_path):
+    started = []
+
+    def start(model, *args, http=False, expect_failure=False, env=None):
+        k = len(started)
+        port_file, http_file = tmp_path / f"port{k}", tmp_path / f"http{k}"
+        pid_file, log_path = tmp_path / f"pid{k}", tmp_path / f"log{k}.txt"
+        command = [sys.executable, "-m", "olcli", "serve", "-i", str(model), "--port", "0",
+                   "--port-file", str(port_file), "--pid-file", str(pid_file), *map(str, args)]
+        if http:
+            command += ["--http-port", "0", "--http-port-file", str(http_file)]
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL,
+                                    env=env, cwd=tmp_path)
+        started.append(proc)
+        if expect_failure:
+            proc.wait(START_TIMEOUT)
+            return proc, log_path.read_text()
+        deadline = time.monotonic() + START_TIMEOUT
+        while not (port_file.exists() and pid_file.exists() and (not http or http_file.exists())):
+            if proc.poll() is not None:
+                pytest.fail(f"olcli serve exited {proc.returncode}:\n{log_path.read_text()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"olcli serve did not start in {START_TIMEOUT} s:\n{log_path.read_text()}")
+            time.sleep(0.02)
+        return Server(proc, int(port_file.read_text()), int(http_file.read_text()) if http else None,
+                      log_path, pid_file, port_file)
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(15)
+
+
+def recv_lines(sock: socket.socket, count: int, timeout: float = IO_TIMEOUT) -> list:
+    """Exactly ``count`` reply lines (bytes, without '\\n')."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while buf.count(b"\n") < count:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            raise AssertionError(f"connection closed after {buf.count(NL)} of {count} replies")
+        buf += chunk
+    lines = buf.split(b"\n")
+    assert len(lines) == count + 1 and lines[-1] == b"", f"more replies than lines sent: {buf[-200:]!r}"
+    return lines[:-1]
+
+
+def ask(sock, lines: list) -> list:
+    sock.sendall("".join(line + "\n" for line in lines).encode())
+    return recv_lines(sock, sum(1 for line in lines if line.strip()))
+
+
+def values(pred: bytes) -> np.ndarray:
+    return np.array([float(line.split()[0]) for line in pred.splitlines()])
+
+
+# --- tests ---
+
+def test_import_and_help_do_not_load_the_server_stack():
+    code = ("import sys, olcli, olcli.cli\n"
+            "try:\n    olcli.cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "try:\n    olcli.cli.main(['serve', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('asyncio', 'starlette', 'uvicorn', 'olcli.serve', 'olcli.serve_http', 'numba')"
+            " if m in sys.modules), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+    assert "--http-port" in done.stdout and "--max-line-bytes" in done.stdout
+
+
+def test_line_protocol_replies_equal_olcli_test_p(data, server):
+    srv = server(data["a"], http=True)
+    expected = data["a_pred"].splitlines()
+    # pipelined: every line in one write, answered in order (tags included), as `olcli test -p`
+    with srv.connect() as s:
+        assert ask(s, data["test_lines"]) == expected
+        # then one at a time on the same connection
+        for k in range(0, 60):
+            assert ask(s, [data["test_lines"][k]]) == [expected[k]]
+    # HTTP JSON: the same predictions (full precision), tags in their place
+    reply = httpx.post(f"{srv.url}/predict", json={"examples": data["test_lines"]}, timeout=IO_TIMEOUT).json()
+    assert reply["errors"] == []
+    np.testing.assert_allclose(reply["predictions"], values(data["a_pred"]), atol=1e-6)
+    assert [t for t in reply["tags"] if t] == [line.split()[1].decode() for line in expected if len(line.split()) > 1]
+    assert srv.stop() == 0
+    assert not srv.port_file.exists() and not srv.pid_file.exists(), "port and pid files are removed on a clean stop"
+    assert "listening" in srv.log() and "stopped" in srv.log()
+
+
+def test_bad_lines_get_an_error_reply_and_the_connection_stays_open(data, server):
+    srv = server(data["a"])
+    good = data["test_lines"][:3]
+    expected = data["a_pred"].splitlines()[:3]
+    with srv.connect() as s:
+        replies = ask(s, [good[0], "1 |a x:nan", "", "   ", good[1], "x y z |a b", "1 |a b:1e999", good[2],
+                          "1 |a \x00 b"])
+        assert len(replies) == 7, "one reply per non-empty line"
+        assert replies[0] == expected[0] and replies[2] == expected[1] and replies[5] == expected[2]
+        errors = [replies[k] for k in (1, 3, 4, 6)]
+        assert all(r.startswith(b"error: ") for r in errors), replies
+        assert b"NaN or infinite" in errors[0] and b"NUL byte" in errors[3]
+        # invalid UTF-8 and a line without a final newline at the end of the stream
+        s.sendall(b"1 |a \xff\xfe\n")
+        assert len(recv_lines(s, 1)) == 1
+        assert ask(s, [good[0]]) == [expected[0]], "the connection still works"
+        s.sendall(good[1].encode())   # no '\n': answered when the client closes its side
+        s.shutdown(socket.SHUT_WR)
+        assert recv_lines(s, 1) == [expected[1]]
+    assert srv.proc.poll() is None, "a client's mistakes never stop the server"
+    assert "bad_lines" in srv.log()
+
+
+def test_line_length_limit(data, server):
+    srv = server(data["a"], "--max-line-bytes", 300)
+    good, expected = data["test_lines"][0], data["a_pred"].splitlines()[0]
+    long_line = "1 |a " + " ".join(f"f{k}" for k in range(200))
+    with srv.connect() as s:
+        # in one read: the long line is refused between two answered ones
+        assert ask(s, [good, long_line, good])[1].startswith(b"error: line longer than 300 bytes")
+        # in pieces over several reads (the server drops it as it comes)
+        s.sendall(long_line[:250].encode())
+        time.sleep(0.05)
+        s.sendall((long_line[250:] + long_line + "\n" + good + "\n").encode())
+        replies = recv_lines(s, 2)
+        assert replies[0].startswith(b"error: line longer") and replies[1] == expected
+        assert ask(s, [good]) == [expected]
+
+
+def test_fifty_concurrent_clients(data, server):
+    srv = server(data["a"])
+    expected = data["a_pred"].splitlines()
+    lines = data["test_lines"]
+
+    def client(k):
+        with srv.connect() as s:
+            got = []
+            for j in range(12):  # one line at a time...
+                got += ask(s, [lines[(k * 12 + j) % len(lines)]])
+            got += ask(s, lines[k:k + 40])  # ...and a pipelined batch
+        want = [expected[(k * 12 + j) % len(lines)] for j in range(12)] + expected[k:k + 40]
+        return got == want
+
+    with ThreadPoolExecutor(50) as pool:
+        results = list(pool.map(client, range(50), timeout=60))
+    assert all(results)
+
+
+def test_connection_limit_and_idle_timeout(data, server):
+    srv = server(data["a"], "--max-connections", 3, "--idle-timeout", 1)
+    good, expected = data["test_lines"][0], data["a_pred"].splitlines()[0]
+    held = [srv.connect() for _ in range(3)]
+    try:
+        for s in held:
+            assert ask(s, [good]) == [expected]
+        with srv.connect() as extra:
+            extra.settimeout(IO_TIMEOUT)
+            refused = extra.recv(1000)
+            assert refused.startswith(b"error: too many connections")
+            assert extra.recv(1000) == b"", "the extra connection is closed"
+        # idle connections are closed after --idle-timeout; a busy one stays
+        busy = held[0]
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            assert ask(busy, [good]) == [expected]
+            time.sleep(0.2)
+        held[1].settimeout(IO_TIMEOUT)
+        assert held[1].recv(100) == b"", "an idle connection is closed"
+        with srv.connect() as again:  # a slot is free again
+            assert ask(again, [good]) == [expected]
+    finally:
+        for s in held:
+            s.close()
+    assert "idle_closed" in srv.log() and "connection_refused" in srv.log()
+
+
+def test_a_client_that_does_not_read_blocks_no_one(data, server):
+    srv = server(data["a"])
+    good, expected = data["test_lines"][0], data["a_pred"].splitlines()[0]
+    block = ("\n".join(data["test_lines"]) + "\n").encode()
+    with srv.connect() as stuck:
+        stuck.setblocking(False)
+        sent, stalled_since, deadline = 0, None, time.monotonic() + 20
+        while time.monotonic() < deadline:   # until the server stops reading it (its buffers are full)
+            try:
+                sent += stuck.send(block)
+                stalled_since = None
+            except BlockingIOError:
+                stalled_since = stalled_since or time.monotonic()
+                if time.monotonic() - stalled_since > 1.0:
+                    break
+                time.sleep(0.01)
+        assert stalled_since is not None, f"the server kept reading a client that does not read ({sent} bytes)"
+        with srv.connect() as other:
+            started = time.monotonic()
+            for _ in range(20):
+                assert ask(other, [good]) == [expected]
+            assert time.monotonic() - started < 2.0
+
+
+def test_http_endpoints(data, server):
+    srv = server(data["a"], "--max-request-bytes", 20000, http=True)
+    lines, expected = data["test_lines"][:5], values(data["a_pred"])[:5]
+    with httpx.Client(base_url=srv.url, timeout=IO_TIMEOUT) as http:
+        assert http.get("/healthz").json()["status"] == "ok"
+        # three body forms, one answer
+        as_json = http.post("/predict", json={"examples": lines}).json()
+        as_list = http.post("/predict", json=lines).json()
+        as_ndjson = http.post("/predict", content="\n".join(json.dumps(x) for x in lines),
+                              headers={"content-type": "application/x-ndjson"}).json()
+        as_text = http.post("/predict", content="\n".join(lines) + "\n",
+                            headers={"content-type": "text/plain"}).json()
+        for reply in (as_json, as_list, as_ndjson, as_text):
+            np.testing.assert_allclose(reply["predictions"], expected, atol=1e-6)
+        # bad examples: null and an error each, the others answered
+        mixed = http.post("/predict", json={"examples": [lines[0], "1 |a x:oops", "", "a\nb", lines[1]]}).json()
+        assert mixed["predictions"][0] == pytest.approx(expected[0], abs=1e-6)
+        assert mixed["predictions"][4] == pytest.approx(expected[1], abs=1e-6)
+        assert mixed["predictions"][1:4] == [None, None, None]
+        assert [e["index"] for e in mixed["errors"]] == [1, 2, 3]
+        assert "feature value is not a number" in mixed["errors"][0]["error"]
+        # malformed bodies and limits
+        assert http.post("/predict", content=b"{nope", headers={"content-type": "application/json"}).status_code == 400
+        assert http.post("/predict", json={"examples": [1, 2]}).status_code == 400
+        assert http.post("/predict", json={"examples": [lines[0]] * 1000}).status_code == 413
+        assert http.post("/learn", json=lines).status_code == 409, "not started with --learn"
+        info = http.get("/model").json()
+        assert info["model"]["loss"] == "logistic" and info["counters"]["examples"] == N_LINES
+        assert info["generation"] == 0 and info["loaded_at"] and info["serving"]["bad_lines"] >= 1
+        spec = http.get("/openapi.json").json()
+        assert {"/predict", "/healthz", "/model", "/reload"} <= set(spec["paths"])
+    assert srv.proc.poll() is None
+
+
+def test_multiclass_http_probabilities_and_line_protocol(data, server):
+    srv = server(data["multi"], http=True)
+    lines = data["multi_lines"][:20]
+    with srv.connect() as s:
+        assert ask(s, lines) == data["multi_pred"].splitlines()[:20]
+    reply = httpx.post(f"{srv.url}/predict", json={"examples": lines}, timeout=IO_TIMEOUT).json()
+    assert reply["predictions"] == [int(x) for x in data["multi_pred"].split()[:20]]
+    probabilities = np.array(reply["probabilities"])
+    assert probabilities.shape == (20, data["classes"])
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-9)
+    assert list(probabilities.argmax(axis=1) + 1) == reply["predictions"]
+
+
+def test_reload_under_load_swaps_atomically_and_refuses_bad_files(data, server, tmp_path):
+    served = tmp_path / "served.olm"
+    served.write_bytes(data["a"].read_bytes())
+    srv = server(served, http=True)
+    lines = data["test_lines"]
+    a, b = data["a_pred"].splitlines(), data["b_pred"].splitlines()
+    assert a != b
+    stop, failures, counts = threading.Event(), [], []
+
+    def client(k):
+        done = 0
+        try:
+            with srv.connect() as s:
+                while not stop.is_set() and done < 5000:
+                    j = (k * 31 + done * 7) % (len(lines) - 10)
+                    replies = ask(s, lines[j:j + 10])
+                    # a request is answered by one model, whole
+                    if replies != a[j:j + 10] and replies != b[j:j + 10]:
+                        failures.append((j, replies))
+                    done += 1
+        except Exception as exc:  # a lost request or connection
+            failures.append(repr(exc))
+        counts.append(done)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.3)
+        os.replace(_copy(data["b"], tmp_path / "new.olm"), served)   # how a cron job publishes a model
+        srv.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{srv.url}/healthz").json()["generation"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        # damaged, then incompatible files are refused; b keeps serving
+        raw = data["a"].read_bytes()
+        served.write_bytes(raw[:len(raw) // 2])
+        refused = httpx.post(f"{srv.url}/reload", timeout=IO_TIMEOUT)
+        assert refused.status_code == 409 and "truncated" in refused.json()["error"]
+        served.write_bytes(data["multi"].read_bytes())
+        srv.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        served.write_bytes(raw)
+        assert httpx.post(f"{srv.url}/reload", timeout=IO_TIMEOUT).json()["generation"] == 2
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not failures, failures[:3]
+    assert len(counts) == 4 and min(counts) > 5
+    with srv.connect() as s:
+        assert ask(s, lines[:20]) == a[:20], "the last good reload (a) serves"
+    log = srv.log()
+    assert log.count("reloaded") == 2 and log.count("reload_refused") == 2
+    assert "--oaa" in log, "the incompatible model is named as such"
+
+
+def _copy(source: Path, target: Path) -> Path:
+    target.write_bytes(source.read_bytes())
+    return target
+
+
+def test_learning_server_saves_what_train_learns_on_sigterm(data, server, tmp_path):
+    init = data["a"]
+    lines = data["test_lines"]
+    out = tmp_path / "learned.olm"
+    srv = server(init, "--learn", "-f", out, "--save-every", 0, http=True)
+    replies = []
+    for part in (lines[:200], lines[200:201], lines[201:450]):   # three connections, one after the other
+        with srv.connect() as s:
+            replies += ask(s, part)
+    with srv.connect() as s:
+        replies += ask(s, ["| a=1 b=2"])   # unlabelled: predicted, not learned
+        for k in range(450, len(lines)):   # one by one
+            replies += ask(s, [lines[k]])
+    learned = httpx.post(f"{srv.url}/predict", json=lines[:3], timeout=IO_TIMEOUT)   # /predict never learns
+    assert learned.status_code == 200
+    assert httpx.post(f"{srv.url}/reload", timeout=IO_TIMEOUT).status_code == 409, "no reload while learning"
+    assert not out.exists(), "--save-every 0: saved only on stop"
+    assert srv.stop(signal.SIGTERM) == 0
+    # what `olcli train -i` learns from the same lines in the same order
+    feed = tmp_path / "feed.txt"
+    feed.write_text("\n".join(lines[:450] + ["| a=1 b=2"] + lines[450:]) + "\n")
+    _cli("train", feed, "-i", init, "-f", tmp_path / "expected.olm", "-p", tmp_path / "progressive.pred", "--quiet")
+    assert out.read_bytes() == (tmp_path / "expected.olm").read_bytes()
+    assert replies == (tmp_path / "progressive.pred").read_bytes().splitlines(), \
+        "replies are the progressive predictions (before learning each line)"
+    assert "saved" in srv.log()
+
+
+def test_learning_server_saves_periodically_and_on_sighup(data, server, tmp_path):
+    out = tmp_path / "learned.olm"
+    srv = server(data["a"], "--learn", "-f", out, "--save-every", 0.3)
+    with srv.connect() as s:
+        ask(s, data["test_lines"][:50])
+    deadline = time.monotonic() + 10
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert olcli.load(out).counters["examples"] == N_LINES + 50
+    with srv.connect() as s:
+        ask(s, data["test_lines"][50:60])
+    srv.proc.send_signal(signal.SIGHUP)   # --learn: SIGHUP saves
+    deadline = time.monotonic() + 10
+    while olcli.load(out).counters["examples"] != N_LINES + 60 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert olcli.load(out).counters["examples"] == N_LINES + 60
+    assert srv.stop(signal.SIGINT) == 0
+
+
+def test_workers_share_the_port(data, server):
+    srv = server(data["a"], "--workers", 2, http=True)
+    expected = data["a_pred"].splitlines()
+    pids = set()
+    for k in range(16):
+        with httpx.Client(base_url=srv.url, timeout=IO_TIMEOUT) as http:   # a new connection each time
+            pids.add(http.get("/model").json()["pid"])
+        with srv.connect() as s:
+            assert ask(s, data["test_lines"][k:k + 5]) == expected[k:k + 5]
+    assert len(pids) == 2 and srv.proc.pid not in pids
+    srv.proc.send_signal(signal.SIGHUP)   # forwarded to every worker
+    deadline = time.monotonic() + 10
+    while srv.log().count("reloaded") < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert srv.log().count("reloaded") == 2
+    assert srv.stop() == 0
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_refusals_at_start(data, server, tmp_path):
+    proc, log = server(data["a"], "--learn", expect_failure=True)
+    assert proc.returncode == 2 and "--learn needs -f" in log
+    proc, log = server(data["a"], "--workers", 2, "--learn", "-f", tmp_path / "x.olm", expect_failure=True)
+    assert proc.returncode == 2 and "--workers" in log
+    damaged = tmp_path / "damaged.olm"
+    damaged.write_bytes(data["a"].read_bytes()[:-10])
+    proc, log = server(damaged, expect_failure=True)
+    assert proc.returncode == 1 and "Error:" in log and "checksum" in log
+    # without the extra, --http-port says which one to install
+    blocker = tmp_path / "blocked"
+    (blocker / "starlette").mkdir(parents=True)
+    (blocker / "starlette" / "__init__.py").write_text("raise ImportError('blocked for the test')\n")
+    env = {**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc, log = server(data["a"], http=True, expect_failure=True, env=env)
+    assert proc.returncode == 1 and 'needs the optional extra: pip install "olcli[serve]"' in log
+
+
+def test_json_log_and_all_interfaces_warning(data, server):
+    srv = server(data["a"], "--log-format", "json", "--host", "0.0.0.0")
+    with srv.connect() as s:
+        ask(s, ["1 |a x:bad"])
+    assert srv.stop() == 0
+    events = [json.loads(line) for line in srv.log().splitlines()]
+    names = [e["event"] for e in events]
+    assert names[0] == "binding_all_interfaces" and events[0]["level"] == "warning"
+    assert {"listening", "bad_lines", "stopping", "stopped"} <= set(names)
