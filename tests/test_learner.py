@@ -317,3 +317,35 @@ def test_readme_python_api_example_runs(tmp_path, monkeypatch):
     (tmp_path / "sample_data").symlink_to(ROOT / "sample_data")
     exec(compile(code, "README.md", "exec"), {})
     assert olcli.load(tmp_path / "a9a.olm").counters["examples"] == 6000
+
+
+def test_readme_algorithm_table_is_the_registry():
+    """One row per registered algorithm with its flag, its slots and each option
+    that sets one of its hyper-parameters (defaults where non-zero)."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Algorithms", 1)[1].split("\n\n| flag |", 1)[1].split("\n\n", 1)[0]
+    rows = {re.match(r"\| `--([\w-]+)`", line).group(1): line for line in table.splitlines()
+            if re.match(r"\| `--", line)}
+    assert set(rows) == set(registry.ALGORITHMS)
+    for name, algorithm in registry.ALGORITHMS.items():
+        cells = [c.strip() for c in rows[name].split("|")]
+        assert cells[3] == ", ".join(algorithm.slots), name
+        for param in algorithm.params:
+            flag = registry.OPTIONS[param.option].flags[0]
+            assert f"`{flag}`" in cells[4], (name, flag)
+            if param.default:
+                defaults = [float(x) for x in re.findall(r"\(([-+0-9.e]+)\)", cells[4])]
+                assert param.default in defaults, (name, param.name)
+
+
+def test_the_engine_imports_nothing_above_it():
+    """Layering reads top-down: olcli/engine/* imports only the engine and olcli.errors."""
+    import ast
+
+    for path in (ROOT / "olcli" / "engine").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                if name.startswith("olcli"):
+                    assert name.startswith("olcli.engine") or name == "olcli.errors", (path.name, name)
