@@ -94,18 +94,23 @@ class ServeOptions:
             raise UsageError(f"--idle-timeout must be >= 0 seconds (0: none; got {self.idle_timeout:g})")
         if self.log_format not in ("text", "json"):
             raise UsageError(f"--log-format must be text or json (got {self.log_format!r})")
-        if self.final_model:
-            from olcli.commands import _check_writable
-
-            _check_writable(self.final_model, "model")
-        for flag, path in (("--port-file", self.port_file), ("--pid-file", self.pid_file),
-                           ("--http-port-file", self.http_port_file)):
+        for what, path in (("-f/--final-model", self.final_model), ("--port-file", self.port_file),
+                           ("--pid-file", self.pid_file), ("--http-port-file", self.http_port_file)):
             if path:
-                from olcli.commands import _check_writable
-
-                _check_writable(path, flag)
+                _check_writable(path, what)
         if self.http_port_file and self.http_port is None:
             raise UsageError("--http-port-file needs --http-port")
+
+
+def _check_writable(path: str, what: str) -> None:
+    """Refuse, before loading anything, a file the server could not write later."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{what} {path} is a directory; give a file name")
+    if not os.path.isdir(directory):
+        raise UsageError(f"cannot write {what} {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise UsageError(f"cannot write {what} {path}: directory {directory} is not writable")
 
 
 # --- logging ---
