@@ -52,11 +52,13 @@ def data(tmp_path_factory):
     classes = max(int(line.split()[0]) for line in multi.splitlines())
     _cli("train", d / "multi.txt", "-f", d / "multi.olm", "--oaa", classes, "--quiet")
     _cli("test", d / "multi.txt", "-i", d / "multi.olm", "-p", d / "multi.pred", "--quiet")
+    _cli("test", d / "multi.txt", "-i", d / "multi.olm", "-p", d / "multi.prob", "--probabilities", "--quiet")
     return {
         "dir": d, "test_lines": test_lines, "train_lines": train_lines,
         "a": d / "a.olm", "b": d / "b.olm", "multi": d / "multi.olm", "classes": classes,
         "a_pred": (d / "a.pred").read_bytes(), "b_pred": (d / "b.pred").read_bytes(),
         "multi_pred": (d / "multi.pred").read_bytes(), "multi_lines": multi.splitlines(),
+        "multi_prob": (d / "multi.prob").read_bytes(),
     }
 
 
@@ -232,13 +234,16 @@ def test_fifty_concurrent_clients(data, server):
     expected = data["a_pred"].splitlines()
     lines = data["test_lines"]
 
+    together = threading.Barrier(50, timeout=30)
+
     def client(k):
         with srv.connect() as s:
-            got = []
+            got = ask(s, [lines[k]])
+            together.wait()   # all 50 connections open at once
             for j in range(12):  # one line at a time...
                 got += ask(s, [lines[(k * 12 + j) % len(lines)]])
             got += ask(s, lines[k:k + 40])  # ...and a pipelined batch
-        want = [expected[(k * 12 + j) % len(lines)] for j in range(12)] + expected[k:k + 40]
+        want = [expected[k]] + [expected[(k * 12 + j) % len(lines)] for j in range(12)] + expected[k:k + 40]
         return got == want
 
     with ThreadPoolExecutor(50) as pool:
@@ -280,7 +285,7 @@ def test_a_client_that_does_not_read_blocks_no_one(data, server):
     block = ("\n".join(data["test_lines"]) + "\n").encode()
     with srv.connect() as stuck:
         stuck.setblocking(False)
-        sent, stalled_since, deadline = 0, None, time.monotonic() + 20
+        sent, stalled, stalled_since, deadline = 0, False, None, time.monotonic() + 10
         while time.monotonic() < deadline:   # until the server stops reading it (its buffers are full)
             try:
                 sent += stuck.send(block)
@@ -288,9 +293,10 @@ def test_a_client_that_does_not_read_blocks_no_one(data, server):
             except BlockingIOError:
                 stalled_since = stalled_since or time.monotonic()
                 if time.monotonic() - stalled_since > 1.0:
+                    stalled = True
                     break
                 time.sleep(0.01)
-        assert stalled_since is not None, f"the server kept reading a client that does not read ({sent} bytes)"
+        assert stalled, f"the server kept reading a client that does not read ({sent} bytes)"
         with srv.connect() as other:
             started = time.monotonic()
             for _ in range(20):
@@ -306,7 +312,8 @@ def test_http_endpoints(data, server):
         # three body forms, one answer
         as_json = http.post("/predict", json={"examples": lines}).json()
         as_list = http.post("/predict", json=lines).json()
-        as_ndjson = http.post("/predict", content="\n".join(json.dumps(x) for x in lines),
+        as_ndjson = http.post("/predict", content="\n".join(json.dumps(x if k % 2 else {"example": x})
+                                                            for k, x in enumerate(lines)),
                               headers={"content-type": "application/x-ndjson"}).json()
         as_text = http.post("/predict", content="\n".join(lines) + "\n",
                             headers={"content-type": "text/plain"}).json()
@@ -343,6 +350,10 @@ def test_multiclass_http_probabilities_and_line_protocol(data, server):
     assert probabilities.shape == (20, data["classes"])
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-9)
     assert list(probabilities.argmax(axis=1) + 1) == reply["predictions"]
+    # --probabilities: VW's 1:p1 2:p2 ... lines, as olcli test --probabilities writes them
+    srv = server(data["multi"], "--probabilities")
+    with srv.connect() as s:
+        assert ask(s, lines) == data["multi_prob"].splitlines()[:20]
 
 
 def test_reload_under_load_swaps_atomically_and_refuses_bad_files(data, server, tmp_path):
@@ -379,6 +390,8 @@ def test_reload_under_load_swaps_atomically_and_refuses_bad_files(data, server, 
         deadline = time.monotonic() + 10
         while httpx.get(f"{srv.url}/healthz").json()["generation"] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
+        with srv.connect() as s:
+            assert ask(s, lines[:20]) == b[:20], "after the reload, the new model answers"
         time.sleep(0.2)
         # damaged, then incompatible files are refused; b keeps serving
         raw = data["a"].read_bytes()
@@ -439,9 +452,11 @@ def test_learning_server_saves_what_train_learns_on_sigterm(data, server, tmp_pa
 
 def test_learning_server_saves_periodically_and_on_sighup(data, server, tmp_path):
     out = tmp_path / "learned.olm"
-    srv = server(data["a"], "--learn", "-f", out, "--save-every", 0.3)
+    srv = server(data["a"], "--learn", "-f", out, "--save-every", 0.3, http=True)
     with srv.connect() as s:
-        ask(s, data["test_lines"][:50])
+        ask(s, data["test_lines"][:40])
+    learned = httpx.post(f"{srv.url}/learn", json=data["test_lines"][40:50], timeout=IO_TIMEOUT).json()
+    assert len(learned["predictions"]) == 10 and learned["errors"] == []
     deadline = time.monotonic() + 10
     while not out.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
