@@ -92,11 +92,6 @@ def _interaction_specs(interactions) -> list:
         if not isinstance(spec, str) or not 2 <= len(spec) <= MAX_INTERACTION:
             raise UsageError(f"interaction {spec!r}: expected 2 to {MAX_INTERACTION} namespace letters "
                              "(first letters of namespaces, ':' for any)")
-        try:
-            spec.encode("latin-1")
-        except UnicodeEncodeError:
-            raise UsageError(f"interaction {spec!r}: namespace letters must be single-byte (Latin-1) "
-                             "characters") from None
     return specs
 
 
@@ -104,12 +99,7 @@ def _letters(what: str, value) -> str:
     value = value or ""
     if not isinstance(value, str):
         value = "".join(value)
-    try:
-        value.encode("latin-1")
-    except UnicodeEncodeError:
-        raise UsageError(f"{what} {value!r}: namespace letters must be single-byte (Latin-1) characters") \
-            from None
-    return value
+    return value  # any Unicode letter: engine.features.namespace_letters maps it to its namespace byte
 
 
 def available_memory() -> int | None:

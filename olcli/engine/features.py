@@ -37,6 +37,20 @@ N_NS_START, N_NS_END, N_NAME_START, N_NAME_END, N_COMPONENTS = 0, 1, 2, 3, 4
 NAME_COLUMNS = N_COMPONENTS + MAX_INTERACTION
 
 
+def namespace_letters(text: str) -> bytes:
+    """The namespace bytes of option letters (--ignore, --keep, -q ...): each
+    character stands for the namespaces whose names start with it, i.e. with the
+    first byte of its UTF-8 encoding, which is how the parser knows a namespace.
+    Any Unicode letter works; letters that share a first byte (Cyrillic а..п all
+    start with 0xD0) name the same namespaces, as in VW, which keys namespaces by
+    their first byte. Arguments the OS could not decode (surrogate escapes) give
+    back their original bytes."""
+    out = bytearray()
+    for character in text:
+        out.append(character.encode("utf-8", "surrogateescape")[0])
+    return bytes(out)
+
+
 @njit
 def grow(index, value, letters, names, needed):
     """Bigger feature arrays holding at least ``needed`` entries (contents kept);
@@ -80,14 +94,122 @@ def _sort_small(values, length):
 
 
 @njit
-def _key(combo, length):
-    """The sorted letters of a combination, packed (order-free identity)."""
-    ordered = combo[:length].copy()
-    _sort_small(ordered, length)
-    key = np.int64(length)
-    for p in range(length):
-        key = key * 257 + ordered[p]
-    return key
+def _fixed_sorted(interactions, lengths, s, out):
+    """The fixed (non-wildcard) letters of interaction ``s``, sorted, in ``out``;
+    returns how many."""
+    n = 0
+    for p in range(lengths[s]):
+        if interactions[s, p] != WILDCARD:
+            out[n] = interactions[s, p]
+            n += 1
+    _sort_small(out, n)
+    return n
+
+
+@njit
+def _covered_by_earlier(combo, length, s, interactions, lengths, fixed):
+    """Whether an earlier interaction r < s generates the letter combination
+    ``combo`` (sorted; all its letters present). Interaction r generates every
+    present combination of its length that contains its fixed letters (as a
+    multiset), so this is VW's rule "skip a combination seen before" without
+    keeping the combinations seen."""
+    for r in range(s):
+        if lengths[r] != length:
+            continue
+        n_fixed = _fixed_sorted(interactions, lengths, r, fixed)
+        i = 0  # two pointers over the sorted fixed letters and the sorted combination
+        for p in range(length):
+            if i < n_fixed and fixed[i] == combo[p]:
+                i += 1
+        if i == n_fixed:
+            return True
+    return False
+
+
+@njit
+def _letter_counts(letters, lo, hi):
+    """counts[l + 1] = features of namespace letter l in [lo, hi); the present letters."""
+    counts = np.zeros(257, np.int64)
+    for j in range(lo, hi):
+        counts[letters[j] + 1] += 1
+    present = np.empty(256, np.int64)
+    n_present = 0
+    for letter in range(256):
+        if counts[letter + 1] > 0:
+            present[n_present] = letter
+            n_present += 1
+    return counts, present, n_present
+
+
+@njit(inline="always")
+def _multisets(count, m):
+    """C(count + m - 1, m): the features of m equal consecutive letters (combinations
+    with repetition), as a float (it may be astronomically large)."""
+    r = 1.0
+    for k in range(m):
+        r = r * (count + k) / (k + 1)
+    return r
+
+
+@njit
+def interaction_size(letters, lo, hi, interactions, lengths):
+    """How many features the interactions generate for the linear features [lo, hi),
+    computed without generating them (an upper bound: combinations an earlier
+    interaction already generated are counted again). Explicit interactions: the
+    product over runs of equal letters of C(c + m - 1, m); with wildcards, a sum
+    over the present letters' multiplicities (a small dynamic program), since the
+    letters of a wildcard combination are sorted."""
+    if hi <= lo or len(lengths) == 0:
+        return 0.0
+    counts, present, n_present = _letter_counts(letters, lo, hi)
+    total = 0.0
+    dp = np.empty(MAX_INTERACTION + 1)
+    step = np.empty(MAX_INTERACTION + 1)
+    for s in range(len(lengths)):
+        length = lengths[s]
+        n_wild = 0
+        usable = True
+        for p in range(length):
+            letter = interactions[s, p]
+            if letter == WILDCARD:
+                n_wild += 1
+            elif counts[letter + 1] == 0:
+                usable = False
+        if not usable:
+            continue
+        if n_wild == 0:
+            product = 1.0
+            p = 0
+            while p < length:
+                q = p
+                while q + 1 < length and interactions[s, q + 1] == interactions[s, p]:
+                    q += 1
+                product *= _multisets(counts[interactions[s, p] + 1], q - p + 1)
+                p = q + 1
+            total += product
+            continue
+        for u in range(n_wild + 1):
+            dp[u] = 0.0
+        dp[0] = 1.0
+        for j in range(n_present):
+            letter = present[j]
+            fixed = 0
+            for p in range(length):
+                if interactions[s, p] == letter:
+                    fixed += 1
+            for u in range(n_wild + 1):
+                step[u] = 0.0
+            for u in range(n_wild + 1):
+                if dp[u] == 0.0:
+                    continue
+                for t in range(n_wild - u + 1):
+                    m = fixed + t
+                    factor = _multisets(counts[letter + 1], m) if m > 0 else 1.0
+                    step[u + t] += dp[u] * factor
+            for u in range(n_wild + 1):
+                dp[u] = step[u]
+        total += dp[n_wild]
+    return total
 
 
 @njit
@@ -95,67 +217,65 @@ def interact(index, value, letters, names, lo, hi, n_features, interactions, len
     """Append the interaction features of the linear features [lo, hi) at n_features.
 
     Returns (index, value, letters, names, n_features): the arrays grow when needed.
+    A wildcard interaction enumerates its wildcard letters as non-decreasing
+    sequences in order (the first wildcard varying slowest): exactly the distinct
+    sorted combinations, in the order of their first appearance among all
+    sequences, so no combination is visited twice and the work is proportional
+    to the features generated (see interaction_size).
     """
     n = hi - lo
     if n == 0 or len(lengths) == 0:
         return index, value, letters, names, n_features
-    counts = np.zeros(257, np.int64)
-    for j in range(lo, hi):
-        counts[letters[j] + 1] += 1
+    counts, present, n_present = _letter_counts(letters, lo, hi)
     starts = np.cumsum(counts)  # starts[l]: first slot of letter l in `order`
     order = np.empty(n, np.int64)
     fill = starts[:256].copy()
     for j in range(lo, hi):
         order[fill[letters[j]]] = j
         fill[letters[j]] += 1
-    present = np.empty(256, np.int64)
-    n_present = 0
-    for letter in range(256):
-        if counts[letter + 1] > 0:
-            present[n_present] = letter
-            n_present += 1
-    seen = np.empty(16, np.int64)
-    n_seen = 0
     combo = np.empty(MAX_INTERACTION, np.int64)
+    fixed = np.empty(MAX_INTERACTION, np.int64)
+    digits = np.zeros(MAX_INTERACTION, np.int64)
     for s in range(len(lengths)):
         length = lengths[s]
         n_wild = 0
+        usable = True
         for p in range(length):
             if interactions[s, p] == WILDCARD:
                 n_wild += 1
-        total = n_present ** n_wild
-        for c in range(total):
-            rest = c
-            for p in range(length - 1, -1, -1):  # the first wildcard varies slowest
+            elif counts[interactions[s, p] + 1] == 0:
+                usable = False
+        if not usable:
+            continue
+        for w in range(n_wild):
+            digits[w] = 0
+        while True:
+            w = 0
+            for p in range(length):
                 if interactions[s, p] == WILDCARD:
-                    combo[p] = present[rest % n_present]
-                    rest //= n_present
+                    combo[p] = present[digits[w]]
+                    w += 1
                 else:
                     combo[p] = interactions[s, p]
             if n_wild > 0:
                 _sort_small(combo, length)
-            usable = True
-            for p in range(length):
-                if counts[combo[p] + 1] == 0:
-                    usable = False
-            if not usable:
-                continue
-            key = _key(combo, length)
-            duplicate = False
-            for k in range(n_seen):
-                if seen[k] == key:
-                    duplicate = True
-            if duplicate:
-                continue
-            if n_seen == len(seen):
-                bigger = np.empty(2 * len(seen), np.int64)
-                for k in range(n_seen):
-                    bigger[k] = seen[k]
-                seen = bigger
-            seen[n_seen] = key
-            n_seen += 1
-            index, value, letters, names, n_features = _emit(
-                index, value, letters, names, n_features, combo, length, counts, starts, order, mask)
+                covered = _covered_by_earlier(combo, length, s, interactions, lengths, fixed)
+            else:
+                ordered = combo[:length].copy()
+                _sort_small(ordered, length)
+                covered = _covered_by_earlier(ordered, length, s, interactions, lengths, fixed)
+            if not covered:
+                index, value, letters, names, n_features = _emit(
+                    index, value, letters, names, n_features, combo, length, counts, starts, order, mask)
+            # the next non-decreasing sequence of wildcard letters
+            w = n_wild - 1
+            while w >= 0 and digits[w] == n_present - 1:
+                w -= 1
+            if w < 0:
+                break
+            digits[w] += 1
+            for v in range(w + 1, n_wild):
+                digits[v] = digits[w]
     return index, value, letters, names, n_features
 
 

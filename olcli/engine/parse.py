@@ -31,7 +31,7 @@ from numba import njit
 
 from olcli.engine.features import (
     IGNORED, LINEAR_IGNORED, N_NAME_END, N_NAME_START, N_NS_END, N_NS_START, NAME_COLUMNS, clear_names, grow,
-    interact, merge_duplicates)
+    interact, interaction_size, merge_duplicates)
 from olcli.engine.murmur import murmur3_32
 from olcli.engine.numbers import NUMBER_OK, NUMBER_NONFINITE, parse_number
 
@@ -47,14 +47,25 @@ ERR_LIBSVM_INDEX = 8      # libsvm token that is not index:value
 ERR_LIBSVM_LABEL = 9      # libsvm line without a label
 ERR_LABEL_NOT_CLASS = 10  # multiclass label that is not one of 1..K
 ERR_NUL = 11              # a NUL byte: binary data, not text
+ERR_TOO_MANY_FEATURES = 12  # the interactions would generate more features than allowed per example
+
+# Bounds on the work of one kernel call (README, "What olcli guarantees"): a call
+# stops at the first line after MAX_CALL_FEATURES features (the caller parses the
+# rest in another call), and an example whose interactions would generate more than
+# MAX_EXAMPLE_FEATURES features is refused as a bad line, with the count, before
+# any of them is generated. Each bound keeps a call under ~0.2 s and its arrays
+# under a few hundred MB.
+MAX_CALL_FEATURES = 1 << 22
+MAX_EXAMPLE_FEATURES = 1 << 24
 
 # label_kind: what labels may be.
 LABELS_ANY = 0            # any finite number
 LABELS_BINARY = 1         # -1/+1, 0 read as -1
 # label_kind K >= 2: classes 1..K
 
-# Columns of the errors table.
-E_LINE, E_CODE, E_TOKEN_START, E_TOKEN_END, E_LINE_START, E_LINE_END = 0, 1, 2, 3, 4, 5
+# Columns of the errors table (E_DETAIL: a number for the message, e.g. the feature count).
+E_LINE, E_CODE, E_TOKEN_START, E_TOKEN_END, E_LINE_START, E_LINE_END, E_DETAIL = 0, 1, 2, 3, 4, 5, 6
+N_ERROR_COLUMNS = 7
 
 _SPACE, _TAB, _NL, _CR, _BAR, _COLON, _QUOTE, _HASH = 32, 9, 10, 13, 124, 58, 39, 35
 
@@ -92,7 +103,7 @@ def _allocate(buf, record):
     value = np.empty(capacity, np.float64)
     letters = np.empty(capacity, np.uint8)     # namespace letter of each feature
     feature_count = np.empty(n_lines, np.int64)
-    errors = np.empty((n_lines, 6), np.int64)
+    errors = np.zeros((n_lines, N_ERROR_COLUMNS), np.int64)
     names = np.empty((capacity if record else 0, NAME_COLUMNS), np.int64)
     return (n_lines, labels, importance, base, tags, example_line, row_ptr, index, value, letters,
             names, feature_count, errors)
@@ -361,10 +372,14 @@ def _chunk_parser(libsvm, interacting):
     ``libsvm`` and ``interacting`` are constants of the closure, so Numba prunes
     the branches they rule out and never compiles the parts a run does not use
     (the other format's line parser, the interaction generator): a first run
-    compiles less. Each pair is its own cache entry.
+    compiles less. Each pair is its own cache entry, under its own name: Numba
+    names a compiled function (and its environment) after its qualified name and
+    a per-process counter, so four closures sharing one name, compiled in
+    different processes and loaded into one, could take each other's environment
+    ("'descr' is NULL" on return). A distinct name per kernel rules that out.
     """
-    @njit(cache=True, nogil=True)
-    def parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
+    def parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
+                    max_generated, budget):
         (n_lines, labels, importance, base, tags, example_line, row_ptr,
          index, value, letters, names, feature_count, errors) = _allocate(buf, record)
         some_linear_ignored = False
@@ -381,6 +396,8 @@ def _chunk_parser(libsvm, interacting):
         pos = np.int64(0)
         line = np.int64(0)
         while pos < len(buf):
+            if budget > 0 and n_features >= budget:
+                break  # the caller parses the rest of the buffer in another call
             start, end, next_pos, nul = _line_bounds(buf, pos)
             pos = next_pos
             line += 1
@@ -406,6 +423,15 @@ def _chunk_parser(libsvm, interacting):
                 continue
             linear_end = n_features
             if interacting:
+                generated = interaction_size(letters, first_feature, linear_end, interactions, lengths)
+                if generated > max_generated:
+                    n_features = first_feature
+                    n_errors = _record_error(errors, n_errors, line, ERR_TOO_MANY_FEATURES, start, start, start, end)
+                    errors[n_errors - 1, E_DETAIL] = np.int64(min(generated, 9.0e18))
+                    continue
+                needed = n_features + np.int64(generated) + 2
+                if needed > len(index):  # one allocation of the right size, not many doublings
+                    index, value, letters, names = grow(index, value, letters, names, needed)
                 index, value, letters, names, n_features = interact(
                     index, value, letters, names, first_feature, linear_end, n_features, interactions, lengths,
                     mask)
@@ -446,32 +472,42 @@ def _chunk_parser(libsvm, interacting):
             n_examples += 1
             row_ptr[n_examples] = n_features
         return (n_examples, labels, importance, base, tags, example_line, row_ptr,
-                index, value, feature_count, n_errors, errors, n_lines, names)
+                index, value, feature_count, n_errors, errors, line, names, pos)
 
-    return parse_chunk
+    name = f"parse_chunk_{'libsvm' if libsvm else 'vw'}{'_interacting' if interacting else ''}"
+    parse_chunk.__name__ = parse_chunk.__qualname__ = name
+    return njit(cache=True, nogil=True)(parse_chunk)
 
 
 _PARSERS = {(libsvm, interacting): _chunk_parser(libsvm, interacting)
             for libsvm in (False, True) for interacting in (False, True)}
 
 
-def parse_lines(buf, libsvm, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record):
+def parse_lines(buf, libsvm, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
+                max_generated=MAX_EXAMPLE_FEATURES, budget=0):
     """Parse the whole VW lines (libsvm lines if ``libsvm``; their features are in
     the default namespace ' ') in ``buf``. ``constant_index`` < 0 means no
     constant; ``namespace_mode`` (256 entries, by first letter) says which
     namespaces are ignored or kept only for interactions; ``interactions`` rows
     (``lengths`` used) are namespace letters, features.WILDCARD for ':'.
 
+    ``max_generated``: an example whose interactions would generate more features
+    is a bad line (ERR_TOO_MANY_FEATURES, the count in E_DETAIL); ``budget`` > 0:
+    stop at the first line that starts after ``budget`` features.
+
     Returns (n_examples, labels, importance, base, tags, example_line, row_ptr,
-    index, value, feature_count, n_errors, errors, n_lines, names); arrays are
-    over-allocated, the counts say how much is valid. ``feature_count`` is each
+    index, value, feature_count, n_errors, errors, n_lines, names, consumed);
+    arrays are over-allocated, the counts say how much is valid; ``n_lines`` and
+    ``consumed`` are the lines and bytes parsed (less than the buffer when the
+    budget stopped the call). ``feature_count`` is each
     example's feature number as VW counts it. With ``record`` (--audit,
     --invert-hash) repeats are not merged and ``names`` (features.N_* columns)
     says where each feature's name is, or which features a product is made of.
     The kernel releases the GIL.
     """
     kernel = _PARSERS[bool(libsvm), len(lengths) > 0]
-    return kernel(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record)
+    return kernel(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
+                  float(max_generated), np.int64(budget))
 
 
 @njit(cache=True, nogil=True)
