@@ -16,6 +16,7 @@ No pickle. Float state is stored bit for bit, so continuing from a file is exact
 
 import hashlib
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 
@@ -112,7 +113,8 @@ def encode(model: Model) -> bytes:
 
 
 def read_header(raw: bytes, path: str) -> tuple[dict, int]:
-    """Check magic, version and checksum; returns (header, payload offset)."""
+    """Check magic, version and checksum; returns (header, payload offset). The
+    header's fields are checked by ``validate``."""
     if len(raw) < _PREFIX.size:
         raise ModelError(f"{path} is not an olcli model (file too short: {len(raw)} bytes)")
     magic, version, header_size = _PREFIX.unpack_from(raw)
@@ -122,6 +124,8 @@ def read_header(raw: bytes, path: str) -> tuple[dict, int]:
         raise ModelError(
             f"{path} was written by a newer olcli (model format {version}); this olcli "
             f"{__version__} reads formats up to {FORMAT_VERSION}: upgrade olcli to use it")
+    if version < 1:
+        raise ModelError(f"{path} is corrupted (model format {version} does not exist)")
     if len(raw) < _PREFIX.size + header_size + _CHECKSUM_BYTES:
         raise ModelError(f"{path} is truncated ({len(raw)} bytes): retrain or restore it from a backup")
     body, checksum = raw[:-_CHECKSUM_BYTES], raw[-_CHECKSUM_BYTES:]
@@ -130,66 +134,300 @@ def read_header(raw: bytes, path: str) -> tuple[dict, int]:
                          "retrain or restore it from a backup")
     try:
         header = json.loads(raw[_PREFIX.size:_PREFIX.size + header_size])
-    except ValueError as exc:
-        raise ModelError(f"{path} is corrupted (unreadable header: {exc})") from exc
+    except (ValueError, RecursionError) as exc:
+        raise ModelError(f"{path} is corrupted (unreadable header: {str(exc)[:200]})") from None
+    if not isinstance(header, dict):
+        raise ModelError(f"{path} is corrupted (the header is not a JSON object)")
     return header, _PREFIX.size + header_size
+
+
+# --- validation: the header is checked field by field, then against the payload ---
+#
+# A model file is validated, not trusted: a file whose checksum is right may still
+# have been written by a buggy or hostile program. Every field below is checked
+# for its type and its constraints, in this order (a check may rely on the fields
+# before it), before anything is allocated or any kernel runs. Adding a header
+# field is one line here (and its writer in Model.header).
+
+
+class _Invalid(Exception):
+    """A field that fails its check (turned into a ModelError naming the file)."""
+
+
+@dataclass(frozen=True)
+class Field:
+    path: str                  # dotted: "input.constant"
+    kind: str                  # int | number | str | bool | list | dict | str|null
+    check: object = None       # (value, header) -> problem string, or None when fine
+    required: bool = True      # False: a missing field takes ``default`` (older files)
+    default: object = None
+
+
+def _limits():
+    from olcli.engine.losses import LOSS_CODES
+    from olcli.learner import LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION
+
+    return LOSS_CODES, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION
+
+
+def _get(header: dict, path: str, default=KeyError):
+    value = header
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            if default is KeyError:
+                raise KeyError(path)
+            return default
+        value = value[part]
+    return value
+
+
+def _one_of(*allowed):
+    return lambda v, h: None if v in allowed else f"{v!r:.80} is not one of {', '.join(map(repr, allowed))}"
+
+
+def _in_range(low, high):
+    return lambda v, h: None if low <= v <= high else f"{v!r} is not between {low} and {high}"
+
+
+def _algorithm(value, header):
+    if value not in ALGORITHMS:
+        raise ModelError(f"{{path}} uses algorithm {value!r}, unknown to this olcli (it knows: {', '.join(ALGORITHMS)})")
+
+
+def _params(value, header):
+    algorithm = ALGORITHMS[header["algorithm"]]
+    if set(value) != set(algorithm.defaults):
+        return f"hyper-parameters {sorted(value)} do not match --{algorithm.name}'s {sorted(algorithm.defaults)}"
+    for name, number in value.items():
+        if type(number) not in (int, float):
+            return f"{name} is not a number"
+    try:
+        algorithm.resolve(value)
+    except UsageError as exc:
+        return str(exc)
+
+
+def _bits(value, header):
+    return _in_range(1, _limits()[2])(value, header)
+
+
+def _loss(value, header):
+    return _one_of(*_limits()[0])(value, header)
+
+
+def _link(value, header):
+    return _one_of(*_limits()[1])(value, header)
+
+
+def _interactions(value, header):
+    longest = _limits()[4]
+    for spec in value:
+        if not isinstance(spec, str) or not 2 <= len(spec) <= longest:
+            return f"{spec!r:.80} is not 2 to {longest} namespace letters"
+
+
+def _classes(value, header):
+    mode = header["multiclass"]["mode"]
+    if mode == "" and value != 0:
+        return f"{value} classes, but multiclass.mode is empty (it must be 0)"
+    if mode and not 2 <= value <= _limits()[3]:
+        return f"{value} classes: --{mode} takes 2 to {_limits()[3]}"
+    if mode == "softmax" and header["loss"] != "logistic":
+        return "--softmax needs loss logistic"
+
+
+def _block_rows(header) -> int:
+    return (1 << header["bits"]) + 1
+
+
+def _constant_index(value, header):
+    if value != _block_rows(header) - 1:
+        return f"{value}, but the constant's row is {_block_rows(header) - 1} with -b {header['bits']}"
+
+
+_INTEGRAL_COUNTERS = ("rounds", "examples", "labeled_examples", "total_features")
+
+
+def _counters(value, header):
+    for name, number in value.items():
+        if name not in COUNTER_NAMES:
+            continue
+        if type(number) not in (int, float) or not math.isfinite(number):
+            return f"{name} is not a finite number"
+        if name != "weighted_labels" and number < 0:
+            return f"{name} is negative"
+        if name in _INTEGRAL_COUNTERS and number != math.floor(number):
+            return f"{name} is not a whole number"
+    get = lambda name: float(value.get(name, 0.0))
+    if not get("rounds") <= get("labeled_examples") <= get("examples"):
+        return "rounds <= labeled_examples <= examples does not hold"
+
+
+def _slots(value, header):
+    expected = list(ALGORITHMS[header["algorithm"]].slots)
+    if value != expected:
+        return f"state slots {value!r:.80} do not match --{header['algorithm']}'s {expected}"
+
+
+def _rows(value, header):
+    expected = _block_rows(header) * max(1, header["multiclass"]["classes"])
+    if value != expected:
+        return f"{value} rows, but -b {header['bits']} needs {expected}" + (
+            f" and {header['multiclass']['classes']} classes" if header["multiclass"]["classes"] else "")
+
+
+def _nonzero_rows(value, header):
+    if not 0 <= value <= header["state"]["rows"]:
+        return f"{value} is not between 0 and {header['state']['rows']}"
+
+
+HEADER_FIELDS = (
+    Field("format_version", "int", lambda v, h: None if 1 <= v <= FORMAT_VERSION else f"unknown format {v}"),
+    Field("olcli_version", "str"),
+    Field("algorithm", "str", _algorithm),
+    Field("state", "dict"),
+    Field("state.slots", "list", _slots),
+    Field("params", "dict", _params),
+    Field("bits", "int", _bits),
+    Field("loss", "str", _loss),
+    Field("quantile_tau", "number", lambda v, h: None if 0.0 < v < 1.0 else f"{v} is not between 0 and 1"),
+    Field("link", "str", _link),
+    Field("input", "dict"),
+    Field("input.format", "str|null", _one_of(None, "vw", "libsvm")),
+    Field("input.constant", "bool"),
+    Field("input.interactions", "list", _interactions, required=False, default=[]),
+    Field("input.ignore", "str", required=False, default=""),
+    Field("input.keep", "str", required=False, default=""),
+    Field("input.ignore_linear", "str", required=False, default=""),
+    Field("multiclass", "dict", required=False, default={"mode": "", "classes": 0}),
+    Field("multiclass.mode", "str", _one_of("", "oaa", "softmax")),
+    Field("multiclass.classes", "int", _classes),
+    Field("input.constant_index", "int", _constant_index, required=False),
+    Field("counters", "dict", _counters),
+    Field("state.rows", "int", _rows),
+    Field("state.dtype", "str", _one_of("<f8")),
+    Field("state.storage", "str", _one_of("dense", "sparse")),
+    Field("state.nonzero_rows", "int", _nonzero_rows, required=False),
+)
+
+_KINDS = {
+    "int": lambda v: type(v) is int,
+    "number": lambda v: type(v) in (int, float) and math.isfinite(v),
+    "str": lambda v: type(v) is str,
+    "bool": lambda v: type(v) is bool,
+    "list": lambda v: type(v) is list,
+    "dict": lambda v: type(v) is dict,
+    "str|null": lambda v: v is None or type(v) is str,
+}
+_KIND_NAMES = {"int": "a whole number", "number": "a finite number", "str": "a string", "bool": "true or false",
+               "list": "a list", "dict": "an object", "str|null": "a string or null"}
+
+# Per-coordinate state that the formulas need in range (square roots, the lazy
+# shrinkage's exponent): (algorithm, slot) -> rule.
+SLOT_RULES = {
+    ("adagrad", "G"): "nonnegative", ("adagrad", "last"): "round",
+    ("adagrad-dual", "G"): "nonnegative",
+    ("ftrl", "n"): "nonnegative",
+    ("scinol1", "S2"): "nonnegative", ("scinol1", "M"): "nonnegative", ("scinol1", "beta"): "nonnegative",
+    ("scinol2", "S2"): "nonnegative", ("scinol2", "M"): "nonnegative",
+}
+
+
+def validate(header: dict, path: str) -> None:
+    """Check every HEADER_FIELDS entry (ModelError naming the file and the field)."""
+    for field in HEADER_FIELDS:
+        try:
+            value = _get(header, field.path)
+        except KeyError:
+            if field.required:
+                raise ModelError(f"{path} is corrupted (header field {field.path} is missing)") from None
+            if field.default is None:
+                continue
+            parent, _, name = field.path.rpartition(".")
+            holder = _get(header, parent) if parent else header
+            if not isinstance(holder, dict):
+                raise ModelError(f"{path} is corrupted (header field {parent} is not an object)") from None
+            holder[name] = field.default
+            value = field.default
+        if not _KINDS[field.kind](value):
+            raise ModelError(f"{path} is corrupted (header field {field.path} is {value!r:.80}, "
+                             f"not {_KIND_NAMES[field.kind]})")
+        if field.check is not None:
+            try:
+                problem = field.check(value, header)
+            except ModelError as exc:
+                raise ModelError(str(exc).replace("{path}", path)) from None
+            if problem:
+                raise ModelError(f"{path} is corrupted (header field {field.path}: {problem})")
+
+
+def _check_state(state: np.ndarray, header: dict, path: str) -> None:
+    """The payload against the header: finite numbers, slots in their ranges, and
+    counters that fit (a table that learned has rounds >= 1)."""
+    algorithm = header["algorithm"]
+    finite = np.isfinite(state)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise ModelError(f"{path} is corrupted (row {row} of the state holds a number that is not finite)")
+    rounds = float(header["counters"].get("rounds", 0.0))
+    for column, slot in enumerate(header["state"]["slots"]):
+        rule = SLOT_RULES.get((algorithm, slot))
+        values = state[:, column]
+        if rule == "nonnegative" and (values < 0).any():
+            raise ModelError(f"{path} is corrupted (state slot {slot} must be >= 0)")
+        if rule == "round" and ((values < 0) | (values > rounds) | (values != np.floor(values))).any():
+            raise ModelError(f"{path} is corrupted (state slot {slot} must be a round number 0..{rounds:g})")
+    if rounds < 1 and state.any():
+        raise ModelError(f"{path} is corrupted (the state is not empty, but counters.rounds is {rounds:g})")
+
+
+def _check_memory(nbytes: int, path: str) -> None:
+    from olcli.learner import available_memory
+
+    available = available_memory()
+    if available is not None and nbytes > available:
+        gib = 1 << 30
+        raise ModelError(f"{path} needs {nbytes / gib:.1f} GiB of memory for its table, but only "
+                         f"{available / gib:.1f} GiB is available")
 
 
 def decode(raw: bytes, path: str) -> Model:
     header, offset = read_header(raw, path)
-    try:
-        layout = header["state"]
-        rows, slots = int(layout["rows"]), tuple(layout["slots"])
-        n_slots = len(slots)
-        payload = memoryview(raw)[offset:-_CHECKSUM_BYTES]
-        if layout["storage"] == "sparse":
-            count = int(layout["nonzero_rows"])
-            expected = count * (4 + 8 * n_slots)
-            if len(payload) != expected:
-                raise ModelError(f"{path} is corrupted (state has {len(payload)} bytes, expected {expected})")
-            nonzero = np.frombuffer(payload, "<u4", count)
-            if count and int(nonzero.max()) >= rows:
-                raise ModelError(f"{path} is corrupted (row number out of range)")
-            state = np.zeros((rows, n_slots))
-            state[nonzero] = np.frombuffer(payload, "<f8", count * n_slots, 4 * count).reshape(count, n_slots)
-        else:
-            if len(payload) != rows * n_slots * 8:
-                raise ModelError(f"{path} is corrupted (state has {len(payload)} bytes, "
-                                 f"expected {rows * n_slots * 8})")
-            state = np.frombuffer(payload, "<f8").reshape(rows, n_slots).copy()
-        model = Model(
-            algorithm=header["algorithm"], params=dict(header["params"]), bits=int(header["bits"]),
-            loss=header["loss"], loss_tau=float(header["quantile_tau"]), link=header["link"], input_format=header["input"]["format"],
-            constant=bool(header["input"]["constant"]), state=state, slots=slots,
-            interactions=list(header["input"]["interactions"]), ignore=header["input"]["ignore"],
-            keep=header["input"]["keep"], ignore_linear=header["input"]["ignore_linear"],
-            classes=int(header["multiclass"]["classes"]), multiclass=header["multiclass"]["mode"],
-            counters=np.array([float(header["counters"].get(name, 0.0)) for name in COUNTER_NAMES]),
-            file_header=header,
-        )
-        _check_algorithm(model, path)
-        return model
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ModelError(f"{path} is corrupted (header field missing or invalid: {exc})") from exc
-
-
-def _check_algorithm(model: Model, path: str) -> None:
-    """A model is only ever run by the algorithm it names, with its own slots and
-    hyper-parameters in their ranges."""
-    algorithm = ALGORITHMS.get(model.algorithm)
-    if algorithm is None:
-        raise ModelError(f"{path} uses algorithm {model.algorithm!r}, unknown to this olcli "
-                         f"(it knows: {', '.join(ALGORITHMS)})")
-    if tuple(model.slots) != algorithm.slots:
-        raise ModelError(f"{path} is corrupted (state slots {list(model.slots)} do not match "
-                         f"--{model.algorithm}'s {list(algorithm.slots)})")
-    if set(model.params) != set(algorithm.defaults):
-        raise ModelError(f"{path} is corrupted (hyper-parameters {sorted(model.params)} do not match "
-                         f"--{model.algorithm}'s {sorted(algorithm.defaults)})")
-    try:
-        algorithm.resolve(model.params)
-    except UsageError as exc:
-        raise ModelError(f"{path} is corrupted ({exc})") from None
+    validate(header, path)
+    layout = header["state"]
+    rows, slots = layout["rows"], tuple(layout["slots"])
+    n_slots = len(slots)
+    payload = memoryview(raw)[offset:-_CHECKSUM_BYTES]
+    if layout["storage"] == "sparse":
+        count = layout.get("nonzero_rows")
+        if count is None:
+            raise ModelError(f"{path} is corrupted (header field state.nonzero_rows is missing)")
+        expected = count * (4 + 8 * n_slots)
+        if len(payload) != expected:
+            raise ModelError(f"{path} is corrupted (state has {len(payload)} bytes, expected {expected})")
+        _check_memory(rows * n_slots * 8, path)
+        nonzero = np.frombuffer(payload, "<u4", count)
+        if count and (int(nonzero[-1]) >= rows or (count > 1 and (np.diff(nonzero.astype(np.int64)) <= 0).any())):
+            raise ModelError(f"{path} is corrupted (row numbers out of range or out of order)")
+        state = np.zeros((rows, n_slots))
+        state[nonzero] = np.frombuffer(payload, "<f8", count * n_slots, 4 * count).reshape(count, n_slots)
+    else:
+        if len(payload) != rows * n_slots * 8:
+            raise ModelError(f"{path} is corrupted (state has {len(payload)} bytes, "
+                             f"expected {rows * n_slots * 8})")
+        _check_memory(rows * n_slots * 8, path)
+        state = np.frombuffer(payload, "<f8").reshape(rows, n_slots).copy()
+    _check_state(state, header, path)
+    inputs, multiclass = header["input"], header["multiclass"]
+    return Model(
+        algorithm=header["algorithm"], params={k: float(v) for k, v in header["params"].items()},
+        bits=header["bits"], loss=header["loss"], loss_tau=float(header["quantile_tau"]), link=header["link"],
+        input_format=inputs["format"], constant=inputs["constant"], state=state, slots=slots,
+        interactions=list(inputs["interactions"]), ignore=inputs["ignore"], keep=inputs["keep"],
+        ignore_linear=inputs["ignore_linear"], classes=multiclass["classes"], multiclass=multiclass["mode"],
+        counters=np.array([float(header["counters"].get(name, 0.0)) for name in COUNTER_NAMES]),
+        file_header=header,
+    )
 
 
 def save(model: Model, path: str) -> None:
@@ -201,6 +439,15 @@ def load(path: str) -> Model:
     try:
         with open(path, "rb") as source:
             raw = source.read()
+    except FileNotFoundError:
+        from olcli.paths import _missing
+
+        raise ModelError(f"cannot read model {path}: " + _missing(path, "the file").replace(f"the file {path} ", "it ", 1)) from None
+    except IsADirectoryError:
+        raise ModelError(f"cannot read model {path}: it is a directory, not a model file") from None
+    except PermissionError:
+        raise ModelError(f"cannot read model {path}: permission denied (check its permissions "
+                         "and those of its directory)") from None
     except OSError as exc:
         raise ModelError(f"cannot read model {path}: {exc.strerror or exc}") from exc
     return decode(raw, path)

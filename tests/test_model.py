@@ -11,15 +11,19 @@ from olcli.errors import ModelError
 
 
 def make_model(bits=6, fill=0.1, seed=0):
+    """A consistent AdaGrad model (issue 13: files are validated, so the state must be
+    one AdaGrad can have: G >= 0, ``last`` a round number up to the rounds counter)."""
     rng = np.random.default_rng(seed)
     state = np.zeros((model_file.table_rows(bits), 3))
     mask = rng.random(state.shape[0]) < fill
     state[mask] = rng.normal(size=(mask.sum(), 3))
+    state[:, 1] = np.abs(state[:, 1])
+    state[:, 2] = np.minimum(np.floor(np.abs(state[:, 2]) * 3), 10.0)
     return model_file.Model(algorithm="adagrad", params={"eta": 0.3, "delta": 1e-6, "l1": 0.0, "l2": 0.0,
                                                          "radius": 0.0}, bits=bits,
                             loss="logistic", loss_tau=0.5, link="identity", input_format="vw", constant=True,
                             state=state, slots=("w", "G", "last"),
-                            counters=np.arange(len(COUNTER_NAMES)) + 0.25)
+                            counters=np.array([10.0, 12.0, 11.0, 11.0, 0.25, 3.5, 120.0]))
 
 
 @settings(max_examples=30, deadline=None)
