@@ -1,17 +1,30 @@
-"""Input sources: files, .gz, .bz2 and standard input, read in large binary chunks.
+"""Input sources: files, compressed files and streams, read in large binary chunks.
+
+A source is a path (a regular file, a FIFO, ``<(zcat x)``, ``/dev/stdin``, a
+``/dev/fd/N`` descriptor, a UNIX socket) or ``-`` for standard input. It is read
+strictly forward, never seeked, so any readable stream works. Compression is
+recognized by peeking at the first bytes (gzip, bzip2, xz), whatever the file is
+called; data that is not compressed is read as it is, also from a file named
+``.gz`` (as ``zcat -f`` and VW do).
 
 Each chunk holds whole lines (the last one may lack '\\n' at end of file), so the
-parser never sees a line cut in two. A UTF-8 byte order mark at the start of a
-source is dropped. A chunk is read in pieces of READ_PIECE bytes, so that when a
-damaged archive stops the stream, the whole lines before the damage are still
-delivered (less at most one piece) before the error. Each chunk also carries how far
-into the inputs (in bytes on disk, compressed for .gz/.bz2) reading had come, for
+parser never sees a line cut in two. At the start of a source a UTF-8 byte order
+mark is dropped, a file whose lines end in a bare '\\r' (old Mac style) is read
+with those as line ends, and UTF-16/UTF-32 text or binary data (a byte order
+mark, or many NUL bytes) is refused with a message saying so. A chunk is read in
+pieces of READ_PIECE bytes, so that when a damaged archive stops the stream, the
+whole lines before the damage are still delivered (less at most one piece)
+before the error. Each chunk also carries how far into the inputs (in bytes read
+from disk or the stream, compressed for compressed data) reading had come, for
 ``--progress``.
 """
 
 import bz2
 import gzip
+import io
+import lzma
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass
@@ -20,11 +33,16 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from olcli.errors import DataError
+from olcli.paths import check_input, fd_alias
 
 CHUNK_BYTES = 1 << 21
 READ_PIECE = 1 << 16
+SNIFF_BYTES = 1 << 16          # what the start-of-source checks and format detection look at
 _READ_ERRORS = (OSError, EOFError, ValueError)  # gzip/bz2 raise these for damaged archives
 _BOM = b"\xef\xbb\xbf"
+_WIDE_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16",
+              b"\xfe\xff": "UTF-16"}
+_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"))
 
 
 @dataclass
@@ -32,35 +50,93 @@ class Chunk:
     source: str        # file name as given, or "<stdin>"
     first_line: int    # 1-based number of the chunk's first line in its source
     data: np.ndarray   # uint8, whole lines
-    position: int | None = None  # bytes on disk read so far, earlier inputs included; None for stdin
+    position: int | None = None  # bytes read so far from disk or stream, earlier inputs included
 
 
 def display_name(path: str) -> str:
     return "<stdin>" if path == "-" else path
 
 
-def open_source(path: str):
-    """(binary file object of the lines, the file on disk or None) for a path,
-    '-' meaning standard input (no file on disk)."""
+class _Counted(io.RawIOBase):
+    """A forward-only raw reader: serves ``prefix`` (the peeked bytes) first, then
+    the underlying stream, and counts the bytes it took from the stream."""
+
+    def __init__(self, raw, prefix: bytes, counted: int):
+        self.raw, self.prefix, self.count = raw, prefix, counted
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        if self.prefix:
+            n = min(len(buffer), len(self.prefix))
+            buffer[:n] = self.prefix[:n]
+            self.prefix = self.prefix[n:]
+            return n
+        got = self.raw.readinto(buffer)
+        self.count += got or 0
+        return got
+
+    def close(self):
+        try:
+            if self.raw is not getattr(sys.stdin, "buffer", None):  # standard input stays open
+                self.raw.close()
+        finally:
+            super().close()
+
+
+def _open_raw(path: str):
+    """The unbuffered byte stream of a source, never reopening a descriptor."""
     if path == "-":
-        return sys.stdin.buffer, None
+        return sys.stdin.buffer
+    fd = fd_alias(path)
+    if fd is not None:
+        return io.FileIO(os.dup(fd), "rb")
+    if stat.S_ISSOCK(os.stat(path).st_mode):
+        import socket
+
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(path)
+        return connection.makefile("rb", buffering=0)
+    return io.FileIO(path, "rb")
+
+
+def open_source(path: str):
+    """(binary stream of the source's text, decompressed; the _Counted reader of
+    the bytes underneath, for the position)."""
+    name = display_name(path)
     try:
-        raw = open(path, "rb")
+        raw = _open_raw(path)
     except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if path.endswith(".gz"):
-        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
-    if path.endswith(".bz2"):
-        return bz2.BZ2File(raw, "rb"), raw
-    return raw, raw
+        raise DataError(f"cannot read {name}: {exc.strerror or exc}") from exc
+    try:
+        prefix = b""
+        while len(prefix) < 6:  # a pipe may deliver the first bytes one at a time
+            piece = raw.read(6 - len(prefix))
+            if not piece:
+                break
+            prefix += piece
+    except OSError as exc:
+        raw.close()
+        raise DataError(f"cannot read {name}: {exc.strerror or exc}") from exc
+    counted = _Counted(raw, prefix, len(prefix))
+    buffered = io.BufferedReader(counted, buffer_size=READ_PIECE)
+    for magic, kind in _MAGIC:
+        if prefix.startswith(magic):
+            if kind == "gzip":
+                return gzip.GzipFile(fileobj=buffered, mode="rb"), counted
+            if kind == "bzip2":
+                return bz2.BZ2File(buffered, "rb"), counted
+            return lzma.LZMAFile(buffered, "rb"), counted
+    return buffered, counted
 
 
 def input_size(paths: Sequence[str]) -> int | None:
     """Total bytes on disk of the inputs, or None when one has no known size
-    (standard input, a pipe)."""
+    (standard input, a pipe, a socket)."""
     total = 0
     for path in paths:
-        if path == "-":
+        if path == "-" or fd_alias(path) is not None:
             return None
         try:
             status = os.stat(path)
@@ -72,36 +148,40 @@ def input_size(paths: Sequence[str]) -> int | None:
     return total
 
 
+def is_stream(path: str) -> bool:
+    """Whether a source can be read only once (stdin, a FIFO, a descriptor, a socket):
+    such data can never be checked against a cache, and its cache is temporary."""
+    if path == "-" or fd_alias(path) is not None:
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True
+
+
 def check_readable(paths: Sequence[str]) -> None:
-    """Refuse missing or unreadable inputs before any work starts."""
+    """Refuse missing, unreadable or closed inputs before any work starts."""
     for path in paths:
-        if path == "-":
-            continue
-        if not os.path.exists(path):
-            raise DataError(f"input file {path} does not exist")
-        if os.path.isdir(path):
-            raise DataError(f"input {path} is a directory, not a data file")
-        if not os.access(path, os.R_OK):
-            raise DataError(f"input file {path} is not readable (check its permissions)")
+        check_input(path)
 
 
 def read_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
-    before = 0  # bytes on disk of the inputs already read
+    before = 0  # bytes of the inputs already read
     for path in paths:
         name = display_name(path)
-        stream, raw = open_source(path)
+        stream, counted = open_source(path)
         try:
             for chunk in _chunks_of(stream, name, chunk_bytes):
-                chunk.position = None if raw is None else before + raw.tell()
+                chunk.position = before + counted.count
                 yield chunk
-            if raw is not None:
-                before += raw.tell()
+            before += counted.count
         except _READ_ERRORS as exc:
+            if isinstance(exc, DataError):
+                raise
             raise DataError(f"cannot read {name}: {exc}") from exc
         finally:
-            if raw is not None:
-                stream.close()
-                raw.close()
+            stream.close()
+            counted.close()
 
 
 def _read_pieces(stream, size: int):
@@ -121,19 +201,39 @@ def _read_pieces(stream, size: int):
     return pieces, None
 
 
+def check_text(start: bytes, name: str) -> bool:
+    """Refuse wide (UTF-16/32) or binary text at the start of a source; returns
+    True when its lines end in a bare '\\r' (to be read as line ends)."""
+    for bom, encoding in _WIDE_BOMS.items():
+        if start.startswith(bom):
+            raise DataError(f"{name} is {encoding} text (byte order mark {bom.hex(' ')}); olcli reads UTF-8 or "
+                            f"ASCII: convert it first, e.g. iconv -f {encoding} -t UTF-8 {name} > new.vw")
+    sample = start[:SNIFF_BYTES]
+    nul = sample.count(0)
+    if nul >= 16 and nul * 10 >= len(sample):
+        raise DataError(f"{name} does not look like text: {100 * nul // len(sample)}% of its first "
+                        f"{len(sample)} bytes are NUL (UTF-16 text, or binary data?); olcli reads UTF-8 or ASCII "
+                        f"lines (convert UTF-16 with iconv -f UTF-16 -t UTF-8)")
+    return b"\r" in sample and b"\n" not in sample
+
+
 def _chunks_of(stream, name: str, chunk_bytes: int) -> Iterator[Chunk]:
     carry = b""
     line = 1
     first = True
+    carriage_returns = False
     while True:
         pieces, error = _read_pieces(stream, chunk_bytes)
         if not pieces and error is None:
             break
+        data = b"".join([carry, *pieces])  # one copy: the carried partial line and the new bytes
         if first:
             first = False
-            if pieces and pieces[0].startswith(_BOM):
-                pieces[0] = pieces[0][len(_BOM):]
-        data = b"".join([carry, *pieces])  # one copy: the carried partial line and the new bytes
+            if data.startswith(_BOM):
+                data = data[len(_BOM):]
+            carriage_returns = check_text(data, name)
+        if carriage_returns:
+            data = data.replace(b"\r", b"\n")
         cut = data.rfind(b"\n")
         if error is not None:  # deliver the whole lines before the damage, then stop
             if cut >= 0:
@@ -149,10 +249,35 @@ def _chunks_of(stream, name: str, chunk_bytes: int) -> Iterator[Chunk]:
         yield Chunk(name, line, np.frombuffer(carry, dtype=np.uint8))
 
 
+_LIBSVM_LINE = re.compile(rb"^[ \t]*[-+]?[0-9.][0-9.eE+-]*([ \t]+(qid:[^ \t]+|[0-9]+:[^ \t]+))*[ \t]*(#.*)?\r?$")
+DETECT_LINES = 1000
+
+
+def vote_format(data: np.ndarray) -> str | None:
+    """The format most of the first non-blank lines (up to DETECT_LINES, within
+    SNIFF_BYTES) have: a line with a '|' votes VW, a line of ``label index:value
+    ...`` votes libsvm, anything else does not vote (a garbage first line cannot
+    decide). None when no line voted; ties go to VW."""
+    raw = data[:SNIFF_BYTES].tobytes()
+    vw = libsvm = looked = 0
+    lines = raw.split(b"\n")
+    if len(raw) == SNIFF_BYTES and len(lines) > 1:
+        lines = lines[:-1]  # the last line may be cut
+    for line in lines:
+        if not line.strip():
+            continue
+        looked += 1
+        if b"|" in line:
+            vw += 1
+        elif _LIBSVM_LINE.match(line):
+            libsvm += 1
+        if looked >= DETECT_LINES:
+            break
+    if vw == 0 and libsvm == 0:
+        return None
+    return "vw" if vw >= libsvm else "libsvm"
+
+
 def detect_format(data: np.ndarray) -> str:
-    """'vw' if the first non-blank line has a '|', else 'libsvm'."""
-    raw = data[: 1 << 16].tobytes()
-    for line in raw.split(b"\n"):
-        if line.strip():
-            return "vw" if b"|" in line else "libsvm"
-    return "vw"
+    """'vw' or 'libsvm' by vote_format (VW when no line says)."""
+    return vote_format(data) or "vw"
