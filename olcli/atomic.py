@@ -1,28 +1,74 @@
 """Atomic file replacement: write a temporary file beside the target, fsync, rename.
 
 A crash or a kill at any moment leaves either the old file or the new one, never
-a half-written file in its place.
+a half-written file in its place. Only regular files (new or existing) are
+replaced: a symbolic link is followed and its target replaced (the link stays),
+and a character device, FIFO, socket or ``/dev/stdout`` is written in place
+(``-f /dev/null`` must not turn /dev/null into a regular file). Signals are held
+off while the file is renamed into place and while a temporary file is removed
+(olcli/signals.py), so neither is ever left half-done.
+
+OS errors (a full disk, a read-only file system, an I/O error, ``ulimit -f``)
+become ``paths.OutputError`` naming the file and the reason; the file being
+replaced is then unchanged and no temporary file is left.
 """
 
 import os
+import stat
 import tempfile
 
+from olcli import signals
+from olcli.paths import OutputError, error_name, fd_alias, open_in_place, Output
 
-def atomic_write(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+
+def atomic_write(path: str, data: bytes, role: str = "file") -> None:
+    """Replace ``path`` with ``data`` (atomically for regular files)."""
+    if path == "-" or fd_alias(path) is not None:
+        _write_in_place(Output(role, path, "stdout" if path == "-" or fd_alias(path) == 1 else "fd", path), data)
+        return
     try:
-        os.fchmod(fd, _mode_for(path))
+        info = os.stat(path)
+    except OSError:
+        info = None
+    if info is not None and not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
+        _write_in_place(Output(role, path, "stream", path, info), data)
+        return
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target) or "."
+    temporary = None
+    try:
+        with signals.critical():  # the temporary file exists only with a name to remove it by
+            fd, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
+        os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+        with signals.critical():
+            os.replace(temporary, target)
+            temporary = None
+    except OSError as exc:
+        raise OutputError(f"cannot write {role} {path}: {error_name(exc)}"
+                          + (f"; {path} is unchanged" if info is not None else "")) from exc
+    finally:
+        if temporary is not None:
+            with signals.critical():
+                try:
+                    os.unlink(temporary)
+                except OSError:
+                    pass
     _fsync_directory(directory)
+
+
+def _write_in_place(output: Output, data: bytes) -> None:
+    try:
+        with open_in_place(output) as out:
+            out.write(data)
+            out.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"cannot write {output.role} {output.path}: {error_name(exc)}") from exc
 
 
 def _mode_for(path: str) -> int:

@@ -1,30 +1,52 @@
-"""The example cache for --passes: parsed examples stored as binary chunks.
+"""The example cache for --passes: parsed examples stored as checksummed binary blocks.
 
-Pass 1 parses the text and appends each parsed chunk here; later passes read
-the chunks back instead of the text (so passes over stdin work). Layout::
+Pass 1 parses the text and appends each parsed chunk here as a block; later passes
+read the blocks back instead of the text (so passes over stdin work). Layout
+(integers little-endian)::
 
-    magic b"OLCLICCH", uint32 version, uint32 header size, JSON header
-    per chunk: int64 n_examples, int64 n_features, int64 tag_bytes, then
+    magic b"OLCLICCH", uint32 version, uint32 header size, JSON header,
+    uint32 CRC-32 of the JSON header
+    per block: int64 n_examples, int64 n_features, int64 tag_bytes, then
         labels f8[n], importance f8[n], base f8[n], feature_count i8[n],
-        row_ptr i8[n+1], tag_offsets i8[n+1], index i4[nf], value f8[nf], tags u1[tag_bytes]
+        row_ptr i8[n+1], tag_offsets i8[n+1], value f8[nf], index i4[nf], tags u1[tag_bytes],
+        uint32 CRC-32 of the block (its three counts and its arrays)
 
-The file is written to a temporary name and renamed when pass 1 completes, so
-a cache is always whole. It is reused when it is newer than every data file and
-its header (parse settings and data files) matches; ``-k`` rebuilds it.
+The header holds the options the cache was built with (format option, -b,
+constant, label kind, interactions, namespace filters) and the data files it was
+built from. Nothing in a cache is trusted: every block's sizes are checked
+against the bytes left in the file before anything is allocated, its checksum is
+verified, and its contents (row pointers, table indices, finite numbers, labels
+the loss can take) are checked before the kernels see them. A cache that fails
+any check is rebuilt from the data (with a warning) when it is about to be
+reused, and stops the run with a message when it is damaged while the run reads
+it.
+
+The file is written under a temporary name and renamed when pass 1 completes,
+so a cache is always whole.
 """
 
 import json
 import os
 import struct
 import tempfile
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
+from olcli import signals
+from olcli.errors import DataError
+from olcli.paths import OutputError, error_name
+
 MAGIC = b"OLCLICCH"
-VERSION = 1
+VERSION = 2
 _PREFIX = struct.Struct("<8sII")
 _RECORD = struct.Struct("<qqq")
+_CRC = struct.Struct("<I")
+
+
+class CacheError(DataError):
+    """A cache file that is damaged or does not match (the message says how)."""
 
 
 @dataclass
@@ -44,49 +66,101 @@ class CachedChunk:
 
 
 def fingerprint(sources: list) -> list:
-    """What identifies the data files: absolute path, size, modification time."""
+    """What identifies the data files: absolute path and size."""
     out = []
     for path in sources:
-        if path == "-":
-            out.append({"path": "-"})
+        try:
+            info = os.stat(path) if path != "-" else None
+        except OSError:
+            info = None
+        if info is None:
+            out.append({"path": path})
         else:
-            info = os.stat(path)
             out.append({"path": os.path.abspath(path), "size": info.st_size})
     return out
 
 
+def _block_bytes(n: int, nf: int, tag_bytes: int) -> int:
+    return 8 * (4 * n + 2 * (n + 1)) + 12 * nf + tag_bytes
+
+
+def _read_header(f, path: str, size: int) -> dict:
+    start = f.read(_PREFIX.size)
+    if len(start) < _PREFIX.size:
+        raise CacheError(f"{path} is too short to be an example cache")
+    magic, version, header_size = _PREFIX.unpack(start)
+    if magic != MAGIC:
+        raise CacheError(f"{path} is not an olcli example cache")
+    if version != VERSION:
+        raise CacheError(f"{path} is an example cache of another olcli version (format {version}, this olcli "
+                         f"writes {VERSION})")
+    if header_size > size - _PREFIX.size - _CRC.size:
+        raise CacheError(f"{path} is truncated (its header runs past the end of the file)")
+    encoded = f.read(header_size)
+    (crc,) = _CRC.unpack(f.read(_CRC.size))
+    if zlib.crc32(encoded) != crc:
+        raise CacheError(f"{path} is damaged (header checksum mismatch)")
+    try:
+        found = json.loads(encoded)
+    except ValueError:
+        raise CacheError(f"{path} is damaged (unreadable header)") from None
+    if not isinstance(found, dict):
+        raise CacheError(f"{path} is damaged (unreadable header)")
+    return found
+
+
 def header(path: str) -> dict:
     with open(path, "rb") as f:
-        _, _, size = _PREFIX.unpack(f.read(_PREFIX.size))
-        return json.loads(f.read(size))
+        return _read_header(f, path, os.fstat(f.fileno()).st_size)
 
 
-def usable(path: str, expected: dict, sources: list) -> bool:
-    """Whether an existing cache can stand in for reading the data."""
-    if "-" in sources or not os.path.exists(path):
-        return False
-    cache_time = os.stat(path).st_mtime_ns
-    if any(os.stat(source).st_mtime_ns >= cache_time for source in sources):
-        return False
+def _describe(key: str, found, expected) -> str:
+    if key == "parse" and isinstance(found, dict) and isinstance(expected, dict):
+        changed = [f"{name} {found.get(name)!r}, now {value!r}" for name, value in expected.items()
+                   if found.get(name) != value]
+        return "it was built with other options (" + "; ".join(changed) + ")"
+    if key == "sources":
+        return "it was built from other data files"
+    return f"it was built by another olcli ({key} {found!r})"
+
+
+def check(path: str, expected: dict, sources: list, bits: int, label_kind: int) -> str | None:
+    """Why an existing cache cannot stand in for reading the data (None: it can).
+    Reads the whole file: every block's checksum and contents are verified."""
     try:
+        cache_time = os.stat(path).st_mtime_ns
+        if any(os.stat(source).st_mtime_ns >= cache_time for source in sources):
+            return "the data changed after it was built"
         with open(path, "rb") as f:
-            magic, version, size = _PREFIX.unpack(f.read(_PREFIX.size))
-            if magic != MAGIC or version != VERSION:
-                return False
-            found = json.loads(f.read(size))
-    except (OSError, ValueError, struct.error):
-        return False
-    return all(found.get(key) == value for key, value in expected.items())
+            found = _read_header(f, path, os.fstat(f.fileno()).st_size)
+        for key, value in expected.items():
+            if found.get(key) != value:
+                return _describe(key, found.get(key), value)
+        for _ in read(path, bits, label_kind):
+            pass
+    except CacheError as exc:
+        return str(exc).replace(f"{path} ", "it ", 1) if str(exc).startswith(path) else str(exc)
+    except OSError as exc:
+        return f"it cannot be read ({error_name(exc)})"
+    return None
 
 
 class CacheWriter:
     def __init__(self, path: str, header: dict):
-        self.path = path
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, self.temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-        self.out = os.fdopen(fd, "wb")
-        encoded = json.dumps(header, sort_keys=True).encode()
-        self.out.write(_PREFIX.pack(MAGIC, VERSION, len(encoded)) + encoded)
+        self.path = os.path.realpath(path)
+        self.shown = path
+        directory = os.path.dirname(self.path)
+        self.temporary = None
+        try:
+            with signals.critical():
+                fd, self.temporary = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp",
+                                                      dir=directory)
+            self.out = os.fdopen(fd, "wb")
+            encoded = json.dumps(header, sort_keys=True).encode()
+            self.out.write(_PREFIX.pack(MAGIC, VERSION, len(encoded)) + encoded + _CRC.pack(zlib.crc32(encoded)))
+        except OSError as exc:
+            self.abort()
+            raise OutputError(f"cannot write the example cache {path}: {error_name(exc)}") from exc
 
     def add(self, parsed, data: np.ndarray) -> None:
         n = parsed.n_examples
@@ -96,43 +170,114 @@ class CacheWriter:
         np.cumsum(lengths, out=offsets[1:])
         tag_bytes = b"".join(data[a:b].tobytes() for a, b in spans if b > a) if lengths.any() else b""
         nf = int(parsed.row_ptr[n])
-        self.out.write(_RECORD.pack(n, nf, len(tag_bytes)))
-        for array in (parsed.labels[:n], parsed.importance[:n], parsed.base[:n],
-                      parsed.feature_count[:n].astype(np.int64), parsed.row_ptr[:n + 1], offsets,
-                      parsed.index[:nf], parsed.value[:nf]):
-            self.out.write(np.ascontiguousarray(array).tobytes())
-        self.out.write(tag_bytes)
+        parts = [_RECORD.pack(n, nf, len(tag_bytes))]
+        for array, dtype in ((parsed.labels[:n], "<f8"), (parsed.importance[:n], "<f8"), (parsed.base[:n], "<f8"),
+                             (parsed.feature_count[:n], "<i8"), (parsed.row_ptr[:n + 1], "<i8"),
+                             (offsets, "<i8"), (parsed.value[:nf], "<f8"), (parsed.index[:nf], "<i4")):
+            parts.append(np.ascontiguousarray(array, dtype=dtype).tobytes())
+        parts.append(tag_bytes)
+        crc = 0
+        for part in parts:
+            crc = zlib.crc32(part, crc)
+        parts.append(_CRC.pack(crc))
+        try:
+            self.out.write(b"".join(parts))
+        except OSError as exc:
+            raise OutputError(f"cannot write the example cache {self.shown}: {error_name(exc)}") from exc
 
     def commit(self) -> None:
-        self.out.flush()
-        os.fsync(self.out.fileno())
-        self.out.close()
-        os.replace(self.temporary, self.path)
+        try:
+            self.out.flush()
+            os.fsync(self.out.fileno())
+            self.out.close()
+            with signals.critical():
+                os.replace(self.temporary, self.path)
+                self.temporary = None
+        except OSError as exc:
+            raise OutputError(f"cannot write the example cache {self.shown}: {error_name(exc)}") from exc
 
     def abort(self) -> None:
-        if not self.out.closed:
-            self.out.close()
-        if os.path.exists(self.temporary):
-            os.unlink(self.temporary)
+        with signals.critical():
+            out = getattr(self, "out", None)
+            if out is not None and not out.closed:
+                try:
+                    out.close()
+                except OSError:
+                    pass
+            if self.temporary is not None:
+                try:
+                    os.unlink(self.temporary)
+                except OSError:
+                    pass
+                self.temporary = None
 
 
-def read(path: str):
-    """Yield CachedChunk objects from a complete cache file."""
+def _check_block(path: str, number: int, bits: int, label_kind: int, n: int, nf: int, tag_bytes: int,
+                 labels, importance, base, feature_count, row_ptr, offsets, index, value) -> None:
+    def damaged(what):
+        raise CacheError(f"{path} is damaged (block {number}: {what})")
+
+    if row_ptr[0] != 0 or row_ptr[n] != nf or (n and np.any(np.diff(row_ptr) < 0)):
+        damaged("feature offsets out of order")
+    if offsets[0] != 0 or offsets[n] != tag_bytes or (n and np.any(np.diff(offsets) < 0)):
+        damaged("tag offsets out of order")
+    if nf and (int(index.min()) < 0 or int(index.max()) > (1 << bits)):
+        damaged(f"a feature index outside the table of -b {bits}")
+    if not np.all(np.isfinite(value)):
+        damaged("a feature value that is not a finite number")
+    if not (np.all(np.isfinite(importance)) and np.all(importance >= 0)):
+        damaged("an importance that is not a finite number >= 0")
+    if not np.all(np.isfinite(base)) or np.any(feature_count < 0):
+        damaged("a base or feature count out of range")
+    labeled = labels[~np.isnan(labels)]
+    if not np.all(np.isfinite(labeled)):
+        damaged("an infinite label")
+    if label_kind == 1 and not np.all((labeled == 1.0) | (labeled == -1.0)):
+        damaged("a label other than -1/+1")
+    if label_kind >= 2 and not np.all((labeled == np.floor(labeled)) & (labeled >= 1) & (labeled <= label_kind)):
+        damaged(f"a label outside 1..{label_kind}")
+
+
+def read(path: str, bits: int, label_kind: int):
+    """Yield CachedChunk objects from a cache file, each block checked (CacheError
+    at the first damaged one). The arrays are writable (the kernels are compiled
+    for writable arrays; a read-only view would compile them again)."""
     with open(path, "rb") as f:
-        _, _, size = _PREFIX.unpack(f.read(_PREFIX.size))
-        f.seek(size, os.SEEK_CUR)
+        size = os.fstat(f.fileno()).st_size
+        _read_header(f, path, size)
+        number = 0
         while True:
             head = f.read(_RECORD.size)
             if not head:
                 return
+            number += 1
+            if len(head) < _RECORD.size:
+                raise CacheError(f"{path} is truncated (block {number})")
             n, nf, tag_bytes = _RECORD.unpack(head)
+            left = size - f.tell()
+            if min(n, nf, tag_bytes) < 0 or _block_bytes(n, nf, tag_bytes) + _CRC.size > left:
+                raise CacheError(f"{path} is damaged or truncated (block {number} claims {n} examples and "
+                                 f"{nf} features, more than the {left} bytes left)")
+            body = bytearray(_block_bytes(n, nf, tag_bytes))
+            if f.readinto(body) != len(body):
+                raise CacheError(f"{path} is truncated (block {number})")
+            (crc,) = _CRC.unpack(f.read(_CRC.size))
+            if zlib.crc32(body, zlib.crc32(head)) != crc:
+                raise CacheError(f"{path} is damaged (block {number}: checksum mismatch)")
+            at = 0
 
             def take(dtype, count):
-                return np.frombuffer(f.read(np.dtype(dtype).itemsize * count), dtype, count)
+                nonlocal at
+                array = np.frombuffer(body, dtype, count, at)
+                at += array.nbytes
+                return array
 
             labels, importance, base = take("<f8", n), take("<f8", n), take("<f8", n)
             feature_count, row_ptr, offsets = take("<i8", n), take("<i8", n + 1), take("<i8", n + 1)
-            index, value = take("<i4", nf), take("<f8", nf)
+            value, index = take("<f8", nf), take("<i4", nf)  # 8-byte arrays first: all aligned
             data = take("u1", tag_bytes)
+            data.setflags(write=False)  # like a text chunk's bytes: one compiled signature for both
+            _check_block(path, number, bits, label_kind, n, nf, tag_bytes, labels, importance, base,
+                         feature_count, row_ptr, offsets, index, value)
             tags = np.stack([offsets[:-1], offsets[1:]], axis=1) if n else np.zeros((0, 2), np.int64)
             yield CachedChunk(n, labels, importance, base, feature_count, row_ptr, tags, index, value, data)

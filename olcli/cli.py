@@ -8,12 +8,30 @@ place, ``main``. Numba is imported only inside the commands, so that
 import os
 import signal
 import sys
+import threading
 import traceback
 from enum import Enum
 from inspect import Parameter, signature
 from typing import List, Optional
 
-import typer
+from olcli import paths, signals
+
+
+def _running_as_command() -> bool:
+    """Whether this process is the olcli command (the console script or
+    ``python -m olcli``), not a program that imports olcli.cli."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return (spec is not None and spec.name == "olcli.__main__") or os.path.basename(sys.argv[0] or "") == "olcli"
+
+
+if _running_as_command():
+    # First thing, before the slow imports: a signal from now on is recorded and
+    # handled by the command (never a KeyboardInterrupt traceback), and closed
+    # standard streams get /dev/null so that no file olcli opens takes their place.
+    signals.install()
+    paths.reopen_closed_standard_streams()
+
+import typer  # noqa: E402  (after the handlers: importing typer and rich takes a few tenths of a second)
 
 from olcli import __version__
 from olcli.engine.registry import ALGORITHMS, OPTIONS, option_help
@@ -303,8 +321,9 @@ def serve(
                                                    "--save-every seconds and on SIGTERM/SIGINT."),
     save_every: float = typer.Option(60.0, "--save-every", help="With --learn: seconds between saves of a "
                                      "changed model (0 = only on stop)."),
-    link: Optional[Link] = _link,
-    probabilities: bool = _probabilities,
+    link: Optional[Link] = typer.Option(None, "--link", help="Transform of the replies (default: the model's link)."),
+    probabilities: bool = typer.Option(False, "--probabilities", help="Replies are probabilities: 1:p1 2:p2 ... "
+                                       "for multiclass, else the logistic link."),
     max_line_bytes: int = typer.Option(1 << 20, "--max-line-bytes", rich_help_panel=_limits,
                                        help="Longer lines get an error reply."),
     max_request_bytes: int = typer.Option(16 << 20, "--max-request-bytes", rich_help_panel=_limits,
@@ -328,30 +347,92 @@ def serve(
 
 
 def main(argv: Optional[List[str]] = None) -> None:
+    """The olcli command: errors -> ``Error: ...`` on stderr and an exit code, in one
+    place. 0 ok; 1 data, model or runtime error; 2 usage error; 128 + signal for
+    SIGHUP/SIGINT/SIGTERM (129/130/143); 141 when the reader of stdout went away
+    (quietly)."""
+    standalone = argv is None and _running_as_command()
+    installed_here = signals.install()
+    if installed_here:
+        signals.reset()
+    if standalone:
+        sys.stderr = paths.QuietWhenGone(sys.stderr)
+        try:
+            sys.stdout.reconfigure(errors="surrogateescape")  # names from undecodable arguments, as given
+        except (AttributeError, ValueError):
+            pass
     args = list(sys.argv[1:] if argv is None else argv)
     if "--traceback" in args:  # accepted anywhere on the line, handled by the root command
         args.remove("--traceback")
         args.insert(0, "--traceback")
+    code = 0
     try:
-        app(args=args, prog_name="olcli")
-    except OlcliError as exc:
-        if "--traceback" in args:
-            traceback.print_exc()
-        sys.stderr.write(f"Error: {exc}\n")
+        code = _run_app(args)
+    finally:
+        if installed_here:
+            signals.uninstall()
+    _silence_closed_stdout()
+    if standalone:
         sys.stderr.flush()
-        _silence_closed_stdout()
-        raise SystemExit(exc.exit_code)
+        if threading.active_count() > 1:
+            # A reader thread may be blocked on a pipe, a parse worker in a kernel:
+            # everything is written and flushed, so leave without waiting for them.
+            os._exit(code)
+    raise SystemExit(code)
+
+
+def _run_app(args: list) -> int:
+    """Run the command; returns the exit code, having printed what went wrong."""
+    show_traceback = "--traceback" in args
+    try:
+        try:
+            app(args=args, prog_name="olcli")
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if type(sys.stdout).__name__ == "PacifyFlushWrapper":  # click met a closed stdout pipe
+                code = 128 + signal.SIGPIPE
+    except signals.RunStopped as exc:
+        _error(exc, show_traceback)
+        return exc.exit_code
+    except KeyboardInterrupt as exc:  # SIGINT in a process where olcli's handler is not installed
+        _error(signals.RunStopped(signal.SIGINT), show_traceback, exc)
+        return 128 + signal.SIGINT
+    except OlcliError as exc:
+        if not getattr(exc, "quiet", False):
+            _error(exc, show_traceback)
+        return exc.exit_code
     except BrokenPipeError:
         # The reader of our stdout went away (e.g. `olcli inspect m | head`).
-        _silence_closed_stdout()
-        raise SystemExit(128 + signal.SIGPIPE)
+        return 128 + signal.SIGPIPE
+    pending = signals.pending()
+    if pending is not None:  # a signal no command acted on (during --help, a refused option, ...)
+        signals.commit()
+        _error(signals.RunStopped(pending), show_traceback)
+        return 128 + pending
+    return code
+
+
+def _error(exc: BaseException, show_traceback: bool, cause: BaseException | None = None) -> None:
+    if show_traceback:
+        traceback.print_exception(cause or exc, file=sys.stderr)
+    try:
+        sys.stderr.write(f"Error: {exc}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _silence_closed_stdout() -> None:
     """After the reader of stdout went away, the interpreter's final flush would
-    raise again; point stdout at /dev/null so that exit is quiet."""
+    raise again (and print "Exception ignored"); point stdout at /dev/null so that
+    exit is quiet."""
     try:
         sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass

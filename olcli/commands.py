@@ -1,9 +1,18 @@
 """The commands behind the CLI: build or load a model, check paths, run, save, report.
 
-Everything that can be refused is refused before any data is read.
+Everything that can be refused is refused before any data is read: options,
+inputs (missing, unreadable, a directory), outputs (unwritable, a directory, a
+read-only file system) and outputs that are the same file as an input or as
+another output (olcli/paths.py). Then a run ends, whatever happens — an error, a
+full disk, a closed pipe, SIGINT/SIGTERM/SIGHUP at any moment — with the model
+learned so far saved atomically (or the previous file untouched when nothing
+was learned), the report saying whether the run was complete, and one line on
+stderr saying what was saved (README, "What olcli guarantees when things go
+wrong").
 """
 
 import io
+import json
 import os
 import signal
 import sys
@@ -11,34 +20,62 @@ import sys
 import numpy as np
 
 from olcli import model as model_file
+from olcli import signals
 from olcli.atomic import atomic_write
 from olcli.engine import registry
-from olcli.errors import Diverged, OlcliError, UsageError
+from olcli.engine.records import C_EXAMPLES, Batch, new_tally
+from olcli.errors import DataError, Diverged, OlcliError, UsageError
 from olcli.inputs import check_readable
 from olcli.learner import Learner, check_tau, new_model
 from olcli.names import FeatureNames
+from olcli.paths import CLOSED_STREAMS, PipeClosed, check_distinct, check_input, check_output, error_name
+from olcli.pipeline import default_cache_path
 from olcli.readable import write_readable
-from olcli.report import render_summary, write_json
+from olcli.report import render_summary
 from olcli.run import RunOptions, RunResult, run
 from olcli.signals import RunStopped
 from olcli.sinks import PredictionWriter
 
-class PipeClosed(OlcliError):
-    """The reader of -p - went away (e.g. `| head`): stop like SIGPIPE would (141)."""
-
-    exit_code = 128 + signal.SIGPIPE
+PIPE_CLOSED = "the program reading the predictions closed the pipe"
 
 
-def _check_writable(path: str | None, what: str) -> None:
-    if path is None or path == "-":
-        return
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise UsageError(f"{what} {path} is a directory; give a file name")
-    if not os.path.isdir(directory):
-        raise UsageError(f"cannot write {what} {path}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise UsageError(f"cannot write {what} {path}: directory {directory} is not writable")
+def _role_output(path, role, outputs, stdout_users=None):
+    """Check one output (None: not given) and add it to ``outputs``."""
+    if path is None:
+        return None
+    output = check_output(path, role)
+    if output.kind == "stdout" and "stdout" in CLOSED_STREAMS:
+        raise UsageError(f"{role} {path} is standard output, which is closed: "
+                         "give a file, or run olcli with standard output open")
+    outputs.append(output)
+    return output
+
+
+def _data_inputs(sources) -> list:
+    check_readable(sources)
+    if "-" in sources and "stdin" in CLOSED_STREAMS:
+        raise DataError("standard input is closed, so there is nothing to read: give DATA files, or pipe data in")
+    inputs = []
+    for source in sources:
+        info = check_input(source)
+        inputs.append(("data", source, info))
+    return inputs
+
+
+def _model_input(path) -> list:
+    """-i as an input for the same-file checks (loading it says what is wrong with it)."""
+    if path is None:
+        return []
+    try:
+        info = os.stat(path)
+    except OSError:
+        info = None
+    return [("initial model (-i)", path, info)]
+
+
+def _stdout_for(audit: bool, outputs: list) -> None:
+    if audit:
+        _role_output("-", "standard output (--audit)", outputs)
 
 
 def hyper_parameters(algorithm: str, options: dict) -> dict:
@@ -54,10 +91,23 @@ def hyper_parameters(algorithm: str, options: dict) -> dict:
 
 
 def load_learner(path: str, input_format: str = "auto"):
-    """A learner from a model file this olcli can use (checked by model.decode)."""
-    from olcli.learner import Learner
+    """A learner from a model file this olcli can use: the header validated field
+    by field (model.validate), and every weight a finite number."""
+    learner = Learner.from_model(model_file.load(path), input_format)
+    _check_weights(learner, path)
+    return learner
 
-    return Learner.from_model(model_file.load(path), input_format)
+
+def _check_weights(learner, path: str, block: int = 1 << 20) -> None:
+    """The weights the file's state and hyper-parameters give must be finite: a file
+    can hold a consistent-looking state with hyper-parameters that overflow it."""
+    rows = learner.model.rows
+    for start in range(0, rows, block):
+        weights = learner.weights_at(np.arange(start, min(rows, start + block), dtype=np.int64))
+        bad = np.flatnonzero(~np.isfinite(weights))
+        if bad.size:
+            raise model_file.ModelError(f"{path} is corrupted (the weight of row {start + int(bad[0])} is not a "
+                                        f"finite number with the header's hyper-parameters)")
 
 
 def _continue_model(path: str, algorithm: str | None, options: dict, settings: dict, input_format: str):
@@ -86,127 +136,302 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
     features = {name: value for name, value in (features or {}).items()}
     mode, classes = multiclass
     passes = passes or {}
-    if passes.get("passes", 1) < 1:
-        raise UsageError("--passes must be at least 1")
-    if passes.get("holdout_period", 10) < 0 or passes.get("holdout_period") == 1:
-        raise UsageError("--holdout-period must be 2 or more (or use --holdout-off)")
-    if passes.get("early_terminate", 3) < 1:
-        raise UsageError("--early-terminate must be at least 1")
-    check_readable(sources)
-    _check_writable(passes.get("cache_path"), "cache")
-    _check_writable(text_outputs.get("invert_hash"), "invert-hash file")
-    _check_writable(text_outputs.get("readable_model"), "readable model")
-    _check_writable(final_model, "model")
-    _check_writable(predictions, "predictions file")
-    _check_writable(report, "report")
-    if initial_model:
-        learner = _continue_model(initial_model, algorithm, options,
-                                  {"bits": bits, "loss": loss, "quantile_tau": quantile_tau, "link": link,
-                                   "constant": constant, **features}, input_format)
-        model = learner.model
-        if mode and (mode, classes) != (model.multiclass, model.classes):
-            raise UsageError(f"{initial_model} was trained with "
-                             f"{'--' + model.multiclass + ' ' + str(model.classes) if model.classes else 'binary/real labels'}; "
-                             f"drop --{mode} to continue it")
-    else:
-        algorithm = algorithm or registry.DEFAULT_ALGORITHM
-        copies = 2 if passes.get("passes", 1) > 1 and passes.get("holdout_period", 10) else 1
-        model = new_model(algorithm, loss, bits, features.get("interactions") or (), link=link,
-                          constant=True if constant is None else constant,
-                          ignore=features.get("ignore") or "", keep=features.get("keep") or "",
-                          ignore_linear=features.get("ignore_linear") or "",
-                          oaa=classes if mode == "oaa" else None, softmax=classes if mode == "softmax" else None,
-                          quantile_tau=quantile_tau, copies=copies, **hyper_parameters(algorithm, options))
-        learner = Learner.from_model(model, input_format)
-    names = FeatureNames(learner.model.block_rows) if text_outputs.get("invert_hash") else None
-    run_options = RunOptions(sources=sources, learn=True, input_format=input_format,
-                             strict=strict, quiet=quiet, progress=progress, audit=bool(text_outputs.get("audit")),
-                             names=names, **passes)
-    try:
-        _execute(learner, run_options, predictions, link or learner.model.link, report, final_model, probabilities)
-    finally:
+    with signals.deferred():  # the checks take milliseconds; a signal meanwhile stops right after them
+        if passes.get("passes", 1) < 1:
+            raise UsageError("--passes must be at least 1")
+        if passes.get("holdout_period", 10) < 0 or passes.get("holdout_period") == 1:
+            raise UsageError("--holdout-period must be 2 or more (or use --holdout-off)")
+        if passes.get("early_terminate", 3) < 1:
+            raise UsageError("--early-terminate must be at least 1")
+        inputs = _data_inputs(sources) + _model_input(initial_model)
+        outputs = []
+        cache_path = passes.get("cache_path")
+        if cache_path is None and passes.get("passes", 1) > 1:
+            cache_path = default_cache_path(sources)
+        _role_output(cache_path, "example cache (--cache)" if passes.get("cache_path") else "example cache",
+                     outputs)
+        _role_output(text_outputs.get("invert_hash"), "invert-hash file (--invert-hash)", outputs)
+        _role_output(text_outputs.get("readable_model"), "readable model (--readable-model)", outputs)
+        _role_output(final_model, "model (-f)", outputs)
+        prediction_output = _role_output(predictions, "predictions file (-p)", outputs)
+        _role_output(report, "report (--report)", outputs)
+        _stdout_for(bool(text_outputs.get("audit")), outputs)
+        check_distinct(inputs, outputs, allowed=(("model (-f)", "initial model (-i)"),))
+    session = _Session("train", sources, report, final_model, quiet)
+    with session:
+        with signals.immediate():  # loading and compiling: nothing to lose, a signal stops at once
+            if initial_model:
+                learner = _continue_model(initial_model, algorithm, options,
+                                          {"bits": bits, "loss": loss, "quantile_tau": quantile_tau, "link": link,
+                                           "constant": constant, **features}, input_format)
+                model = learner.model
+                if mode and (mode, classes) != (model.multiclass, model.classes):
+                    raise UsageError(
+                        f"{initial_model} was trained with "
+                        f"{'--' + model.multiclass + ' ' + str(model.classes) if model.classes else 'binary/real labels'}; "
+                        f"drop --{mode} to continue it")
+            else:
+                algorithm = algorithm or registry.DEFAULT_ALGORITHM
+                copies = 2 if passes.get("passes", 1) > 1 and passes.get("holdout_period", 10) else 1
+                model = new_model(algorithm, loss, bits, features.get("interactions") or (), link=link,
+                                  constant=True if constant is None else constant,
+                                  ignore=features.get("ignore") or "", keep=features.get("keep") or "",
+                                  ignore_linear=features.get("ignore_linear") or "",
+                                  oaa=classes if mode == "oaa" else None,
+                                  softmax=classes if mode == "softmax" else None,
+                                  quantile_tau=quantile_tau, copies=copies, **hyper_parameters(algorithm, options))
+                learner = Learner.from_model(model, input_format)
+            session.learner = learner
+        names = FeatureNames(learner.model.block_rows) if text_outputs.get("invert_hash") else None
+        run_options = RunOptions(sources=sources, learn=True, input_format=input_format,
+                                 strict=strict, quiet=quiet, progress=progress,
+                                 audit=bool(text_outputs.get("audit")), names=names, **passes)
+        extra = []
         if text_outputs.get("readable_model"):
-            _write_text(text_outputs["readable_model"], learner, None)
+            extra.append((text_outputs["readable_model"], "readable model (--readable-model)", None))
         if names is not None:
-            _write_text(text_outputs["invert_hash"], learner, names.names)
-
-
-def _write_text(path: str, learner, names) -> None:
-    stream = io.StringIO()
-    write_readable(learner, stream, names)
-    atomic_write(path, stream.getvalue().encode("utf-8"))
+            extra.append((text_outputs["invert_hash"], "invert-hash file (--invert-hash)", names))
+        session.execute(run_options, prediction_output, link or learner.model.link, probabilities, extra)
 
 
 def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input_format, report, quiet,
          strict, probabilities=False, audit=False, progress=False) -> None:
-    check_readable(sources)
-    _check_writable(predictions, "predictions file")
-    _check_writable(report, "report")
-    learner = load_learner(initial_model, input_format)
-    if loss:
-        learner.model.loss = loss
-    if quantile_tau is not None:
-        learner.model.loss_tau = check_tau(quantile_tau)
-    run_options = RunOptions(sources=sources, learn=False, input_format=input_format,
-                             strict=strict, quiet=quiet, progress=progress, audit=audit)
-    _execute(learner, run_options, predictions, link or learner.model.link, report, None, probabilities)
+    with signals.deferred():
+        inputs = _data_inputs(sources) + _model_input(initial_model)
+        outputs = []
+        prediction_output = _role_output(predictions, "predictions file (-p)", outputs)
+        _role_output(report, "report (--report)", outputs)
+        _stdout_for(audit, outputs)
+        check_distinct(inputs, outputs)
+    session = _Session("test", sources, report, None, quiet)
+    with session:
+        with signals.immediate():
+            learner = load_learner(initial_model, input_format)
+            if loss:
+                learner.model.loss = loss
+            if quantile_tau is not None:
+                learner.model.loss_tau = check_tau(quantile_tau)
+            session.learner = learner
+        run_options = RunOptions(sources=sources, learn=False, input_format=input_format,
+                                 strict=strict, quiet=quiet, progress=progress, audit=audit)
+        session.execute(run_options, prediction_output, link or learner.model.link, probabilities, [])
 
 
-def _execute(learner, options: RunOptions, predictions_path, link, report_path, model_path,
-             probabilities=False) -> None:
-    """Run, then always keep what was learned: the model is saved (atomically) even
-    when the run stops on an error or an interrupt, and the report says so."""
-    model = learner.model
-    if probabilities and not model.classes:
-        link = "logistic"  # binary: --probabilities is --link logistic
-    writer = (PredictionWriter(predictions_path, link, model.classes, model.multiclass == "softmax", probabilities)
-              if predictions_path else None)
-    outcome = None
-    result = RunResult(report={})
-    try:
-        run(learner, options, writer, result=result)
-    except KeyboardInterrupt:  # SIGINT outside the chunk loop (olcli/signals.py handles it inside)
-        outcome = RunStopped(signal.SIGINT)
-    except BrokenPipeError:
-        outcome = PipeClosed("the program reading the predictions closed the pipe")
-    except OlcliError as exc:
-        outcome = exc
-    finally:
+def _empty_batch() -> Batch:
+    """A batch of no examples with the parser's array types: calling a kernel with
+    it compiles (or loads) the kernel without learning anything."""
+    return Batch(np.empty(0), np.empty(0), np.empty(0), np.zeros(1, np.int64), np.empty(0, np.int32),
+                 np.empty(0), np.empty(0, np.int64))
+
+
+def _warm_up(learner, learn: bool, writer, audit: bool) -> None:
+    """Compile or load the kernels the run will call, while a signal can still stop
+    olcli at once (a first compilation takes seconds; in the run it could not be
+    interrupted until it ended). Learns nothing and changes nothing."""
+    learner.process(_empty_batch(), learn, new_tally())
+    if audit:
+        learner.weights_at(np.zeros(0, np.int64))
+    if writer is not None:
+        from olcli.engine.format import format_predictions
+
+        format_predictions(np.empty(0), 0, np.zeros((0, 2), np.int64), np.frombuffer(b"", np.uint8),
+                           bool(learner.model.classes))
+        if learner.model.classes and writer.probabilities:
+            from olcli.engine.multiclass import log_probabilities
+
+            log_probabilities(np.zeros(learner.model.classes), learner.model.multiclass == "softmax",
+                              np.zeros(learner.model.classes))
+
+
+class _Session:
+    """One train or test run from the moment its options are accepted: whatever
+    stops it, the model learned so far is saved (when anything was learned), the
+    report written, and one line says what happened."""
+
+    def __init__(self, command, sources, report_path, model_path, quiet):
+        self.command, self.sources = command, list(sources)
+        self.report_path, self.model_path, self.quiet = report_path, model_path, quiet
+        self.learner = None
+        self.finished = False
+
+    def __enter__(self):
+        return self  # a signal during start-up (imports, options, checks) stops the first immediate phase
+
+    def __exit__(self, kind, exc, trace):
+        if self.finished or exc is None:
+            return False
+        if isinstance(exc, (RunStopped, KeyboardInterrupt)):
+            # Stopped before the run started (loading a model, compiling): nothing
+            # was learned, nothing is saved; the report says so.
+            stopped = exc if isinstance(exc, RunStopped) else RunStopped(signal.SIGINT)
+            with signals.finishing():
+                message = str(stopped)
+                if self.model_path:
+                    message += f" before any example was learned; {self.model_path} was not written"
+                self._write_report({"complete": False, "stopped_by": message, "model_out": None,
+                                    "examples": 0, "model_examples": self._model_examples()})
+            if isinstance(exc, KeyboardInterrupt):
+                raise RunStopped(signal.SIGINT, message) from None
+            exc.args = (message,)
+        return False
+
+    def _model_examples(self) -> int:
+        return int(self.learner.model.counters[C_EXAMPLES]) if self.learner is not None else 0
+
+    def _write_report(self, report: dict) -> None:
+        if not self.report_path:
+            return
+        report = {"olcli_version": __import__("olcli").__version__, "command": self.command,
+                  "inputs": self.sources, **report}
+        atomic_write(self.report_path, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+                     role="report (--report)")
+
+    def execute(self, options: RunOptions, prediction_output, link, probabilities, extra) -> None:
+        """Run, then always keep what was learned: the model is saved (atomically)
+        even when the run stops on an error, a signal or a failed output, and the
+        report says so."""
+        self.finished = True  # from here on this method reports whatever happens
+        learner = self.learner
+        model = learner.model
+        if probabilities and not model.classes:
+            link = "logistic"  # binary: --probabilities is --link logistic
+        started_examples = float(model.counters[C_EXAMPLES])
+        outcome = None
+        result = RunResult(report={})
+        writer = None
+        ran = False
+        try:
+            with signals.immediate():
+                if prediction_output is not None:  # opening a FIFO waits for its reader
+                    writer = PredictionWriter(prediction_output, link, model.classes,
+                                              model.multiclass == "softmax", probabilities)
+                _warm_up(learner, options.learn, writer, options.audit)
+            ran = True
+            with signals.deferred():
+                run(learner, options, writer, result=result)
+        except RunStopped as exc:
+            outcome = exc
+        except KeyboardInterrupt:  # a library caller's SIGINT, without olcli's handlers
+            outcome = RunStopped(signal.SIGINT)
+        except BrokenPipeError:  # --audit's reader went away
+            outcome = PipeClosed(PIPE_CLOSED.replace("predictions", "audit output"))
+        except OlcliError as exc:
+            outcome = exc
+        except MemoryError:
+            outcome = OlcliError("out of memory: the process could not allocate what this run needs; use a "
+                                 "smaller -b, fewer interactions or fewer classes")
+        except OSError as exc:
+            outcome = OlcliError(f"input/output error: {error_name(exc)}")
+        with signals.finishing():
+            self._finish(outcome, result, writer, started_examples, ran, extra)
+
+    def _finish(self, outcome, result, writer, started_examples, ran, extra) -> None:
+        learner, model, model_path = self.learner, self.learner.model, self.model_path
         if writer is not None:
             try:
                 writer.close()
-            except BrokenPipeError:
-                outcome = outcome or PipeClosed("the program reading the predictions closed the pipe")
-    if outcome is None and not np.isfinite(model.state).all():
-        outcome = Diverged(f"the model's weights are not finite numbers; {learner.divergence_advice()}")
-    write_model = bool(model_path) and not isinstance(outcome, Diverged)
-    if write_model:
-        learner.save(model_path)
-    examples = int(learner.counters["examples"])
+            except OlcliError as exc:
+                outcome = outcome or exc
+        report = dict(result.report) or {"examples": 0, "bad_lines": 0}  # stopped before the run began
+        read = int(report.get("examples") or 0)
+        bad = int(report.get("bad_lines") or 0)
+        if outcome is None and not np.isfinite(model.state).all():
+            outcome = Diverged(f"the model's weights are not finite numbers; {learner.divergence_advice()}")
+        if outcome is None and read == 0 and bad > 0:
+            outcome = DataError(f"no example could be read: all {bad} non-blank lines were bad "
+                                f"(first: {result.bad_line_samples[0] if result.bad_line_samples else '?'}); "
+                                "is the data in the format you think (--format)?")
+        warnings = []
+        if bad > 0 and bad > read:
+            warnings.append(f"WARNING: {bad} of {bad + read} lines ({100 * bad / (bad + read):.1f}%) were bad and "
+                            "skipped; is this the right data, in the right --format?")
+        learned = float(model.counters[C_EXAMPLES]) - started_examples
+        if outcome is None and signals.pending():
+            outcome = RunStopped(signals.pending())
+        write_model = bool(model_path) and not isinstance(outcome, Diverged) and (outcome is None or learned > 0)
+        if write_model:
+            try:
+                atomic_write(model_path, model_file.encode(model), role="model (-f)")
+            except OlcliError as exc:
+                write_model = False
+                if outcome is None:
+                    outcome = exc
+                else:
+                    outcome.args = (f"{outcome}; and {exc}",)
+        for path, role, names in extra:
+            try:
+                stream = io.StringIO()
+                write_readable(learner, stream, names.names if names is not None else None)
+                atomic_write(path, stream.getvalue().encode("utf-8"), role=role)
+            except OlcliError as exc:
+                outcome = outcome or exc
+        if outcome is None and signals.pending():
+            outcome = RunStopped(signals.pending())
+        examples = int(model.counters[C_EXAMPLES])
+        outcome = _explained(outcome, write_model, model_path, examples, learned, self.command, read)
+        report.update({"complete": outcome is None, "stopped_by": None if outcome is None else str(outcome),
+                       "command": self.command, "inputs": self.sources,
+                       "model_out": model_path if write_model else None, "model_examples": examples,
+                       "warnings": warnings})
+        try:
+            self._write_report(report)
+            if outcome is None and signals.pending():  # arrived while the report was written
+                outcome = RunStopped(signals.pending(), f"interrupted by {signals.NAMES.get(signals.pending())} "
+                                     "after the run (everything was written)")
+                report.update({"complete": False, "stopped_by": str(outcome)})
+                self._write_report(report)
+        except OlcliError as exc:
+            outcome = outcome or exc
+        signals.commit()  # the outcome accounts for any signal so far; a later one comes after the work
+        if ran and not self.quiet and result.report:
+            sys.stderr.write(render_summary(report))
+        for line in warnings:
+            sys.stderr.write(line + "\n")
+        if outcome is not None:
+            raise outcome
+
+
+def _explained(outcome, write_model: bool, model_path, examples: int, learned: float, command: str, read: int):
+    """The outcome's message completed with what happened to the model: one line
+    that says what was saved."""
+    if outcome is None:
+        return None
+    stopped = isinstance(outcome, RunStopped)
     if isinstance(outcome, Diverged):
         outcome.args = (f"{outcome}. No model was written" + (f" ({model_path} is unchanged)" if model_path else ""),)
-    elif outcome is not None and write_model:
+    elif write_model:
         outcome.args = (f"{outcome}; the model learned so far ({examples} examples) was written to {model_path}",)
-    report = dict(result.report)
-    report.update({"complete": outcome is None, "stopped_by": None if outcome is None else str(outcome),
-                   "command": "train" if options.learn else "test",
-                   "inputs": list(options.sources), "model_out": model_path if write_model else None,
-                   "model_examples": examples})
-    if report_path:
-        write_json(report_path, report)
-    if not options.quiet:
-        sys.stderr.write(render_summary(report))
-    if outcome is not None:
-        raise outcome
+    elif "cannot write model" in str(outcome):
+        pass
+    elif model_path and learned <= 0:
+        outcome.args = ((f"{outcome} before any example was learned; " if stopped else f"{outcome}; nothing was "
+                         f"learned, so ") + f"{model_path} was not written",)
+    elif stopped and command == "train":
+        outcome.args = (f"{outcome} after {int(learned)} examples (no -f given: no model was saved)",)
+    elif stopped:
+        outcome.args = (f"{outcome} after {read} examples",)
+    return outcome
 
 
 def inspect(path: str, top: int, readable: bool = False, invert_hash: list | None = None) -> None:
-    learner = load_learner(path)
+    with signals.immediate():  # read-only: a signal stops it at once
+        if "stdout" in CLOSED_STREAMS:
+            raise UsageError("standard output is closed: inspect prints to it")
+        if invert_hash:
+            check_readable(invert_hash)
+        learner = load_learner(path)
+        try:
+            _inspect(learner, path, top, readable, invert_hash)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise PipeClosed("the program reading inspect's output closed the pipe") from None
+
+
+def _inspect(learner, path, top, readable, invert_hash) -> None:
     model = learner.model
     if readable or invert_hash:
         names = None
         if invert_hash:
-            check_readable(invert_hash)
             collected = FeatureNames(model.block_rows)
             run(learner, RunOptions(sources=list(invert_hash), learn=False, quiet=True, names=collected),
                 stderr=io.StringIO())

@@ -1,32 +1,40 @@
 """Inputs -> parsed chunks, for each pass of a run.
 
-Pass 1 reads the inputs (files, .gz/.bz2, a pipe) and parses them chunk by
-chunk on worker threads; with --passes > 1 (or --cache) it also writes the parsed
-chunks to the example cache (olcli/cache.py), which later passes read instead of
-the text. Python works per chunk (a few MiB of lines); everything per example or
-per token happens in the Numba kernels.
+Pass 1 reads the inputs (files, .gz/.bz2/.xz, pipes, sockets) and parses them
+chunk by chunk on worker threads; with --passes > 1 (or --cache) it also writes
+the parsed chunks to the example cache (olcli/cache.py), which later passes read
+instead of the text. Python works per chunk (a few MiB of lines); everything per
+example or per token happens in the Numba kernels.
+
+The work of one parse call is bounded (engine/parse.py, MAX_CALL_FEATURES): a
+chunk whose interactions generate many features is parsed, and learned, in
+several parts, so memory stays bounded and a stop request is never stuck behind
+a long kernel call.
 """
 
 import os
 import queue
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
 
 from olcli import __version__
 from olcli import cache as example_cache
-from olcli.inputs import detect_format, input_size, read_chunks
+from olcli import signals
+from olcli.engine.parse import MAX_CALL_FEATURES, MAX_EXAMPLE_FEATURES
+from olcli.inputs import Chunk, input_size, is_stream, read_chunks, vote_format
 from olcli.parsing import parse_chunk
 
 PARSE_AHEAD = 2   # chunks parsed ahead on worker threads
+RECORD_SHRINK = 16  # --audit/--invert-hash keep ~90 bytes per feature: smaller parts
 
 
 @dataclass
 class Piece:
-    """One parsed chunk of a pass, as the pass loop learns it."""
+    """One parsed chunk (or part of one) of a pass, as the pass loop learns it."""
     parsed: object            # parsing.ParsedChunk or cache.CachedChunk
     data: np.ndarray          # the bytes its tags point into
     stop: object = None       # --strict: the bad line to stop at (examples before it are kept)
@@ -35,13 +43,60 @@ class Piece:
     named: object = None      # the record-mode parse (names of features), for --audit
 
 
+def default_cache_path(sources: list) -> str | None:
+    """Where --passes keeps its cache without --cache: beside the first data file
+    when it is a regular file in a writable folder; None: a temporary file
+    (standard input, a pipe or socket, a read-only folder)."""
+    if any(is_stream(source) for source in sources):
+        return None
+    first = sources[0]
+    if os.access(os.path.dirname(os.path.abspath(first)), os.W_OK):
+        return first + ".olcache"
+    return None
+
+
+class _Workers:
+    """A few daemon threads running parse jobs. Daemons, so that a process told
+    to stop never waits at exit for a parse (or a first compilation) in progress."""
+
+    def __init__(self, count: int):
+        self.jobs = queue.Queue()
+        for k in range(count):
+            threading.Thread(target=self._work, name=f"olcli-parse-{k}", daemon=True).start()
+        self.count = count
+
+    def _work(self):
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            future, function, args = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(function(*args))
+            except BaseException as exc:  # handed to the main thread, which raises it
+                future.set_exception(exc)
+
+    def submit(self, function, *args) -> Future:
+        future = Future()
+        self.jobs.put((future, function, args))
+        return future
+
+    def close(self):
+        for _ in range(self.count):
+            self.jobs.put(None)
+
+
 class Examples:
     """The examples of a run, pass after pass."""
 
-    def __init__(self, learner, options, bad_lines):
+    def __init__(self, learner, options, bad_lines, warn=None):
         self.learner, self.options = learner, options
         self.bad_lines = bad_lines      # callable(list of parsing.BadLine): count and warn
+        self.warn = warn or (lambda message: None)
         self.cache_path, self.cache_temporary, self.cache_reused = None, False, False
+        self._formats_checked = set()   # sources whose format was checked against the model's
 
     @property
     def input_size(self):
@@ -60,11 +115,12 @@ class Examples:
         options = self.options
         if options.cache_path:
             return options.cache_path, False
-        first = options.sources[0]
-        if first != "-" and os.access(os.path.dirname(os.path.abspath(first)), os.W_OK):
-            return first + ".olcache", False
-        fd, path = tempfile.mkstemp(prefix="olcli-", suffix=".olcache")
-        os.close(fd)
+        path = default_cache_path(options.sources)
+        if path is not None:
+            return path, False
+        with signals.critical():
+            fd, path = tempfile.mkstemp(prefix="olcli-", suffix=".olcache")
+            os.close(fd)
         return path, True
 
     def reads_text(self, pass_number: int) -> bool:
@@ -74,23 +130,74 @@ class Examples:
             return False
         if options.caching and self.cache_path is None:
             self.cache_path, self.cache_temporary = self._cache_location()
-            header = self._cache_header()
-            if not options.kill_cache and example_cache.usable(self.cache_path, header, options.sources):
-                self.cache_reused = True
+            if not options.kill_cache and not self.cache_temporary and os.path.exists(self.cache_path):
+                self.cache_reused = self._reusable()
         return not self.cache_reused
 
-    def pieces(self, pass_number: int, signals):
+    def _reusable(self) -> bool:
+        """Whether the existing cache can stand in for the data; a warning says why not."""
+        sources = self.options.sources
+        if any(is_stream(source) for source in sources):
+            self.warn(f"warning: rebuilding the example cache {self.cache_path}: the data is a stream, "
+                      "which cannot be checked against it")
+            return False
+        with signals.immediate():  # nothing learned yet: a signal stops the check at once
+            reason = example_cache.check(self.cache_path, self._cache_header(), sources, self.learner.model.bits,
+                                         self.learner.label_kind)
+        if reason is None:
+            return True
+        self.warn(f"warning: rebuilding the example cache {self.cache_path} from the data: {reason}")
+        return False
+
+    def pieces(self, pass_number: int, signals_):
         """The pass's parsed chunks, in input order."""
         if self.reads_text(pass_number):
-            yield from self._parse_sources(signals)
+            yield from self._parse_sources(signals_)
             return
         if pass_number == 1:
             self.learner.decide_format(example_cache.header(self.cache_path)["format"], self.cache_path)
-        for cached in example_cache.read(self.cache_path):
-            yield Piece(cached, cached.data)
+        try:
+            for cached in example_cache.read(self.cache_path, self.learner.model.bits, self.learner.label_kind):
+                yield Piece(cached, cached.data)
+        except example_cache.CacheError as exc:
+            raise example_cache.CacheError(f"{exc}: it changed while this run was reading it") from None
 
-    def _parsed_ahead(self, signals):
-        """(chunk, parsed chunk) in input order.
+    def _format_of(self, chunk) -> str:
+        """The format to parse a chunk with. A new model's format is decided by the
+        first chunk whose lines say (vote_format); each source's first such chunk is
+        checked against the model's format."""
+        learner = self.learner
+        detected = None
+        if chunk.source not in self._formats_checked:
+            detected = vote_format(chunk.data)
+            if detected is not None:
+                self._formats_checked.add(chunk.source)
+        if detected is None:  # nothing conclusive: the model's format, or VW's
+            option = learner.input_format_option
+            detected = learner.model.input_format or ("vw" if option == "auto" else option)
+        return learner.decide_format(detected, chunk.source)
+
+    def _budgets(self) -> tuple:
+        """(features one parse call may produce, features one example may generate)."""
+        record = self.options.audit or self.options.names is not None
+        shrink = RECORD_SHRINK if record else 1
+        classes = max(1, self.learner.model.classes)
+        return MAX_CALL_FEATURES // shrink, max(1, MAX_EXAMPLE_FEATURES // classes // shrink)
+
+    def _parse_part(self, chunk, fmt):
+        """Parse a chunk up to the call budget: (parsed part, its chunk, the rest or None)."""
+        learner, model = self.learner, self.learner.model
+        budget, max_generated = self._budgets()
+        parsed = parse_chunk(chunk, fmt, model.bits, model.constant, learner.label_kind, learner.feature_spec,
+                             max_generated=max_generated, budget=budget)
+        if parsed.consumed >= len(chunk.data):
+            return parsed, chunk, None
+        part = Chunk(chunk.source, chunk.first_line, chunk.data[:parsed.consumed], chunk.position)
+        rest = Chunk(chunk.source, chunk.first_line + parsed.n_lines, chunk.data[parsed.consumed:], chunk.position)
+        return parsed, part, rest
+
+    def _parsed_ahead(self, signals_):
+        """(chunk, format, parsed chunk) in input order.
 
         A reader thread reads the input (files, compressed files or a pipe) and
         hands each chunk to a parse worker; the parse kernels release the GIL, so
@@ -98,13 +205,13 @@ class Examples:
         files. At most PARSE_AHEAD chunks are read ahead of the one being learned
         (memory stays constant), and each is learned as soon as it is parsed, so
         a slow pipe (tail -f) is learned as it arrives, a chunk at a time. Errors of the reader
-        (a damaged archive) surface here, after the chunks before them."""
-        learner, options = self.learner, self.options
-        model = learner.model
+        (a damaged archive) surface here, after the chunks before them. Waiting
+        for the reader or a worker is the immediate phase: a signal stops it at once."""
+        options = self.options
         jobs = queue.Queue()
         slots = threading.Semaphore(PARSE_AHEAD)
         stop = threading.Event()
-        pool = ThreadPoolExecutor(max_workers=PARSE_AHEAD, thread_name_prefix="olcli-parse")
+        workers = _Workers(PARSE_AHEAD)
 
         def take_slot():
             while not stop.is_set():
@@ -119,9 +226,8 @@ class Examples:
                     chunk = next(chunks, None)
                     if chunk is None:
                         break
-                    fmt = learner.decide_format(detect_format(chunk.data), chunk.source)
-                    jobs.put((chunk, pool.submit(parse_chunk, chunk, fmt, model.bits, model.constant,
-                                                 learner.label_kind, learner.feature_spec)))
+                    fmt = self._format_of(chunk)
+                    jobs.put((fmt, workers.submit(self._parse_part, chunk, fmt)))
                 jobs.put(None)
             except BaseException as exc:  # handed to the main thread, which raises it
                 jobs.put(exc)
@@ -130,27 +236,32 @@ class Examples:
         threading.Thread(target=read, name="olcli-reader", daemon=True).start()
         try:
             while True:
-                with signals.waiting_for_input():
+                with signals_.waiting_for_input():
                     job = jobs.get()
                 if job is None:
                     return
                 if isinstance(job, BaseException):
                     raise job
-                chunk, future = job
-                parsed = future.result()
+                fmt, future = job
+                while True:
+                    with signals_.waiting_for_input():
+                        parsed, part, rest = future.result()
+                    yield part, parsed
+                    if rest is None:
+                        break
+                    future = workers.submit(self._parse_part, rest, fmt)
                 slots.release()
-                yield chunk, parsed
         finally:
             stop.set()
-            pool.shutdown(wait=False, cancel_futures=True)
+            workers.close()
 
-    def _parse_sources(self, signals):
+    def _parse_sources(self, signals_):
         learner, options = self.learner, self.options
         model = learner.model
         header = self._cache_header() if options.caching else None
         writer = None
         try:
-            for chunk, parsed in self._parsed_ahead(signals):
+            for chunk, parsed in self._parsed_ahead(signals_):
                 stop = None
                 if parsed.bad_lines and options.strict:
                     # Learn what precedes the bad line, then stop.
@@ -165,8 +276,9 @@ class Examples:
                     writer.add(parsed, chunk.data)
                 named = None
                 if options.audit or options.names is not None:
+                    _, max_generated = self._budgets()
                     named = parse_chunk(chunk, model.input_format, model.bits, model.constant, learner.label_kind,
-                                        learner.feature_spec, record=True)
+                                        learner.feature_spec, record=True, max_generated=max_generated)
                     if options.names is not None:
                         options.names.add(named, chunk.data)
                 yield Piece(parsed, chunk.data, stop, (chunk.source, chunk.first_line), chunk.position,
@@ -179,5 +291,9 @@ class Examples:
                 writer.abort()
 
     def close(self) -> None:
-        if self.cache_temporary and self.cache_path and os.path.exists(self.cache_path):
-            os.unlink(self.cache_path)
+        if self.cache_temporary and self.cache_path:
+            with signals.critical():
+                try:
+                    os.unlink(self.cache_path)
+                except OSError:
+                    pass

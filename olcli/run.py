@@ -6,6 +6,12 @@ parsed chunks (pass 1 from the text, later passes from the example cache);
 (``sinks.py``) write predictions, audit lines, the progress table and warnings;
 this module is the pass loop — holdout, early stop, the best pass kept — and
 assembles the report's numbers.
+
+Every kernel call does bounded work: a parsed piece is learned in spans of at
+most LEARN_BUDGET feature updates (features x classes; one example may be more,
+up to the parser's per-example bound), and a stop request is checked after each
+span, so SIGINT/SIGTERM/SIGHUP are honoured within a fraction of a second
+whatever the data and options.
 """
 
 import sys
@@ -21,7 +27,9 @@ from olcli.inputs import CHUNK_BYTES
 from olcli.parsing import batch_of
 from olcli.pipeline import Examples
 from olcli.report import summarize
-from olcli.signals import StopSignals
+from olcli.signals import StopSignals, critical
+
+LEARN_BUDGET = 1 << 22   # feature updates (features x classes) per learning kernel call
 from olcli.sinks import BadLines, Progress, write_audit
 
 
@@ -73,13 +81,13 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
 
     On an error, ``--strict`` or a signal the exception propagates, and
     ``result.report`` and the learner hold everything learned up to that point,
-    so the caller can still save and report it. SIGINT/SIGTERM stop the run
-    between chunks (olcli/signals.py)."""
+    so the caller can still save and report it. SIGINT/SIGTERM/SIGHUP stop the
+    run between kernel calls (olcli/signals.py)."""
     stderr = stderr if stderr is not None else sys.stderr
     result = result if result is not None else RunResult(report={})
     progress = Progress(stderr, options.quiet, options.progress)
     bad_lines = BadLines(progress)
-    examples = Examples(learner, options, bad_lines)
+    examples = Examples(learner, options, bad_lines, warn=lambda message: progress.stderr.write(message + "\n"))
     best = _BestPass()
     pass_number, pass1_examples = 0, 0
     started = time.perf_counter()
@@ -91,7 +99,7 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
                 progress.start_pass(pass_number, examples.input_size if text else
                                     (pass1_examples if pass_number > 1 else None))
                 for piece in examples.pieces(pass_number, signals):
-                    _learn_piece(learner, piece, options, predictions, progress, pass_number)
+                    _learn_piece(learner, piece, options, predictions, progress, pass_number, signals)
                     if pass_number == 1:
                         pass1_examples += piece.parsed.n_examples
                     progress.advance(piece.position, piece.parsed.n_examples)
@@ -103,24 +111,44 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
                 if _end_pass(learner, options, best, pass_number):
                     break
     finally:
-        progress.close()
-        examples.close()
-        if best.snapshot is not None and best.number != pass_number:
-            # -f keeps the pass with the best holdout loss.
-            learner.model.state[:] = best.snapshot[0]
-            learner.model.counters[:] = best.snapshot[1]
-        result.bad_lines, result.bad_line_samples = bad_lines.count, bad_lines.samples
-        result.report = _report(learner, options, time.perf_counter() - started, progress, bad_lines, best,
-                                pass_number, examples)
+        with critical():  # what was learned is put in order whole, whatever signal comes
+            progress.close()
+            examples.close()
+            if best.snapshot is not None and best.number != pass_number:
+                # -f keeps the pass with the best holdout loss.
+                learner.model.state[:] = best.snapshot[0]
+                learner.model.counters[:] = best.snapshot[1]
+            result.bad_lines, result.bad_line_samples = bad_lines.count, bad_lines.samples
+            result.report = _report(learner, options, time.perf_counter() - started, progress, bad_lines, best,
+                                    pass_number, examples)
     return result
 
 
-def _learn_piece(learner, piece, options, predictions, progress, pass_number) -> None:
-    """One parsed chunk through the learner (one example at a time with --audit)."""
+def spans(row_ptr: np.ndarray, n: int, classes: int, budget: int = LEARN_BUDGET) -> list:
+    """(first, last) ranges of examples, each at most ``budget`` feature updates
+    (features x classes), but at least one example."""
+    if n == 0:
+        return [(0, 0)]
+    per_call = max(1, budget // max(1, classes))
+    out = []
+    first = 0
+    while first < n:
+        last = int(np.searchsorted(row_ptr[:n + 1], row_ptr[first] + per_call, side="right")) - 1
+        last = min(n, max(last, first + 1))
+        out.append((first, last))
+        first = last
+    return out
+
+
+def _learn_piece(learner, piece, options, predictions, progress, pass_number, signals=None) -> None:
+    """One parsed chunk through the learner, in kernel calls of bounded work (one
+    example at a time with --audit); a stop request is checked after each call."""
     parsed = piece.parsed
-    spans = ([(e, e + 1) for e in range(parsed.n_examples)] if piece.named is not None
-             else [(0, parsed.n_examples)])
-    for first, last in spans:
+    ranges = ([(e, e + 1) for e in range(parsed.n_examples)] if piece.named is not None
+              else spans(parsed.row_ptr, parsed.n_examples, learner.model.classes))
+    for first, last in ranges:
+        if signals is not None and first > 0:
+            signals.check()
         if piece.named is not None:
             model = learner.model
             rows = piece.named.index[piece.named.row_ptr[first]:piece.named.row_ptr[first + 1]].astype(np.int64)
@@ -129,19 +157,23 @@ def _learn_piece(learner, piece, options, predictions, progress, pass_number) ->
         progress.rows(learner.tally.progress[:done.progress_rows],
                       holdout=bool(learner.tally.holdout[H_ROWS] > 0))
         if done.diverged_at >= 0:
-            _diverged(learner, piece, first + done.diverged_at, pass_number)
+            _diverged(learner, piece, first + done.diverged_at, pass_number, options.learn)
         if predictions is not None:
             predictions.write(done.predictions, done.scores, parsed.tags[first:last], piece.data)
         if piece.named is not None and last > first:
             write_audit(learner, piece.named, piece.data, first, met, done.predictions[-1], parsed.tags)
 
 
-def _diverged(learner, piece, position: int, pass_number: int) -> None:
+def _diverged(learner, piece, position: int, pass_number: int, learn: bool = True) -> None:
     if piece.origin is not None:
         source, first_line = piece.origin
         where = f"{source} line {first_line + int(piece.parsed.example_line[position]) - 1}"
     else:
         where = f"pass {pass_number}, example {int(learner.tally.holdout[H_SEEN])}"
+    if not learn:
+        raise Diverged(f"the model's prediction for {where} is not a finite number: its weights are too large "
+                       f"for this example's feature values; check the data for extreme values, or retrain the "
+                       f"model (--{learner.algorithm})")
     raise Diverged(f"the model diverged at {where}: its prediction is not a finite number after "
                    f"{int(learner.model.counters[C_ROUNDS])} updates; {learner.divergence_advice()}")
 

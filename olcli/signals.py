@@ -1,60 +1,201 @@
-"""SIGINT and SIGTERM during a run: finish the current chunk, then stop cleanly.
+"""SIGINT, SIGTERM and SIGHUP: stop cleanly at any moment, never lose what was learned.
 
-A Python signal handler that raises can fire inside a numba kernel's callbacks
-into Python, where the exception turns into a SystemError and the model is lost.
-So while a run is active the handler only records the signal; the chunk loop
-calls ``check`` between chunks. While the loop is blocked waiting for input
-(e.g. a quiet pipe) nothing is half-learned, so the handler stops it at once.
+One process-wide controller decides what a signal does, by the phase olcli is in:
+
+- ``record`` (importing, reading the options): the signal is only recorded; the
+  command notices it as soon as it starts (at most ~0.5 s later) and stops there,
+  so even a signal during imports ends with a message and a report, never with a
+  ``KeyboardInterrupt`` traceback;
+- ``immediate`` (loading a model, compiling kernels, waiting for input): nothing
+  is half-done, so the handler raises ``RunStopped`` at once;
+- ``deferred`` (learning a chunk, writing outputs): the handler records the
+  signal and the pass loop stops at the next check, after the kernel call in
+  progress (each call is bounded, see olcli/run.py), so a stop request is
+  honoured within a second; a *second* signal while deferred raises at once
+  (an escape when, say, an output pipe's reader stopped reading);
+- ``finishing`` (saving the model and the report): recorded only, however many
+  arrive; the run then ends as stopped (exit 128 + signal, report
+  ``complete: false``);
+- after ``commit()`` (everything written, the report says complete) a late
+  signal is ignored: the run is over and exits 0.
+
+A handler never raises inside a ``critical()`` section (a file being renamed
+into place, a temporary file being removed). A handler that raised inside a
+Numba kernel's callback into Python would turn into a SystemError; kernels are
+compiled before the run (in the immediate phase) and run without callbacks, so
+raising happens only between kernel calls.
+
+``RunStopped`` is a ``BaseException`` so that no library's ``except Exception``
+(click, numba) swallows it on its way to olcli's handlers.
 """
 
+import os
 import signal
 import threading
 from contextlib import contextmanager
 
-from olcli.errors import OlcliError
-
-_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 
 
-class RunStopped(OlcliError):
-    """The run was stopped by a signal; exit code 128 + signal number (130, 143)."""
+class RunStopped(BaseException):
+    """The run was stopped by a signal; exit code 128 + signal number (129, 130, 143)."""
 
-    def __init__(self, signum: int):
-        super().__init__(f"interrupted by {_NAMES.get(signum, signum)}")
+    def __init__(self, signum: int, message: str | None = None):
+        super().__init__(message or f"interrupted by {NAMES.get(signum, signum)}")
+        self.signum = signum
         self.exit_code = 128 + signum
 
 
-class StopSignals:
+class _Controller:
     def __init__(self):
-        self.received = None
-        self._waiting = False
-        self._previous = {}
+        self.received = None      # the first signal, until the process ends
+        self.count = 0
+        self.mode = "record"
+        self.critical = 0
+        self.committed = False
+        self.installed = False
+        self.previous = {}
+
+    def handle(self, signum, frame):
+        self.count += 1
+        if self.received is None:
+            self.received = signum
+        if self.committed or self.critical:
+            return
+        if self.mode == "immediate" or (self.mode == "deferred" and self.count > 1):
+            raise RunStopped(self.received)
+
+
+controller = _Controller()
+
+
+def install() -> bool:
+    """Route SIGINT, SIGTERM and SIGHUP to the controller (main thread only).
+    Returns whether this call installed them (False: already installed, or not
+    the main thread)."""
+    if controller.installed or threading.current_thread() is not threading.main_thread():
+        return False
+    for signum in NAMES:
+        try:
+            controller.previous[signum] = signal.signal(signum, controller.handle)
+        except (OSError, ValueError):
+            pass
+    controller.installed = True
+    return True
+
+
+def uninstall() -> None:
+    """Give the signals back to the handlers that were there before ``install``."""
+    if not controller.installed:
+        return
+    for signum, handler in controller.previous.items():
+        signal.signal(signum, handler)
+    controller.previous.clear()
+    controller.installed = False
+
+
+def reset() -> None:
+    """Forget a previous command's state (in-process use: one process, many commands)."""
+    controller.received = None
+    controller.count = 0
+    controller.mode = "record"
+    controller.critical = 0
+    controller.committed = False
+
+
+def pending() -> int | None:
+    """The signal received and not yet acted on by a commit, or None."""
+    return None if controller.committed else controller.received
+
+
+def check() -> None:
+    """Raise RunStopped if a signal arrived (and the run is not committed)."""
+    if controller.received is not None and not controller.committed and not controller.critical:
+        raise RunStopped(controller.received)
+
+
+@contextmanager
+def phase(mode: str):
+    """Run the block in ``mode`` (immediate, deferred, finishing); a signal that
+    arrived before an immediate phase stops it at once."""
+    previous = controller.mode
+    controller.mode = mode
+    try:
+        if mode == "immediate":
+            check()
+        yield
+    finally:
+        controller.mode = previous
+
+
+def immediate():
+    return phase("immediate")
+
+
+def deferred():
+    return phase("deferred")
+
+
+def finishing():
+    return phase("finishing")
+
+
+@contextmanager
+def critical():
+    """No handler raises inside: a rename into place, removing a temporary file."""
+    controller.critical += 1
+    try:
+        yield
+    finally:
+        controller.critical -= 1
+
+
+def commit() -> None:
+    """Everything is written and the report says complete: later signals are ignored."""
+    controller.committed = True
+
+
+class StopSignals:
+    """The pass loop's view: ``check()`` between kernel calls, ``waiting_for_input()``
+    around blocking waits. Installs the handlers for the run when nobody did
+    (library use), and restores them after."""
+
+    def __init__(self):
+        self._installed_here = False
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for signum in _NAMES:
-                self._previous[signum] = signal.signal(signum, self._handle)
+        self._installed_here = install()
+        if self._installed_here:
+            reset()
+        self._phase = deferred()
+        self._phase.__enter__()
         return self
 
     def __exit__(self, *exc):
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+        self._phase.__exit__(*exc)
+        if self._installed_here:
+            uninstall()
         return False
 
-    def _handle(self, signum, frame):
-        self.received = signum
-        if self._waiting:
-            raise RunStopped(signum)
+    @property
+    def received(self):
+        return pending()
 
-    @contextmanager
     def waiting_for_input(self):
-        self.check()
-        self._waiting = True
-        try:
-            yield
-        finally:
-            self._waiting = False
+        """Blocked on input (a quiet pipe) nothing is half-learned: stop at once."""
+        return immediate()
 
     def check(self) -> None:
-        if self.received is not None:
-            raise RunStopped(self.received)
+        check()
+
+
+def early_exit_line(signum: int) -> bytes:
+    return f"olcli: interrupted by {NAMES.get(signum, signum)} while starting; nothing was written\n".encode()
+
+
+def write_stderr_raw(data: bytes) -> None:
+    """Best effort, for the last words of a process whose stderr may be gone."""
+    try:
+        os.write(2, data)
+    except OSError:
+        pass

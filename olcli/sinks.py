@@ -2,12 +2,14 @@
 or bar, and bad-line warnings. Each sink has one job; the pass loop (run.py)
 hands them what a kernel call produced."""
 
+import errno
 import sys
 
 import numpy as np
 
 from olcli.engine.format import format_predictions
 from olcli.names import name_of
+from olcli.paths import Output, OutputError, PipeClosed, check_output, error_name, open_in_place
 from olcli.report import ProgressBar, ProgressTable, progress_records
 
 MAX_WARNINGS = 5
@@ -17,18 +19,46 @@ class PredictionWriter:
     """-p: one prediction per example, with its tag; '-' is standard output.
 
     Multiclass: the predicted class, or with --probabilities VW's
-    ``1:p1 2:p2 ... K:pK`` (softmax, or normalized sigmoids for OAA)."""
+    ``1:p1 2:p2 ... K:pK`` (softmax, or normalized sigmoids for OAA).
 
-    def __init__(self, path: str, link: str, classes: int = 0, softmax: bool = False, probabilities: bool = False):
+    ``path`` is a path or a ``paths.Output``: standard output is written through
+    sys.stdout, a character device, FIFO, socket or /dev/fd/N in place, a regular
+    file is truncated and written as the run goes (so it can be followed with
+    ``tail -f``). A write that fails stops the run: a reader that went away is
+    ``PipeClosed`` (exit 141, quietly), anything else (a full disk, an I/O error)
+    an ``OutputError`` naming the file; the model is saved either way."""
+
+    def __init__(self, path, link: str, classes: int = 0, softmax: bool = False, probabilities: bool = False):
         self.link = link
         self.classes = classes
         self.softmax = softmax
         self.probabilities = probabilities
-        self.stream = sys.stdout.buffer if path == "-" else open(path, "wb")
+        output = path if isinstance(path, Output) else check_output(path, "predictions file")
+        self.output = output
+        try:
+            if output.kind == "stdout" and output.path == "-":
+                self.stream = sys.stdout.buffer
+            elif output.kind == "file":
+                self.stream = open(output.target, "wb")
+            else:
+                self.stream = open_in_place(output)
+        except OSError as exc:
+            raise OutputError(f"cannot write {output.role} {output.path}: {error_name(exc)}") from exc
+
+    def _failed(self, exc: OSError):
+        if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:
+            return PipeClosed(f"the program reading the predictions ({self.output.path}) closed the pipe")
+        return OutputError(f"cannot write {self.output.role} {self.output.path}: {error_name(exc)}")
 
     def write(self, predictions: np.ndarray, scores, tags: np.ndarray, data: np.ndarray) -> None:
         """One line per example: ``predictions`` (multiclass: the classes, ``scores``
         the class scores), ``tags`` (n, 2) byte spans into ``data``."""
+        try:
+            self._write(predictions, scores, tags, data)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def _write(self, predictions, scores, tags, data) -> None:
         n = len(predictions)
         if self.classes and self.probabilities:
             self._write_probabilities(scores, tags, data)
@@ -52,10 +82,13 @@ class PredictionWriter:
         self.stream.write(b"".join(lines))
 
     def close(self) -> None:
-        if self.stream is sys.stdout.buffer:
-            self.stream.flush()
-        else:
-            self.stream.close()
+        try:
+            if self.stream is sys.stdout.buffer:
+                self.stream.flush()
+            else:
+                self.stream.close()
+        except OSError as exc:
+            raise self._failed(exc) from exc
 
 
 def write_audit(learner, named, data, e: int, weights: list, prediction, tags) -> None:
