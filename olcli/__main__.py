@@ -1,3 +1,4 @@
 from olcli.cli import main
 
-main()
+if __name__ == "__main__":  # not when multiprocessing's spawn re-imports the main module (Dask workers)
+    main()
