@@ -511,6 +511,30 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
+def _ignore_interrupts() -> None:
+    """In a local worker process: Ctrl-C on the terminal reaches the whole process
+    group, and the driver alone decides what it means (the workers would die with
+    tracebacks). Called again for workers the nanny restarts."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: nothing to do
+        pass
+
+
+def _worker_plugin():
+    """A WorkerPlugin that runs _ignore_interrupts on every worker, also on
+    workers started later."""
+    from distributed import WorkerPlugin
+
+    class IgnoreInterrupts(WorkerPlugin):
+        name = "olcli-ignore-interrupts"
+
+        def setup(self, worker):
+            _ignore_interrupts()
+
+    return IgnoreInterrupts()
+
+
 def _warm(algorithm: str, classes: int) -> float:
     """On a worker: import olcli and load the learning and counting kernels, so
     that the first pass does not include compiling. Returns the seconds it took."""
@@ -562,6 +586,7 @@ class Cluster:
             self.address = self.cluster.scheduler_address
             self.client = distributed.Client(self.cluster, set_as_default=False)
             self.dashboard = self.cluster.dashboard_link
+            self.client.register_plugin(_worker_plugin())
         else:
             try:
                 self.client = distributed.Client(self.scheduler, timeout=CONNECT_SECONDS, set_as_default=False)
