@@ -215,6 +215,7 @@ class Served:
         self._reloading = None
         self._saving = None
         self._saved_counters = None
+        self.on_reload = None        # --workers: tells the supervisor, which reloads the other workers
         self.learner, self.loaded_at, self.file_info = self._load()
         self._use(self.learner)
         if options.learn:
@@ -290,6 +291,8 @@ class Served:
         self.log("reloaded", reason=reason, path=self.options.model_path, generation=self.generation,
                  examples=int(learner.model.counters[C_EXAMPLES]),
                  milliseconds=round((time.perf_counter() - started) * 1000, 1))
+        if self.on_reload is not None and reason != "SIGHUP":
+            self.on_reload()
         return True, "reloaded"
 
     # -- saving (--learn) --
@@ -720,10 +723,11 @@ def _http_module():
 # --- one serving process ---
 
 async def _serve_process(options: ServeOptions, log: EventLog, sockets: dict, ready=None,
-                         stop_signals=(signal.SIGTERM, signal.SIGINT)) -> int:
+                         stop_signals=(signal.SIGTERM, signal.SIGINT), on_reload=None) -> int:
     """Serve on the given listening sockets until SIGTERM/SIGINT; the exit code."""
     loop = asyncio.get_running_loop()
     served = Served(options, log)
+    served.on_reload = on_reload
     lines = LineServer(served, options, log)
     await lines.start(sockets["line"])
     tasks = [asyncio.ensure_future(lines.sweep_idle())]
@@ -853,7 +857,8 @@ def _worker_main(options: ServeOptions, index: int, ports: dict, queue) -> None:
                                          "http_port": ports.get("http")})
         sockets = _listening_sockets(worker_options, reuse_port=True, listen=True)
         asyncio.run(_serve_process(worker_options, log, sockets,
-                                   lambda: queue.put(("ready", index, os.getpid())), stop_signals=(signal.SIGTERM,)))
+                                   lambda: queue.put(("ready", index, os.getpid())), stop_signals=(signal.SIGTERM,),
+                                   on_reload=lambda: queue.put(("reloaded", index, os.getpid()))))
     except OlcliError as exc:
         queue.put(("failed", index, str(exc)))
         sys.exit(exc.exit_code)
@@ -922,6 +927,10 @@ def _supervise(options: ServeOptions, log: EventLog) -> None:
                 kind, index, detail = messages.get(timeout=0.2)
                 if kind == "failed":
                     log("worker_failed", "error", worker=index, error=detail)
+                elif kind == "reloaded":   # POST /reload reached one worker: reload the others too
+                    for other, process in workers.items():
+                        if other != index and process.is_alive():
+                            os.kill(process.pid, signal.SIGHUP)
             except queues.Empty:
                 pass
             while received:

@@ -486,6 +486,12 @@ def test_workers_share_the_port(data, server):
     while srv.log().count("reloaded") < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert srv.log().count("reloaded") == 2
+    # POST /reload reaches one worker, which has the supervisor reload the others
+    assert httpx.post(f"{srv.url}/reload", timeout=IO_TIMEOUT).json()["reloaded"]
+    deadline = time.monotonic() + 10
+    while srv.log().count("reloaded") < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert srv.log().count("reloaded") == 4
     assert srv.stop() == 0
     for pid in pids:
         with pytest.raises(ProcessLookupError):
