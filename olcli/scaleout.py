@@ -36,6 +36,7 @@ The worker-side functions (``survey_shard``, ``learn_shard``, ``merge_parts``)
 import nothing from dask, so they can be called, and tested, without a cluster.
 """
 
+import copy
 import io
 import logging
 import math
@@ -367,6 +368,23 @@ def _worker_name() -> str:
         return "local"
 
 
+_BROADCAST_LOCK = threading.Lock()
+_BROADCAST = [None, None]   # this worker's last broadcast model: (its bytes object, the decoded Learner)
+
+
+def _broadcast_learner(state: bytes):
+    """The broadcast model, decoded once per worker and pass (every task of a pass
+    on this worker gets the same bytes object): decoding checks the whole table,
+    seconds at -b 24. Callers must not change it (learn_shard copies it)."""
+    from olcli.learner import Learner
+
+    with _BROADCAST_LOCK:  # a worker may run several tasks at once (threads)
+        if _BROADCAST[0] is not state:
+            _BROADCAST[:] = [None, None]  # let the previous pass's table go first
+            _BROADCAST[:] = [state, Learner.from_bytes(state, "<the broadcast model>")]
+        return _BROADCAST[1]
+
+
 def learn_shard(state: bytes, job: Job):
     """One shard learned from the broadcast model: a Part, or a _Failure."""
     from olcli.learner import Learner
@@ -377,7 +395,8 @@ def learn_shard(state: bytes, job: Job):
     started = time.perf_counter()
     shard = job.shard
     try:
-        learner = Learner.from_bytes(state, "<the broadcast model>")
+        base = _broadcast_learner(state)
+        learner = Learner.from_model(copy.deepcopy(base.model))
         model = learner.model
         learner.tally = new_tally()
         learner.tally.holdout[:] = new_holdout(job.holdout_period, job.pass_number > 1 and job.holdout_period > 0)
@@ -425,7 +444,7 @@ def merge_parts(state: bytes, left, right):
         if isinstance(side, _Failure):
             return side
     started = time.perf_counter()
-    base = Learner.from_bytes(state, "<the broadcast model>")
+    base = _broadcast_learner(state)
     merged = Learner.merge([Learner.from_bytes(left.model, "<a shard's model>"),
                             Learner.from_bytes(right.model, "<a shard's model>")], base=base)
     seconds = time.perf_counter() - started
