@@ -18,7 +18,7 @@ import stat
 import tempfile
 
 from olcli import signals
-from olcli.paths import OutputError, error_name, fd_alias, open_in_place, Output
+from olcli.paths import Output, OutputError, error_name, fd_alias, open_in_place, write_all
 
 
 def atomic_write(path: str, data: bytes, role: str = "file") -> None:
@@ -41,7 +41,7 @@ def atomic_write(path: str, data: bytes, role: str = "file") -> None:
             fd, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
         os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "wb") as out:
-            out.write(data)
+            write_all(out, data)
             out.flush()
             os.fsync(out.fileno())
         with signals.critical():
@@ -63,7 +63,7 @@ def atomic_write(path: str, data: bytes, role: str = "file") -> None:
 def _write_in_place(output: Output, data: bytes) -> None:
     try:
         with open_in_place(output) as out:
-            out.write(data)
+            write_all(out, data)
             out.flush()
     except BrokenPipeError:
         raise

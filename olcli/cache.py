@@ -36,7 +36,7 @@ import numpy as np
 
 from olcli import signals
 from olcli.errors import DataError
-from olcli.paths import OutputError, error_name
+from olcli.paths import OutputError, error_name, write_all
 
 MAGIC = b"OLCLICCH"
 VERSION = 2
@@ -157,7 +157,7 @@ class CacheWriter:
                                                       dir=directory)
             self.out = os.fdopen(fd, "wb")
             encoded = json.dumps(header, sort_keys=True).encode()
-            self.out.write(_PREFIX.pack(MAGIC, VERSION, len(encoded)) + encoded + _CRC.pack(zlib.crc32(encoded)))
+            write_all(self.out, _PREFIX.pack(MAGIC, VERSION, len(encoded)) + encoded + _CRC.pack(zlib.crc32(encoded)))
         except OSError as exc:
             self.abort()
             raise OutputError(f"cannot write the example cache {path}: {error_name(exc)}") from exc
@@ -181,7 +181,7 @@ class CacheWriter:
             crc = zlib.crc32(part, crc)
         parts.append(_CRC.pack(crc))
         try:
-            self.out.write(b"".join(parts))
+            write_all(self.out, b"".join(parts))
         except OSError as exc:
             raise OutputError(f"cannot write the example cache {self.shown}: {error_name(exc)}") from exc
 

@@ -8,13 +8,8 @@ place, ``main``. Numba is imported only inside the commands, so that
 import os
 import signal
 import sys
-import threading
-import traceback
-from enum import Enum
-from inspect import Parameter, signature
-from typing import List, Optional
 
-from olcli import paths, signals
+from olcli import signals
 
 
 def _running_as_command() -> bool:
@@ -25,10 +20,19 @@ def _running_as_command() -> bool:
 
 
 if _running_as_command():
-    # First thing, before the slow imports: a signal from now on is recorded and
-    # handled by the command (never a KeyboardInterrupt traceback), and closed
-    # standard streams get /dev/null so that no file olcli opens takes their place.
+    # First thing, before any other import: a signal from now on is recorded and
+    # handled by the command (never a KeyboardInterrupt traceback).
     signals.install()
+
+import traceback  # noqa: E402
+from enum import Enum  # noqa: E402
+from inspect import Parameter, signature  # noqa: E402
+from typing import List, Optional  # noqa: E402
+
+from olcli import paths  # noqa: E402
+
+if _running_as_command():
+    # Closed standard streams get /dev/null, so that no file olcli opens takes their place.
     paths.reopen_closed_standard_streams()
 
 import typer  # noqa: E402  (after the handlers: importing typer and rich takes a few tenths of a second)
@@ -187,13 +191,22 @@ def train(
     quiet: bool = _quiet,
     progress: bool = _progress,
     strict: bool = _strict,
+    workers: Optional[int] = typer.Option(None, "--workers", rich_help_panel="Scale-out (Dask)", show_default=False,
+                                          help=r"Learn on a local Dask cluster of N worker processes (needs olcli\[dask])."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", rich_help_panel="Scale-out (Dask)", show_default=False,
+                                            help="Learn on the Dask cluster of this scheduler (e.g. tcp://host:8786)."),
+    shards: Optional[int] = typer.Option(None, "--shards", rich_help_panel="Scale-out (Dask)", show_default=False,
+                                         help="With --workers/--scheduler: cut the data into about K shards "
+                                              "(default: one per worker thread, at least one per file)."),
     **flags,
 ):
     """Learn from examples; report progressive validation loss."""
     from olcli import commands
 
     options = {name: flags.get(name) for name in OPTIONS}
+    cluster = dict(workers=workers, scheduler=scheduler, shards=shards)
     commands.train(
+        scale_out=cluster if any(value is not None for value in cluster.values()) else None,
         sources=data or ["-"], final_model=final_model, initial_model=initial_model,
         predictions=predictions, algorithm=_chosen_algorithm(flags), options=options, bits=bits,
         loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
@@ -371,13 +384,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     finally:
         if installed_here:
             signals.uninstall()
-    _silence_closed_stdout()
+    code = _flush_stdout(code)
     if standalone:
+        # Everything is written and flushed: leave now. Not waiting for threads (a
+        # reader blocked on a pipe, a parse worker in a kernel), and not through the
+        # interpreter's finalization, which puts the default signal handlers back: a
+        # late SIGTERM would then kill a run that has already succeeded.
         sys.stderr.flush()
-        if threading.active_count() > 1:
-            # A reader thread may be blocked on a pipe, a parse worker in a kernel:
-            # everything is written and flushed, so leave without waiting for them.
-            os._exit(code)
+        os._exit(code)
     raise SystemExit(code)
 
 
@@ -421,6 +435,24 @@ def _error(exc: BaseException, show_traceback: bool, cause: BaseException | None
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+
+
+def _flush_stdout(code: int) -> int:
+    """The last of stdout: a reader that went away ends the run quietly (141), a full
+    disk or an I/O error is an error like any other (1)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_closed_stdout()
+        return code or 128 + signal.SIGPIPE
+    except OSError as exc:
+        _silence_closed_stdout()
+        if code == 0:
+            _error(OlcliError(f"cannot write standard output: {paths.error_name(exc)}"), False)
+            return 1
+    except ValueError:
+        pass
+    return code
 
 
 def _silence_closed_stdout() -> None:

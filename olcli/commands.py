@@ -28,7 +28,8 @@ from olcli.errors import DataError, Diverged, OlcliError, UsageError
 from olcli.inputs import check_readable
 from olcli.learner import Learner, check_tau, new_model
 from olcli.names import FeatureNames
-from olcli.paths import CLOSED_STREAMS, PipeClosed, check_distinct, check_input, check_output, error_name
+from olcli.paths import (
+    CLOSED_STREAMS, OutputError, PipeClosed, check_distinct, check_input, check_output, error_name)
 from olcli.pipeline import default_cache_path
 from olcli.readable import write_readable
 from olcli.report import render_summary
@@ -131,7 +132,8 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
 
 def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
           loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
-          passes=None, progress=False, multiclass=("", 0), probabilities=False, text_outputs=None) -> None:
+          passes=None, progress=False, multiclass=("", 0), probabilities=False, text_outputs=None,
+          scale_out=None) -> None:
     text_outputs = text_outputs or {}
     features = {name: value for name, value in (features or {}).items()}
     mode, classes = multiclass
@@ -191,6 +193,10 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
             extra.append((text_outputs["readable_model"], "readable model (--readable-model)", None))
         if names is not None:
             extra.append((text_outputs["invert_hash"], "invert-hash file (--invert-hash)", names))
+        if scale_out:  # --workers/--scheduler: the passes run on a Dask cluster (issue 18)
+            from olcli import scaleout
+
+            return scaleout.execute(session, run_options, scale_out, prediction_output, extra)
         session.execute(run_options, prediction_output, link or learner.model.link, probabilities, extra)
 
 
@@ -320,8 +326,8 @@ class _Session:
         except MemoryError:
             outcome = OlcliError("out of memory: the process could not allocate what this run needs; use a "
                                  "smaller -b, fewer interactions or fewer classes")
-        except OSError as exc:
-            outcome = OlcliError(f"input/output error: {error_name(exc)}")
+        except OSError as exc:  # not an input (those are DataErrors) nor -p: standard output (--audit)
+            outcome = OutputError(f"cannot write standard output: {error_name(exc)}")
         with signals.finishing():
             self._finish(outcome, result, writer, started_examples, ran, extra)
 
@@ -338,9 +344,9 @@ class _Session:
         if outcome is None and not np.isfinite(model.state).all():
             outcome = Diverged(f"the model's weights are not finite numbers; {learner.divergence_advice()}")
         if outcome is None and read == 0 and bad > 0:
-            outcome = DataError(f"no example could be read: all {bad} non-blank lines were bad "
-                                f"(first: {result.bad_line_samples[0] if result.bad_line_samples else '?'}); "
-                                "is the data in the format you think (--format)?")
+            first = result.bad_line_samples[0] if result.bad_line_samples else "?"
+            hint = "" if "interactions would generate" in first else "; is the data in the format you think (--format)?"
+            outcome = DataError(f"no example could be read: all {bad} non-blank lines were bad (first: {first}){hint}")
         warnings = []
         if bad > 0 and bad > read:
             warnings.append(f"WARNING: {bad} of {bad + read} lines ({100 * bad / (bad + read):.1f}%) were bad and "
@@ -425,6 +431,8 @@ def inspect(path: str, top: int, readable: bool = False, invert_hash: list | Non
             sys.stdout.flush()
         except BrokenPipeError:
             raise PipeClosed("the program reading inspect's output closed the pipe") from None
+        except OSError as exc:
+            raise OutputError(f"cannot write standard output: {error_name(exc)}") from None
 
 
 def _inspect(learner, path, top, readable, invert_hash) -> None:

@@ -39,6 +39,8 @@ class BadLine:
 
     def __str__(self) -> str:
         where = f"{self.source} line {self.line}"
+        if not self.token:  # a message about the whole line
+            return f"{where}: {self.message}: {self.text!r}"
         return f"{where}: {self.message}: {self.token!r} in {self.text!r}"
 
 

@@ -210,10 +210,10 @@ def check_output(path: str, role: str) -> Output:
     if not os.path.isdir(directory):
         shown = os.path.dirname(os.path.abspath(path))
         raise UsageError(f"cannot write {role} {path}: directory {shown} does not exist")
+    _probe_directory(directory, role, path)
     if info is not None and not os.access(target, os.W_OK):
         raise UsageError(f"cannot write {role} {path}: the file is read-only "
-                         f"(permission denied; remove it or change its permissions)")
-    _probe_directory(directory, role, path)
+                         f"(permission denied, or immutable; remove it or change its permissions)")
     return Output(role, path, "file", target, info)
 
 
@@ -300,6 +300,19 @@ def open_in_place(output: Output):
         connection.connect(output.path)
         return connection.makefile("wb")
     return os.fdopen(os.open(output.path, os.O_WRONLY), "wb")
+
+
+def write_all(stream, data) -> None:
+    """Write every byte: a buffered writer may write only part of a large buffer (a
+    pipe whose reader left, a disk that filled up) and say so only in its return
+    value; the next write then raises the error (EPIPE, ENOSPC) instead of the data
+    being silently cut short."""
+    view = memoryview(data).cast("B")
+    while view.nbytes:
+        written = stream.write(view)
+        if written is None:  # a non-blocking stream that could not take anything now
+            written = 0
+        view = view[written:]
 
 
 class OutputError(OlcliError, OSError):

@@ -30,6 +30,7 @@ from olcli.parsing import parse_chunk
 
 PARSE_AHEAD = 2   # chunks parsed ahead on worker threads
 RECORD_SHRINK = 16  # --audit/--invert-hash keep ~90 bytes per feature: smaller parts
+MAX_EXAMPLE_UPDATES = 1 << 26  # features x classes of one example (~0.3 s of learning)
 
 
 @dataclass
@@ -178,11 +179,14 @@ class Examples:
         return learner.decide_format(detected, chunk.source)
 
     def _budgets(self) -> tuple:
-        """(features one parse call may produce, features one example may generate)."""
+        """(features one parse call may parse or generate, features one example may
+        generate: at most MAX_EXAMPLE_FEATURES, and at most MAX_EXAMPLE_UPDATES
+        over all classes, so that learning one example stays a fraction of a second)."""
         record = self.options.audit or self.options.names is not None
         shrink = RECORD_SHRINK if record else 1
         classes = max(1, self.learner.model.classes)
-        return MAX_CALL_FEATURES // shrink, max(1, MAX_EXAMPLE_FEATURES // classes // shrink)
+        per_example = min(MAX_EXAMPLE_FEATURES, MAX_EXAMPLE_UPDATES // classes)
+        return MAX_CALL_FEATURES // shrink, max(1, per_example // shrink)
 
     def _parse_part(self, chunk, fmt):
         """Parse a chunk up to the call budget: (parsed part, its chunk, the rest or None)."""

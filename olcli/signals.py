@@ -29,9 +29,7 @@ raising happens only between kernel calls.
 (click, numba) swallows it on its way to olcli's handlers.
 """
 
-import os
 import signal
-import threading
 from contextlib import contextmanager
 
 NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
@@ -73,12 +71,17 @@ def install() -> bool:
     """Route SIGINT, SIGTERM and SIGHUP to the controller (main thread only).
     Returns whether this call installed them (False: already installed, or not
     the main thread)."""
-    if controller.installed or threading.current_thread() is not threading.main_thread():
+    if controller.installed:
         return False
     for signum in NAMES:
         try:
             controller.previous[signum] = signal.signal(signum, controller.handle)
-        except (OSError, ValueError):
+        except ValueError:  # not the main thread
+            for installed, handler in controller.previous.items():
+                signal.signal(installed, handler)
+            controller.previous.clear()
+            return False
+        except OSError:
             pass
     controller.installed = True
     return True
@@ -187,15 +190,3 @@ class StopSignals:
 
     def check(self) -> None:
         check()
-
-
-def early_exit_line(signum: int) -> bytes:
-    return f"olcli: interrupted by {NAMES.get(signum, signum)} while starting; nothing was written\n".encode()
-
-
-def write_stderr_raw(data: bytes) -> None:
-    """Best effort, for the last words of a process whose stderr may be gone."""
-    try:
-        os.write(2, data)
-    except OSError:
-        pass

@@ -9,7 +9,7 @@ import numpy as np
 
 from olcli.engine.format import format_predictions
 from olcli.names import name_of
-from olcli.paths import Output, OutputError, PipeClosed, check_output, error_name, open_in_place
+from olcli.paths import Output, OutputError, PipeClosed, check_output, error_name, open_in_place, write_all
 from olcli.report import ProgressBar, ProgressTable, progress_records
 
 MAX_WARNINGS = 5
@@ -66,7 +66,7 @@ class PredictionWriter:
         values = predictions
         if not self.classes and self.link == "logistic":
             values = 1.0 / (1.0 + np.exp(-np.clip(values, -700.0, 700.0)))
-        self.stream.write(format_predictions(values, n, tags, data, bool(self.classes)).tobytes())
+        write_all(self.stream, format_predictions(values, n, tags, data, bool(self.classes)))
 
     def _write_probabilities(self, scores, tags, data) -> None:
         from olcli.engine.multiclass import log_probabilities
@@ -79,7 +79,7 @@ class PredictionWriter:
             start, end = tags[e]
             tag = b" " + data[start:end].tobytes() if end > start else b""
             lines.append(text.encode() + tag + b"\n")
-        self.stream.write(b"".join(lines))
+        write_all(self.stream, b"".join(lines))
 
     def close(self) -> None:
         try:

@@ -50,13 +50,13 @@ ERR_NUL = 11              # a NUL byte: binary data, not text
 ERR_TOO_MANY_FEATURES = 12  # the interactions would generate more features than allowed per example
 
 # Bounds on the work of one kernel call (README, "What olcli guarantees"): a call
-# stops at the first line after MAX_CALL_FEATURES features (the caller parses the
-# rest in another call), and an example whose interactions would generate more than
-# MAX_EXAMPLE_FEATURES features is refused as a bad line, with the count, before
-# any of them is generated. Each bound keeps a call under ~0.2 s and its arrays
-# under a few hundred MB.
-MAX_CALL_FEATURES = 1 << 22
-MAX_EXAMPLE_FEATURES = 1 << 24
+# stops at the first line after MAX_CALL_FEATURES features parsed or generated
+# (the caller parses the rest in another call), and an example whose interactions
+# would generate more than MAX_EXAMPLE_FEATURES features is refused as a bad line,
+# with the count, before any of them is generated. A call then takes about a
+# second at most and its arrays stay under ~300 MB.
+MAX_CALL_FEATURES = 1 << 21
+MAX_EXAMPLE_FEATURES = 1 << 23
 
 # label_kind: what labels may be.
 LABELS_ANY = 0            # any finite number
@@ -395,8 +395,9 @@ def _chunk_parser(libsvm, interacting):
         n_errors = np.int64(0)
         pos = np.int64(0)
         line = np.int64(0)
+        work = np.int64(0)  # features parsed and generated in this call
         while pos < len(buf):
-            if budget > 0 and n_features >= budget:
+            if budget > 0 and work >= budget:
                 break  # the caller parses the rest of the buffer in another call
             start, end, next_pos, nul = _line_bounds(buf, pos)
             pos = next_pos
@@ -422,6 +423,7 @@ def _chunk_parser(libsvm, interacting):
                 n_errors = _record_error(errors, n_errors, line, code, bad_start, bad_end, start, end)
                 continue
             linear_end = n_features
+            work += linear_end - first_feature + 1
             if interacting:
                 generated = interaction_size(letters, first_feature, linear_end, interactions, lengths)
                 if generated > max_generated:
@@ -429,6 +431,7 @@ def _chunk_parser(libsvm, interacting):
                     n_errors = _record_error(errors, n_errors, line, ERR_TOO_MANY_FEATURES, start, start, start, end)
                     errors[n_errors - 1, E_DETAIL] = np.int64(min(generated, 9.0e18))
                     continue
+                work += np.int64(generated)
                 needed = n_features + np.int64(generated) + 2
                 if needed > len(index):  # one allocation of the right size, not many doublings
                     index, value, letters, names = grow(index, value, letters, names, needed)
@@ -493,7 +496,8 @@ def parse_lines(buf, libsvm, mask, constant_index, label_kind, namespace_mode, i
 
     ``max_generated``: an example whose interactions would generate more features
     is a bad line (ERR_TOO_MANY_FEATURES, the count in E_DETAIL); ``budget`` > 0:
-    stop at the first line that starts after ``budget`` features.
+    stop at the first line that starts after ``budget`` features were parsed or
+    generated.
 
     Returns (n_examples, labels, importance, base, tags, example_line, row_ptr,
     index, value, feature_count, n_errors, errors, n_lines, names, consumed);
