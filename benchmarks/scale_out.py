@@ -1,0 +1,253 @@
+"""Training on a Dask cluster (issue 18): loss against one machine, speed-up, merge cost.
+
+    python benchmarks/scale_out.py [DATA_DIR] [--out benchmarks/results/scale_out.md]
+
+DATA_DIR defaults to ../shared/data. Every run is the real command (``python -m olcli
+train ... --report R``) in a subprocess; the numbers come from the JSON reports.
+
+1. Loss. a9a (its test file), covtype_binary_20k (the first 16,000 lines train, the last
+   4,000 test) and the text generator (``python -m olcli.datagen text``, 240,000 lines of one
+   seed: the first 200,000 train, the last 40,000 test). Logistic loss, the default
+   algorithm (AdaGrad), ``--passes P`` with the default holdout (every 10th example) and
+   early stop, on one machine and on a local cluster of 2 workers (``--scheduler``) with 2
+   and 4 shards, after P, P + 1 and (for information) P + 2 passes. Scored by the reported
+   holdout loss (the same held-out examples as one machine) and by ``olcli test`` on the
+   test part. Target: the cluster's loss after at most P + 1 passes <= 1.02 x one
+   machine's after P.
+2. Speed. ``python -m olcli.datagen click --lines 2000000`` (one pass, logistic): one
+   machine (``olcli train``), ``--workers 1 --shards 2`` and ``--workers 2 --shards 2``,
+   alternating, ROUNDS rounds. The wall time of the training is the report's
+   ``elapsed_seconds`` (the passes, after the cluster is up); the cluster's start-up
+   (processes, connection, olcli loaded on the workers) is ``scale_out.startup_seconds``,
+   reported apart. The load average is recorded before every run: the target (2 workers
+   >= 1.6 x faster) is only measurable on an idle machine.
+3. Merge cost: ``Learner.merge`` of two learners and their model-file encoding, at -b 18,
+   22 and 24 (AdaGrad, 3 state slots), for the paper estimate in the README.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSES = 3
+ROUNDS = 3
+OLCLI = [sys.executable, "-m", "olcli"]
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f}"
+
+
+def olcli(*args, check=True) -> subprocess.CompletedProcess:
+    done = subprocess.run([*OLCLI, *map(str, args)], capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise SystemExit(f"olcli {' '.join(map(str, args))} failed:\n{done.stderr}")
+    return done
+
+
+def report(path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def split(source: Path, train: Path, test: Path, train_lines: int) -> None:
+    with open(source, "rb") as f:
+        lines = f.readlines()
+    train.write_bytes(b"".join(lines[:train_lines]))
+    test.write_bytes(b"".join(lines[train_lines:]))
+
+
+def datasets(data: Path, work: Path) -> dict:
+    out = {"a9a": (data / "a9a" / "train.vw", data / "a9a" / "test.vw")}
+    split(data / "covtype_binary_20k" / "train.vw", work / "covtype_train.vw", work / "covtype_test.vw", 16000)
+    out["covtype"] = (work / "covtype_train.vw", work / "covtype_test.vw")
+    text = work / "text.vw"
+    subprocess.run([sys.executable, "-m", "olcli.datagen", "text", "--lines", "240000", "--seed", "11",
+                    "-o", str(text)], check=True)
+    split(text, work / "text_train.vw", work / "text_test.vw", 200000)
+    out["text"] = (work / "text_train.vw", work / "text_test.vw")
+    return out
+
+
+def test_loss(model: Path, test: Path, work: Path) -> float:
+    olcli("test", test, "-i", model, "--quiet", "--report", work / "test.json")
+    return report(work / "test.json")["average_loss"]
+
+
+def losses(sets: dict, work: Path, scheduler: str) -> list:
+    rows = []
+    for name, (train, test) in sets.items():
+        base = [train, "--loss", "logistic", "--quiet"]
+        olcli("train", *base, "--passes", PASSES, "-f", work / "single.olm", "--report", work / "single.json",
+              "--cache", work / f"{name}.cache", "-k")
+        single = report(work / "single.json")
+        row = {"data": name, "single_holdout": single["average_loss"], "single_passes": single["passes"],
+               "single_test": test_loss(work / "single.olm", test, work)}
+        for shards in (2, 4):
+            for passes in (PASSES, PASSES + 1, PASSES + 2):
+                olcli("train", *base, "--passes", passes, "-f", work / "spread.olm", "--report", work / "spread.json",
+                      "--scheduler", scheduler, "--shards", shards)
+                spread = report(work / "spread.json")
+                row[(shards, passes)] = (spread["average_loss"], test_loss(work / "spread.olm", test, work),
+                                         spread["passes"])
+        rows.append(row)
+        print(f"loss {name}: {row}", file=sys.stderr)
+    return rows
+
+
+def speed(work: Path) -> tuple:
+    click = work / "click.vw"
+    subprocess.run([sys.executable, "-m", "olcli.datagen", "click", "--lines", "2000000", "-o", str(click)],
+                   check=True)
+    configs = {"one machine (olcli train)": [],
+               "--workers 1 --shards 2": ["--workers", 1, "--shards", 2],
+               "--workers 2 --shards 2": ["--workers", 2, "--shards", 2]}
+    runs = {name: [] for name in configs}
+    olcli("train", click, "--loss", "logistic", "--quiet")  # warm the page cache and the kernels
+    for _ in range(ROUNDS):
+        for name, extra in configs.items():
+            before = load()
+            started = time.perf_counter()
+            olcli("train", click, "--loss", "logistic", "--quiet", "-f", work / "c.olm", "--report",
+                  work / "c.json", *extra)
+            process = time.perf_counter() - started
+            r = report(work / "c.json")
+            scale = r.get("scale_out") or {}
+            runs[name].append({"train": r["elapsed_seconds"], "startup": scale.get("startup_seconds"),
+                               "process": process, "load": before, "loss": r["average_loss"],
+                               "tasks": sum(p["task_seconds"] for p in scale.get("passes", [])),
+                               "merges": sum(p["merge_seconds"] for p in scale.get("passes", []))})
+            print(f"speed {name}: {runs[name][-1]}", file=sys.stderr)
+    return runs, click.stat().st_size
+
+
+def merge_cost() -> list:
+    import numpy as np
+
+    from olcli.learner import Learner
+
+    rows = []
+    lines = [f"{1 if k % 3 else -1} |a a{k % 1000} |b b{(k * 7919) % 100000} |c c{k % 37}" for k in range(20000)]
+    for bits in (18, 22, 24):
+        base = Learner(loss="logistic", bits=bits)
+        base.learn(lines[:10])
+        shards = []
+        for k in range(2):
+            shard = base.copy()
+            shard.learn(lines[k::2])
+            shards.append(shard)
+        started = time.perf_counter()
+        raw = shards[0].to_bytes()
+        encode = time.perf_counter() - started
+        started = time.perf_counter()
+        Learner.from_bytes(raw)
+        decode = time.perf_counter() - started
+        started = time.perf_counter()
+        merged = Learner.merge(shards, base=base)
+        merge = time.perf_counter() - started
+        assert np.isfinite(merged.model.state).all()
+        rows.append({"bits": bits, "table_mb": base.model.state.nbytes / 1e6, "file_mb": len(raw) / 1e6,
+                     "encode": encode, "decode": decode, "merge": merge})
+        print(f"merge {rows[-1]}", file=sys.stderr)
+        del base, shards, merged, raw
+    return rows
+
+
+def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list, loads: tuple) -> None:
+    lines = ["# Training on a Dask cluster: loss against one machine, speed-up, merge cost", "",
+             f"`python benchmarks/scale_out.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}). Machine: "
+             f"{os.cpu_count()} cores, shared with other jobs: load average at start {loads[0]}, at end "
+             f"{loads[1]}. Local Dask cluster of worker processes with one thread each, on 127.0.0.1.", "",
+             "## Loss after P passes: 2 and 4 shards against one machine", "",
+             f"Logistic loss, AdaGrad (the default), `--passes {PASSES}` (and {PASSES + 1}) with the default "
+             "holdout (every 10th example, the same examples on the cluster as on one machine) and early stop. "
+             "`holdout` is the reported loss (the best pass's holdout loss); `test` is `olcli test` of the "
+             "final model on the test part. Ratio = cluster / one machine after "
+             f"{PASSES} passes; target: <= 1.02 after at most {PASSES + 1} passes.", "",
+             "| data | run | passes run | holdout loss | test loss | holdout ratio | test ratio |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    verdicts = []
+    for row in loss_rows:
+        lines.append(f"| {row['data']} | one machine, {PASSES} passes | {row['single_passes']} | "
+                     f"{row['single_holdout']:.4f} | {row['single_test']:.4f} | 1 | 1 |")
+        for shards in (2, 4):
+            best = None
+            for passes in (PASSES, PASSES + 1, PASSES + 2):
+                holdout, test, ran = row[(shards, passes)]
+                h, t = holdout / row["single_holdout"], test / row["single_test"]
+                if passes <= PASSES + 1:
+                    best = (h, t) if best is None else (min(best[0], h), min(best[1], t))
+                lines.append(f"| {row['data']} | {shards} shards, {passes} passes"
+                             f"{' (beyond the target)' if passes > PASSES + 1 else ''} | {ran} | {holdout:.4f} | "
+                             f"{test:.4f} | {h:.4f} | {t:.4f} |")
+            verdicts.append(f"{row['data']}, {shards} shards: best ratio within {PASSES + 1} passes "
+                            f"{best[0]:.4f} (holdout), {best[1]:.4f} (test): "
+                            f"{'met' if max(best) <= 1.02 else 'NOT met'}")
+    lines += ["", *[f"- {v}" for v in verdicts], "",
+              "## Wall speed-up with 2 workers", "",
+              f"`python -m olcli.datagen click --lines 2000000` ({click_bytes / 1e6:.0f} MB), one pass, logistic; "
+              f"{ROUNDS} rounds, the configurations alternating. `train s` = the report's `elapsed_seconds` (the "
+              "pass, cluster already up); `start-up s` = the cluster's start (processes, connection, olcli loaded on "
+              "the workers), apart; `process s` = the whole command; `tasks s`/`merges s` = time inside the shard "
+              "and merge tasks, summed over tasks; `load` = 1-minute load average just before the run.", "",
+              "| configuration | train s, median (runs) | start-up s | process s | tasks s | merges s | load before | "
+              "progressive loss |", "|---|---|---:|---:|---:|---:|---|---:|"]
+    medians = {}
+    for name, found in runs.items():
+        train = [r["train"] for r in found]
+        medians[name] = statistics.median(train)
+        startup = [r["startup"] for r in found if r["startup"] is not None]
+        cells = [name, f"{medians[name]:.2f} ({', '.join(f'{x:.2f}' for x in train)})",
+                 f"{statistics.median(startup):.2f}" if startup else "-",
+                 f"{statistics.median(r['process'] for r in found):.2f}",
+                 f"{statistics.median(r['tasks'] for r in found):.2f}",
+                 f"{statistics.median(r['merges'] for r in found):.2f}",
+                 ", ".join(r["load"] for r in found), f"{found[0]['loss']:.4f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    one, two, single = medians["--workers 1 --shards 2"], medians["--workers 2 --shards 2"], \
+        medians["one machine (olcli train)"]
+    lines += ["", f"- speed-up of 2 workers over 1 worker (same shards, same model): {one / two:.2f}x "
+                  f"(target >= 1.6: {'met' if one / two >= 1.6 else 'NOT met'})",
+              f"- 2 workers against one machine's `olcli train` (which already overlaps reading, parsing and "
+              f"learning on both cores): {single / two:.2f}x", "",
+              "## Merge cost (one machine, for the paper estimate)", "",
+              "`Learner.merge` of two AdaGrad learners (w, G, last: 3 float64 slots per row) from a common base, "
+              "and one learner's model file (`to_bytes`, `from_bytes`).", "",
+              "| -b | table MB | model file MB | encode s | decode s | merge s |", "|---:|---:|---:|---:|---:|---:|"]
+    for m in merges:
+        lines.append(f"| {m['bits']} | {m['table_mb']:.0f} | {m['file_mb']:.1f} | {m['encode']:.3f} | "
+                     f"{m['decode']:.3f} | {m['merge']:.3f} |")
+    out.write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else \
+        ROOT / "benchmarks" / "results" / "scale_out.md"
+    if "--out" in sys.argv:
+        args.remove(str(out))
+    data = Path(args[0]) if args else ROOT.parent / "shared" / "data"
+    from distributed import Client, LocalCluster
+
+    start_load = load()
+    with tempfile.TemporaryDirectory(prefix="olcli-scale-out-") as tmp:
+        work = Path(tmp)
+        sets = datasets(data, work)
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                          dashboard_address="127.0.0.1:0", silence_logs=50) as cluster, \
+                Client(cluster, set_as_default=False):
+            loss_rows = losses(sets, work, cluster.scheduler_address)
+        runs, click_bytes = speed(work)
+    merges = merge_cost()
+    write(out, loss_rows, runs, click_bytes, merges, (start_load, load()))
+    print(out.read_text())
+
+
+if __name__ == "__main__":  # the cluster's worker processes import this module again
+    main()
