@@ -140,9 +140,9 @@ def _line_start_near(f, nominal: int, low: int, size: int) -> int:
 
 def cut_shards(sources: list, count: int) -> list:
     """The shards of ``sources``, in input order: every file at least one shard,
-    uncompressed files cut at line ends into byte ranges, about ``count`` in all,
-    each file's share proportional to its size. Standard input and pipes cannot
-    be sharded (the workers read the files themselves)."""
+    uncompressed files cut at line ends into byte ranges of about the total size
+    (on disk) / ``count``, so about ``count`` shards of similar size in all.
+    Standard input and pipes cannot be sharded (the workers read the files)."""
     from olcli.inputs import is_stream
 
     files = []
@@ -154,13 +154,12 @@ def cut_shards(sources: list, count: int) -> list:
         path = os.path.abspath(source)
         size = os.path.getsize(path)
         files.append((source, path, size, _compressed(path)))
-    splittable = sum(size for _, _, size, packed in files if not packed)
-    spare = max(0, count - len(files))
+    target = sum(size for _, _, size, _ in files) / max(1, count)
     shards = []
     for source, path, size, packed in files:
         parts = 1
-        if not packed and splittable > 0 and size > 0:
-            parts = 1 + int(round(spare * size / splittable))
+        if not packed and size > 0 and target > 0:
+            parts = max(1, int(round(size / target)))
         if parts == 1:
             shards.append(Shard(len(shards), source, path))
             continue

@@ -182,7 +182,8 @@ def test_shards_are_byte_ranges_cut_at_line_ends(tmp_path):
     packed.write_bytes(gzip.compress(raw))
     shards = scaleout.cut_shards([str(packed), str(data)], 4)
     assert shards[0].whole and shards[0].name == str(packed)
-    assert [s.name for s in shards[1:]] == [str(data)] * 3
+    expected = round(4 * len(raw) / (len(raw) + packed.stat().st_size))  # shards of about equal size on disk
+    assert expected >= 2 and [s.name for s in shards[1:]] == [str(data)] * expected
     assert len(scaleout.cut_shards([str(data), str(packed)], 1)) == 2
     with pytest.raises(UsageError, match="standard input"):
         scaleout.cut_shards(["-"], 2)
