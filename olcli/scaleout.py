@@ -710,6 +710,10 @@ class ScaleOut:
         self.survey_seconds = None
         self.bad_lines, self.bad_samples = 0, []
         self.run_id = uuid.uuid4().hex[:8]
+        self.started = time.perf_counter()
+        from olcli.run import _BestPass
+
+        self.best = _BestPass()
 
     # --- before pass 1 ---
 
@@ -815,11 +819,10 @@ class ScaleOut:
     def run(self, result) -> None:
         """All passes, with run.py's holdout and early stop; fills ``result.report``
         after each pass (so a stopped run reports what it did)."""
-        from olcli.run import _BestPass, _end_pass
+        from olcli.run import _end_pass
 
         learner, options = self.learner, self.options
-        best = _BestPass()
-        self.best = best
+        best = self.best
         self.started = time.perf_counter()
         pass_number = 0
         if not options.quiet:
@@ -828,7 +831,6 @@ class ScaleOut:
             self.stderr.flush()
         try:
             for pass_number in range(1, options.passes + 1):
-                self.pass_number = pass_number
                 self._pass(pass_number)
                 stop = _end_pass(learner, options, best, pass_number)
                 self._print_pass(self.passes[-1])
@@ -1043,9 +1045,6 @@ def execute(session, options, cluster_options: dict, prediction_output=None, ext
             outcome.args = (f"{outcome}; a cluster run that cannot finish keeps none of its passes "
                             f"({done} complete)",)
     if trainer is not None and not result.report:
-        try:
-            result.report = trainer.report()
-        except AttributeError:  # stopped before pass 1 started
-            pass
+        result.report = trainer.report()
     with signals.finishing():
         session._finish(outcome, result, None, started_examples, ran, list(extra))
