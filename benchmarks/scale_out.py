@@ -1,6 +1,6 @@
 """Training on a Dask cluster (issue 18): loss against one machine, speed-up, merge cost.
 
-    python benchmarks/scale_out.py [DATA_DIR] [--out benchmarks/results/scale_out.md]
+    python benchmarks/scale_out.py [DATA_DIR] [--out benchmarks/results/scale_out.md] [--parts loss,speed,merge]
 
 DATA_DIR defaults to ../shared/data. Every run is the real command (``python -m olcli
 train ... --report R``) in a subprocess; the numbers come from the JSON reports.
@@ -162,8 +162,9 @@ def merge_cost() -> list:
 def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list, loads: tuple) -> None:
     lines = ["# Training on a Dask cluster: loss against one machine, speed-up, merge cost", "",
              f"`python benchmarks/scale_out.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}). Machine: "
-             f"{os.cpu_count()} cores, shared with other jobs: load average at start {loads[0]}, at end "
-             f"{loads[1]}. Local Dask cluster of worker processes with one thread each, on 127.0.0.1.", "",
+             f"{os.cpu_count()} cores, shared with other jobs: load average {loads[0]} before the speed runs, "
+             f"{loads[1]} after. Local Dask cluster of worker processes with one thread each, on 127.0.0.1. "
+             "Raw numbers in scale_out.json.", "",
              "## Loss after P passes: 2 and 4 shards against one machine", "",
              f"Logistic loss, AdaGrad (the default), `--passes {PASSES}` (and {PASSES + 1}) with the default "
              "holdout (every 10th example, the same examples on the cluster as on one machine) and early stop. "
@@ -227,25 +228,45 @@ def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else \
-        ROOT / "benchmarks" / "results" / "scale_out.md"
-    if "--out" in sys.argv:
-        args.remove(str(out))
-    data = Path(args[0]) if args else ROOT.parent / "shared" / "data"
-    from distributed import Client, LocalCluster
-
+    """``--parts loss,speed,merge`` (default all) measures only those parts and takes the
+    others from the previous run's raw results (OUT with .json), e.g. to measure the speed
+    again when the machine is quiet."""
+    argv = list(sys.argv[1:])
+    out = ROOT / "benchmarks" / "results" / "scale_out.md"
+    parts = {"loss", "speed", "merge"}
+    for flag in ("--out", "--parts"):
+        if flag in argv:
+            value = argv[argv.index(flag) + 1]
+            del argv[argv.index(flag):argv.index(flag) + 2]
+            if flag == "--out":
+                out = Path(value)
+            else:
+                parts = set(value.split(","))
+    data = Path(argv[0]) if argv else ROOT.parent / "shared" / "data"
+    raw = out.with_suffix(".json")
+    saved = json.loads(raw.read_text()) if raw.exists() and parts != {"loss", "speed", "merge"} else {}
     start_load = load()
     with tempfile.TemporaryDirectory(prefix="olcli-scale-out-") as tmp:
         work = Path(tmp)
-        sets = datasets(data, work)
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                          dashboard_address="127.0.0.1:0", silence_logs=50) as cluster, \
-                Client(cluster, set_as_default=False):
-            loss_rows = losses(sets, work, cluster.scheduler_address)
-        runs, click_bytes = speed(work)
-    merges = merge_cost()
-    write(out, loss_rows, runs, click_bytes, merges, (start_load, load()))
+        if "loss" in parts:
+            from distributed import Client, LocalCluster
+
+            sets = datasets(data, work)
+            with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                              dashboard_address="127.0.0.1:0", silence_logs=50) as cluster, \
+                    Client(cluster, set_as_default=False):
+                rows = losses(sets, work, cluster.scheduler_address)
+            saved["loss"] = [{k if isinstance(k, str) else f"{k[0]}x{k[1]}": v for k, v in row.items()}
+                             for row in rows]
+        if "speed" in parts:
+            saved["speed"], saved["click_bytes"] = speed(work)
+            saved["speed_loads"] = [start_load, load()]
+    if "merge" in parts:
+        saved["merge"] = merge_cost()
+    raw.write_text(json.dumps(saved, indent=1) + "\n")
+    loss_rows = [{(tuple(map(int, k.split("x"))) if "x" in k and k[0].isdigit() else k): v for k, v in row.items()}
+                 for row in saved["loss"]]
+    write(out, loss_rows, saved["speed"], saved["click_bytes"], saved["merge"], tuple(saved["speed_loads"]))
     print(out.read_text())
 
 
