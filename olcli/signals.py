@@ -30,6 +30,7 @@ raising happens only between kernel calls.
 """
 
 import signal
+import threading
 from contextlib import contextmanager
 
 NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
@@ -52,16 +53,41 @@ class _Controller:
         self.critical = 0
         self.committed = False
         self.installed = False
+        self.redelivering = False
         self.previous = {}
 
     def handle(self, signum, frame):
-        self.count += 1
+        if self.redelivering:
+            self.redelivering = False  # our own copy of a signal already counted
+        else:
+            self.count += 1
         if self.received is None:
             self.received = signum
         if self.committed or self.critical:
             return
         if self.mode == "immediate" or (self.mode == "deferred" and self.count > 1):
+            if _in_finalizer(frame):
+                # An exception raised in a __del__ or a weakref callback (numba's and
+                # llvmlite's objects have them) is printed as "Exception ignored" and
+                # lost: deliver the signal again a moment later, outside it.
+                self.redelivering = True
+                timer = threading.Timer(0.02, signal.raise_signal, (signum,))
+                timer.daemon = True
+                timer.start()
+                return
             raise RunStopped(self.received)
+
+
+def _in_finalizer(frame) -> bool:
+    """Whether Python code runs inside a finalizer, where an exception cannot propagate."""
+    depth = 0
+    while frame is not None and depth < 100:
+        code = frame.f_code
+        if code.co_name == "__del__" or code.co_filename.endswith(("weakref.py", "_weakrefset.py")):
+            return True
+        frame = frame.f_back
+        depth += 1
+    return False
 
 
 controller = _Controller()
@@ -104,6 +130,7 @@ def reset() -> None:
     controller.mode = "record"
     controller.critical = 0
     controller.committed = False
+    controller.redelivering = False
 
 
 def pending() -> int | None:

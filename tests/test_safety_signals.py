@@ -258,3 +258,27 @@ def test_interaction_counts_equal_the_estimate(tmp_path):
             generated = int(parsed.row_ptr[parsed.n_examples]) - linear if parsed.n_examples else 0
             assert interaction_size(letters, 0, len(letters), spec.interactions, spec.lengths) == generated, \
                 (specs, text)
+
+
+def test_a_signal_inside_a_finalizer_is_delivered_again_outside_it(capfd):
+    """A handler that raised inside a __del__ (numba's and llvmlite's objects have
+    them) would print "Exception ignored ... Traceback" and lose the signal."""
+    from olcli import signals
+
+    class Finalized:
+        def __del__(self):
+            signals.controller.handle(signal.SIGINT, sys._getframe())
+
+    installed = signals.install()
+    signals.reset()
+    try:
+        with pytest.raises(signals.RunStopped):
+            with signals.immediate():
+                item = Finalized()
+                del item  # the handler runs inside __del__: it must not raise there
+                time.sleep(2)  # ... but right after, from the redelivered signal
+        assert "Exception ignored" not in capfd.readouterr().err
+    finally:
+        signals.reset()
+        if installed:
+            signals.uninstall()
