@@ -99,6 +99,27 @@ def cluster():
         assert not left, f"worker processes outlived the cluster: {left}"
 
 
+def _children() -> set:
+    """The pids of this process's live children (the local clusters' worker processes)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(") ", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid() and fields[0] != "Z":
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as f:
+                        command = f.read()
+                except OSError:
+                    continue
+                if b"resource_tracker" not in command:  # multiprocessing's, one per process, by design
+                    found.add(int(entry))
+    return found
+
+
 def _train(cli, *args):
     code, out, err = cli("train", *map(str, args))
     return code, err
@@ -232,8 +253,11 @@ def test_one_shard_on_one_worker_is_the_single_machine_model_byte_for_byte(cli, 
     is printed, and the model equals one machine's, also over passes with holdout."""
     single, spread = tmp_path / "single.olm", tmp_path / "spread.olm"
     assert _train(cli, A9A, "--loss", "logistic", "--ftrl", "-f", single, "--quiet")[0] == 0
+    before = _children()
     code, err = _train(cli, A9A, "--loss", "logistic", "--ftrl", "-f", spread, "--workers", "1",
                        "--report", tmp_path / "r.json")
+    left = _reap(sorted(_children() - before), timeout=20)
+    assert not left, f"the local cluster's processes outlived the run: {left}"
     assert code == 0, err
     assert "Dask dashboard: http://127.0.0.1:" in err
     assert single.read_bytes() == spread.read_bytes()
