@@ -138,19 +138,25 @@ def _line_start_near(f, nominal: int, low: int, size: int) -> int:
     return min(candidates, key=lambda c: abs(c - nominal)) if candidates else size
 
 
-def cut_shards(sources: list, count: int) -> list:
-    """The shards of ``sources``, in input order: every file at least one shard,
-    uncompressed files cut at line ends into byte ranges of about the total size
-    (on disk) / ``count``, so about ``count`` shards of similar size in all.
-    Standard input and pipes cannot be sharded (the workers read the files)."""
+def refuse_streams(sources: list) -> None:
+    """Standard input, pipes and sockets cannot be sharded: the workers read the files."""
     from olcli.inputs import is_stream
 
-    files = []
     for source in sources:
         if is_stream(source):
             what = "standard input" if source == "-" else f"{source} (a pipe, socket or descriptor)"
             raise UsageError(f"{FEATURE} reads DATA files on the workers, so {what} cannot be used: "
                              "write the data to a file (on a file system every worker sees) first")
+
+
+def cut_shards(sources: list, count: int) -> list:
+    """The shards of ``sources``, in input order: every file at least one shard,
+    uncompressed files cut at line ends into byte ranges of about the total size
+    (on disk) / ``count``, so about ``count`` shards of similar size in all.
+    Standard input and pipes cannot be sharded (the workers read the files)."""
+    refuse_streams(sources)
+    files = []
+    for source in sources:
         path = os.path.abspath(source)
         size = os.path.getsize(path)
         files.append((source, path, size, _compressed(path)))
@@ -974,13 +980,7 @@ def check_options(options, cluster: dict, prediction_output=None) -> None:
         raise UsageError("--workers starts a local Dask cluster and --scheduler uses an existing one: give one")
     if workers is None and scheduler is None:
         raise UsageError("--shards needs --workers N or --scheduler ADDRESS")
-    from olcli.inputs import is_stream
-
-    for source in options.sources:
-        if is_stream(source):
-            what = "standard input" if source == "-" else f"{source} (a pipe, socket or descriptor)"
-            raise UsageError(f"{FEATURE} reads DATA files on the workers, so {what} cannot be used: "
-                             "write the data to a file (on a file system every worker sees) first")
+    refuse_streams(options.sources)
     if workers is not None and workers < 1:
         raise UsageError("--workers must be at least 1")
     if shards is not None and shards < 1:
