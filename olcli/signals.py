@@ -54,6 +54,7 @@ class _Controller:
         self.committed = False
         self.installed = False
         self.redelivering = False
+        self.raised = False       # a RunStopped is on its way: later signals are only recorded
         self.previous = {}
 
     def handle(self, signum, frame):
@@ -63,27 +64,37 @@ class _Controller:
             self.count += 1
         if self.received is None:
             self.received = signum
-        if self.committed or self.critical:
-            return
+        if self.committed or self.critical or self.raised:
+            return  # after the work, in a rename, or already stopping: only recorded
         if self.mode == "immediate" or (self.mode == "deferred" and self.count > 1):
             if _in_finalizer(frame):
-                # An exception raised in a __del__ or a weakref callback (numba's and
-                # llvmlite's objects have them) is printed as "Exception ignored" and
-                # lost: deliver the signal again a moment later, outside it.
+                # An exception raised in a __del__, a weakref callback or a callback from
+                # C (numba's and llvmlite's objects have them) is printed as "Exception
+                # ignored" and lost: deliver the signal again a moment later, outside it.
                 self.redelivering = True
                 timer = threading.Timer(0.02, signal.raise_signal, (signum,))
                 timer.daemon = True
                 timer.start()
                 return
+            self.raised = True
             raise RunStopped(self.received)
 
 
+_UNRAISABLE_FILES = ("weakref.py", "_weakrefset.py")
+_UNRAISABLE_PACKAGES = ("/llvmlite/", "/ctypes/")
+
+
 def _in_finalizer(frame) -> bool:
-    """Whether Python code runs inside a finalizer, where an exception cannot propagate."""
+    """Whether Python code runs where an exception cannot propagate: a finalizer
+    (__del__, a weakref callback) or a callback from C (llvmlite calls Python back
+    through ctypes while numba compiles), where Python prints "Exception ignored"
+    and drops it."""
     depth = 0
-    while frame is not None and depth < 100:
+    while frame is not None and depth < 200:
         code = frame.f_code
-        if code.co_name == "__del__" or code.co_filename.endswith(("weakref.py", "_weakrefset.py")):
+        name = code.co_filename
+        if code.co_name == "__del__" or name.endswith(_UNRAISABLE_FILES) or any(
+                package in name for package in _UNRAISABLE_PACKAGES):
             return True
         frame = frame.f_back
         depth += 1
@@ -131,6 +142,7 @@ def reset() -> None:
     controller.critical = 0
     controller.committed = False
     controller.redelivering = False
+    controller.raised = False
 
 
 def pending() -> int | None:
@@ -141,6 +153,7 @@ def pending() -> int | None:
 def check() -> None:
     """Raise RunStopped if a signal arrived (and the run is not committed)."""
     if controller.received is not None and not controller.committed and not controller.critical:
+        controller.raised = True
         raise RunStopped(controller.received)
 
 

@@ -282,3 +282,30 @@ def test_a_signal_inside_a_finalizer_is_delivered_again_outside_it(capfd):
         signals.reset()
         if installed:
             signals.uninstall()
+
+
+def test_a_signal_inside_a_callback_from_c_is_delivered_again_outside_it(capfd):
+    """ctypes callbacks drop exceptions too; llvmlite calls Python back that way while
+    numba compiles (found by the fault injection: ExecutionEngine._raw_object_cache_notify).
+    A callback is known by its code living in llvmlite, so this one is made to."""
+    import ctypes
+
+    from olcli import signals
+
+    namespace = {"signals": signals, "signal": signal, "sys": sys}
+    exec(compile("def notify():\n    signals.controller.handle(signal.SIGTERM, sys._getframe())\n",
+                 "/site-packages/llvmlite/binding/executionengine.py", "exec"), namespace)
+    callback = ctypes.CFUNCTYPE(None)(namespace["notify"])
+
+    installed = signals.install()
+    signals.reset()
+    try:
+        with pytest.raises(signals.RunStopped):
+            with signals.immediate():
+                callback()
+                time.sleep(2)
+        assert "Exception ignored" not in capfd.readouterr().err
+    finally:
+        signals.reset()
+        if installed:
+            signals.uninstall()
