@@ -32,7 +32,8 @@ from olcli import model as model_file
 from olcli.engine import registry
 from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, UNBOUNDED_LOSSES
 from olcli.engine.records import (
-    C_EXAMPLES, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
+    ADDITIVE_COUNTERS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, N_COUNTERS,
+    S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
 from olcli.errors import DataError, Diverged, UsageError
 
 MAX_BITS = 30
@@ -149,9 +150,14 @@ def check_tau(quantile_tau) -> float:
     return tau
 
 
+# VW's initial label range (shared_data): [0, 0], widened by the labels seen;
+# [-50, 50] for the logistic loss, whose labels are -1/+1 but whose scores are not.
+INITIAL_LABEL_RANGE = {"logistic": (-50.0, 50.0)}
+
+
 def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=None, constant=True,
               ignore="", keep="", ignore_linear="", oaa=None, softmax=None, quantile_tau=None,
-              copies: int = 1, **hyper) -> model_file.Model:
+              min_prediction=None, max_prediction=None, copies: int = 1, **hyper) -> model_file.Model:
     """A fresh model, every option checked (the messages name the CLI spelling too)."""
     spec = registry.get(algorithm or registry.DEFAULT_ALGORITHM)
     params = spec.resolve(hyper)
@@ -174,7 +180,18 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
     if not isinstance(bits, (int, np.integer)) or not 1 <= bits <= MAX_BITS:
         raise UsageError(f"bits (-b/--bits) must be between 1 and {MAX_BITS} (got {bits})")
     check_memory(bits, len(spec.slots), classes, copies)
+    counters = np.zeros(N_COUNTERS)
+    counters[C_MIN_LABEL], counters[C_MAX_LABEL] = INITIAL_LABEL_RANGE.get(loss, (0.0, 0.0))
+    for name, value in (("min_prediction (--min-prediction)", min_prediction),
+                        ("max_prediction (--max-prediction)", max_prediction)):
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{name} must be a finite number (got {value})")
+    if min_prediction is not None and max_prediction is not None and min_prediction > max_prediction:
+        raise UsageError(f"min_prediction ({min_prediction:g}) is above max_prediction ({max_prediction:g})")
     return model_file.Model(
+        counters=counters, scalars=np.array([value for _, value in spec.scalars], dtype=np.float64),
+        min_prediction=None if min_prediction is None else float(min_prediction),
+        max_prediction=None if max_prediction is None else float(max_prediction),
         algorithm=spec.name, params=params, bits=int(bits), loss=loss, loss_tau=check_tau(quantile_tau),
         link=link, input_format=None, constant=bool(constant),
         state=np.zeros((max(1, classes) * model_file.table_rows(bits), len(spec.slots))), slots=spec.slots,
@@ -197,10 +214,11 @@ class Learner:
 
     def __init__(self, algorithm=None, loss=None, bits=18, interactions=(), *, link="identity",
                  constant=True, ignore="", keep="", ignore_linear="", oaa=None, softmax=None,
-                 quantile_tau=0.5, input_format="auto", **hyper):
+                 quantile_tau=0.5, min_prediction=None, max_prediction=None, input_format="auto", **hyper):
         model = new_model(algorithm, loss, bits, interactions, link=link, constant=constant, ignore=ignore,
                           keep=keep, ignore_linear=ignore_linear, oaa=oaa, softmax=softmax,
-                          quantile_tau=quantile_tau, **hyper)
+                          quantile_tau=quantile_tau, min_prediction=min_prediction,
+                          max_prediction=max_prediction, **hyper)
         self._attach(model, input_format)
 
     @classmethod
@@ -271,7 +289,12 @@ class Learner:
         m = self.model
         clip = self._spec.unbounded_loss_clipped and m.loss in UNBOUNDED_LOSSES
         return Settings(self._params, int(LOSS_CODES[m.loss]), float(m.loss_tau), bool(clip), bool(learn),
-                        int(m.block_rows), int(m.classes), m.multiclass == "softmax")
+                        int(m.block_rows), int(m.classes), m.multiclass == "softmax",
+                        math.nan if m.min_prediction is None else float(m.min_prediction),
+                        math.nan if m.max_prediction is None else float(m.max_prediction))
+
+    def table(self) -> Table:
+        return Table(self.model.state, self.model.counters, self.model.scalars)
 
     # --- the door: one kernel call ---
 
@@ -282,7 +305,7 @@ class Learner:
         tally = self.tally if tally is None else tally
         n = len(batch.labels)
         predictions = np.empty(n)
-        table = Table(self.model.state, self.model.counters)
+        table = self.table()
         settings = self.settings(learn)
         if self.model.classes:
             scores = np.empty((n, self.model.classes))
@@ -457,14 +480,11 @@ class Learner:
         shape (rows,), or (K, rows per class) for multiclass; the last row of a
         block is the constant."""
         m = self.model
-        rows = np.arange(m.rows, dtype=np.int64)
-        w = self._kernels.weights_at(m.state, self._params, float(m.counters[C_ROUNDS]), rows)
+        w = self.weights_at(np.arange(m.rows, dtype=np.int64))
         return w.reshape(m.classes, m.block_rows) if m.classes else w
 
     def weights_at(self, rows) -> np.ndarray:
-        m = self.model
-        return self._kernels.weights_at(m.state, self._params, float(m.counters[C_ROUNDS]),
-                                        np.asarray(rows, np.int64))
+        return self._kernels.weights_at(self.table(), self.settings(False), np.asarray(rows, np.int64))
 
     def summary(self) -> Summary:
         from olcli.report import summarize
@@ -517,7 +537,11 @@ class Learner:
         state = kernels.merge(base_state, [lr.model.state for lr in learners], learners[0]._params,
                               float(base_counters[C_ROUNDS]),
                               [float(lr.model.counters[C_ROUNDS]) for lr in learners], shard_weights)
-        counters = base_counters + sum(lr.model.counters - base_counters for lr in learners)
+        counters = base_counters.copy()
+        additive = list(ADDITIVE_COUNTERS)
+        counters[additive] += sum(lr.model.counters[additive] - base_counters[additive] for lr in learners)
+        counters[C_MIN_LABEL] = min(lr.model.counters[C_MIN_LABEL] for lr in learners)
+        counters[C_MAX_LABEL] = max(lr.model.counters[C_MAX_LABEL] for lr in learners)
         merged = learners[0].copy()
         merged.model.state = state
         merged.model.counters = counters

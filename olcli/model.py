@@ -16,6 +16,7 @@ No pickle. Float state is stored bit for bit, so continuing from a file is exact
 
 import hashlib
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 
@@ -28,7 +29,7 @@ from olcli.engine.registry import ALGORITHMS
 from olcli.errors import ModelError, UsageError
 
 MAGIC = b"OLCLIMDL"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: counters min_label/max_label, prediction range, algorithm scalars
 _PREFIX = struct.Struct("<8sII")
 _CHECKSUM_BYTES = 32
 
@@ -51,6 +52,9 @@ class Model:
     classes: int = 0           # K for --oaa/--softmax K (state: K blocks of block_rows), else 0
     multiclass: str = ""       # "oaa" or "softmax"
     counters: np.ndarray = field(default_factory=lambda: np.zeros(N_COUNTERS))  # records.C_* slots
+    scalars: np.ndarray = field(default_factory=lambda: np.zeros(0))   # the algorithm's (registry scalars)
+    min_prediction: float | None = None   # --min-prediction: a fixed clipping range (None: labels seen)
+    max_prediction: float | None = None
     file_header: dict | None = None   # the header as read from a file, for inspect
 
     @property
@@ -84,6 +88,9 @@ class Model:
             },
             "multiclass": {"mode": self.multiclass, "classes": self.classes},
             "counters": dict(zip(COUNTER_NAMES, self.counters.tolist())),
+            "scalars": dict(zip((name for name, _ in getattr(ALGORITHMS.get(self.algorithm), "scalars", ())),
+                                self.scalars.tolist())),
+            "prediction_range": {"min": self.min_prediction, "max": self.max_prediction},
             "state": {"slots": list(self.slots), "rows": self.rows, "dtype": "<f8"},
         }
 
@@ -164,13 +171,27 @@ def decode(raw: bytes, path: str) -> Model:
             interactions=list(header["input"]["interactions"]), ignore=header["input"]["ignore"],
             keep=header["input"]["keep"], ignore_linear=header["input"]["ignore_linear"],
             classes=int(header["multiclass"]["classes"]), multiclass=header["multiclass"]["mode"],
-            counters=np.array([float(header["counters"].get(name, 0.0)) for name in COUNTER_NAMES]),
+            counters=np.array([float(header["counters"].get(name, _V1_COUNTERS.get(name, 0.0)))
+                               for name in COUNTER_NAMES]),
+            scalars=np.array([float(header.get("scalars", {})[name]) for name, _ in
+                              ALGORITHMS[header["algorithm"]].scalars]) if header["algorithm"] in ALGORITHMS
+            else np.zeros(0),
+            min_prediction=_optional_float(header.get("prediction_range", {}).get("min")),
+            max_prediction=_optional_float(header.get("prediction_range", {}).get("max")),
             file_header=header,
         )
         _check_algorithm(model, path)
         return model
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelError(f"{path} is corrupted (header field missing or invalid: {exc})") from exc
+
+
+# Format 1 had no label range: its models never clipped predictions, and go on not to.
+_V1_COUNTERS = {"min_label": -math.inf, "max_label": math.inf}
+
+
+def _optional_float(value):
+    return None if value is None else float(value)
 
 
 def _check_algorithm(model: Model, path: str) -> None:

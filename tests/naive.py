@@ -120,10 +120,17 @@ class Learner:
         pass
 
     def learn(self, x: dict, y: float, importance: float, loss_name: str, tau: float = 0.5,
-              base: float = 0.0, clip: bool = False) -> float:
+              base: float = 0.0, clip: bool = False, bounds=None) -> float:
+        """With ``bounds`` (low, high), VW's rule: the prediction (base included) is
+        clipped to them and the loss is taken there; the clipped prediction less
+        base is returned."""
         self.before_prediction(x)
         p = self.predict(x)
-        derivative = dloss(loss_name, p + base, y, tau)
+        full = p + base
+        if bounds is not None:
+            full = min(max(full, bounds[0]), bounds[1])
+            p = full - base
+        derivative = dloss(loss_name, full, y, tau)
         if clip:
             derivative = min(max(derivative, -1.0), 1.0)
         g = [0.0] * self.d
@@ -254,9 +261,9 @@ class _ScInOL(Learner):
         scale = math.sqrt(self.S2[i] + self.M[i] ** 2)
         return (0.0 if scale == 0 else self.G[i] / scale), scale
 
-    def learn(self, x, y, importance, loss_name, tau=0.5, base=0.0, clip=False):
+    def learn(self, x, y, importance, loss_name, tau=0.5, base=0.0, clip=False, bounds=None):
         self.x_now = x
-        return super().learn(x, y, importance, loss_name, tau, base, clip)
+        return super().learn(x, y, importance, loss_name, tau, base, clip, bounds)
 
     def round(self, g):
         w = self.weights()

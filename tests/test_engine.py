@@ -88,13 +88,16 @@ def test_engine_matches_the_paper_step_by_step(name, variant, loss):
     examples = sparse_stream(seed=hash((name, loss, str(variant))) % 10000, n=150, loss=loss)
     reference = naive.REFERENCES[name](ROWS, params)
     fast = learner(name, loss, variant, tau)
+    low, high = (-50.0, 50.0) if loss == "logistic" else (0.0, 0.0)  # VW's initial label range
     for step, (index, value, label, importance, base) in enumerate(examples):
         (p,), _ = run(fast, [(index, value, label, importance, base)])
         features = dict(zip(index.tolist(), value.tolist()))
+        if not math.isnan(label):  # every labeled example seen while learning widens the range
+            low, high = min(low, label), max(high, label)
         if importance > 0 and not math.isnan(label):
-            expected = reference.learn(features, label, importance, loss, tau, base, clip)
+            expected = reference.learn(features, label, importance, loss, tau, base, clip, (low, high))
         else:
-            expected = reference.predict(features)
+            expected = min(max(base + reference.predict(features), low), high) - base
         assert p == pytest.approx(base + expected, rel=1e-9, abs=1e-9), f"prediction {step}"
         got = fast.weights()
         want = np.array(reference.weights())

@@ -5,7 +5,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from olcli.engine import adagrad
+from olcli.engine.records import C_MIN_LABEL
 from olcli.inputs import Chunk, detect_format, read_chunks
+from olcli.learner import Learner
 from olcli.parsing import parse_chunk
 from tests import naive
 
@@ -234,7 +236,9 @@ def test_round_trip_libsvm_and_indices_in_range(features, bits):
 @given(st.lists(st.tuples(names, st.integers(-20, 20).filter(bool)), min_size=1, max_size=10, unique_by=lambda t: t[0]),
        st.randoms(use_true_random=False))
 def test_feature_order_does_not_change_the_prediction(features, rng):
-    weights = np.random.default_rng(0).normal(size=(CONSTANT + 1, len(adagrad.SLOTS)))
+    learner = Learner("adagrad", bits=BITS)
+    learner.model.state[:] = np.random.default_rng(0).normal(size=(CONSTANT + 1, len(adagrad.SLOTS)))
+    learner.model.counters[C_MIN_LABEL:] = -np.inf, np.inf
     shuffled = list(features)
     rng.shuffle(shuffled)
     predictions = []
@@ -242,6 +246,6 @@ def test_feature_order_does_not_change_the_prediction(features, rng):
         (ex,), _ = parse("1 |f " + " ".join(f"{n}:{v}" for n, v in order) + "\n")
         index = np.array([i for i, _ in ex["features"]], np.int32)
         value = np.array([v for _, v in ex["features"]])
-        params = np.array([0.3, 1e-6, 0.0, 0.0, 0.0])
-        predictions.append(adagrad.predict(weights, index, value, 0, len(index), 0, params, 0.0, False))
+        predictions.append(adagrad.predict(learner.table(), learner.settings(False), index, value, 0, len(index), 0,
+                                           False))
     assert predictions[0] == pytest.approx(predictions[1], rel=1e-12)

@@ -74,6 +74,7 @@ class Algorithm:
     summary: str = ""
     paper: str = ""
     unbounded_loss_clipped: bool = False   # clip dloss/dp to [-1, 1] for unbounded losses
+    scalars: tuple = ()        # (name, initial value): the algorithm's global numbers (Table.scalars)
 
     @property
     def defaults(self) -> dict:

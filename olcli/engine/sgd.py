@@ -12,6 +12,7 @@ from numba import njit
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop
 from olcli.engine.multiclass import run_multiclass
+from olcli.engine.records import C_ROUNDS
 
 SLOTS = ("w",)
 W = 0
@@ -20,7 +21,8 @@ P_ETA = 0
 
 
 @njit
-def predict(state, index, value, lo, hi, offset, params, rounds, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning):
+    state = table.state
     p = 0.0
     for j in range(lo, hi):
         p += state[offset + index[j], W] * value[j]
@@ -28,14 +30,16 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
 
 
 @njit
-def update(state, index, value, lo, hi, offset, g, params, rounds):
+def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
+    state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
     rate = params[P_ETA] / math.sqrt(rounds + 1.0)
     for j in range(lo, hi):
         state[offset + index[j], W] -= rate * g * value[j]
 
 
 @njit
-def weight(state, i, params, rounds):
+def weight(table, settings, i):
+    state = table.state
     return state[i, W]
 
 
@@ -52,8 +56,8 @@ def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
 
 
 @njit(cache=True)
-def weights_at(state, params, rounds, rows):
-    return weights_loop(weight, state, params, rounds, rows)
+def weights_at(table, settings, rows):
+    return weights_loop(weight, table, settings, rows)
 
 
 # ---------------------------------------------------------------------------
