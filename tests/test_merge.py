@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from olcli.engine import adagrad, adagrad_dual, ftrl, scinol1, scinol2, sgd
+from olcli.engine.records import C_ROUNDS, N_COUNTERS, Settings, Table
 
 MODULES = {"adagrad": adagrad, "adagrad-dual": adagrad_dual, "ftrl": ftrl,
            "scinol1": scinol1, "scinol2": scinol2, "sgd": sgd}
@@ -24,9 +25,20 @@ GROWTH_SLOT = {"adagrad": adagrad.G, "adagrad-dual": adagrad_dual.G, "ftrl": ftr
                "scinol1": 1, "scinol2": 1}
 
 
+def _table(state, rounds):
+    """The kernels' records around a bare state (no label range: nothing is clipped)."""
+    counters = np.zeros(N_COUNTERS)
+    counters[C_ROUNDS] = rounds
+    return Table(state, counters, np.zeros(0))
+
+
+def _settings(params):
+    return Settings(np.asarray(params, dtype=np.float64), 1, 0.5, False, True, 0, 0, False, math.nan, math.nan)
+
+
 def kernel_weights(module, state, params, rounds):
     """Row weights from the compiled kernel, one call per row."""
-    return np.array([module.weight(state, i, params, rounds) for i in range(len(state))])
+    return np.array([module.weight(_table(state, rounds), _settings(params), i) for i in range(len(state))])
 
 
 # ---------------------------------------------------------------------------
@@ -72,7 +84,7 @@ def test_adagrad_hand_computed_lazy_l1_settles_each_shard_at_its_own_rounds():
     assert merged[1].tolist() == pytest.approx([1.95, 16.0, 16.0], rel=1e-15)
     # (1 * -1 + 4 * 0.45) / 5 = 0.16, G = 5, settled at the merged round 10 + 4 + 2
     assert merged[2].tolist() == pytest.approx([0.16, 5.0, 16.0], rel=1e-14)
-    assert adagrad.weight(merged, 0, params, 16.0) == pytest.approx(0.7, rel=1e-15)
+    assert adagrad.weight(_table(merged, 16.0), _settings(params), 0) == pytest.approx(0.7, rel=1e-15)
 
 
 def test_adagrad_hand_computed_lazy_l2():
@@ -124,12 +136,12 @@ def test_adagrad_dual_hand_computed_with_l1_rebuilds_u_at_the_merged_rounds():
     # R = 12. Row 0: w = (4 * 0.7 + 1 * -0.2) / 5 = 0.52, G = 5,
     # u = -(0.52 sqrt(5) + 0.1 * 12) = -2.362755...
     assert merged[0].tolist() == pytest.approx([-2.3627553482998906, 5.0], rel=1e-15)
-    assert adagrad_dual.weight(merged, 0, params, 12.0) == pytest.approx(0.52, rel=1e-14)
+    assert adagrad_dual.weight(_table(merged, 12.0), _settings(params), 0) == pytest.approx(0.52, rel=1e-14)
     # Row 1: both weights 0: u = pooled sum 0.8, inside [-1.2, 1.2]
     assert merged[1].tolist() == pytest.approx([0.8, 5.0], rel=1e-15)
     # Row 2: pooled -0.2 + 0.75 + 0.95 = 1.5, clipped to l1 R = 1.2
     assert merged[2].tolist() == pytest.approx([1.2, 4.0], rel=1e-15)
-    assert adagrad_dual.weight(merged, 2, params, 12.0) == 0.0
+    assert adagrad_dual.weight(_table(merged, 12.0), _settings(params), 2) == 0.0
 
 
 def test_ftrl_hand_computed():
@@ -147,7 +159,7 @@ def test_ftrl_hand_computed():
     assert merged[0].tolist() == [0.3, 2.0]
     # w = (9 * 1 + 16 * -2) / 25 = -0.92, n = 25, D = 6: z = -(-0.92 * 6 - 1) = 6.52
     assert merged[1].tolist() == pytest.approx([6.52, 25.0], rel=1e-15)
-    assert ftrl.weight(merged, 1, params, 7.0) == pytest.approx(-0.92, rel=1e-15)
+    assert ftrl.weight(_table(merged, 7.0), _settings(params), 1) == pytest.approx(-0.92, rel=1e-15)
     # weights 0: pooled z 1.25 clipped into [-1, 1]
     assert merged[2].tolist() == [1.0, 2.0]
 
@@ -190,7 +202,8 @@ def test_scinol1_hand_computed():
     # S2 = 15, M = 2, s = sqrt(19), beta = 0.25, w = 3 w_a / 15 = 0.025 (e^0.5 - 1),
     # G = 2 log(1 + 2 w s / beta) s
     assert merged[1].tolist() == pytest.approx([3.907597280357171, 15.0, 2.0, 0.25], rel=1e-14)
-    assert scinol1.weight(merged, 1, params, 14.0) == pytest.approx(0.016218031767503204, rel=1e-14)
+    assert scinol1.weight(_table(merged, 14.0), _settings(params), 1) == pytest.approx(0.016218031767503204,
+                                                                         rel=1e-14)
     assert merged[2].tolist() == [0.0, 0.0, 3.0, 0.2]
 
 
@@ -214,7 +227,7 @@ def test_scinol2_hand_computed():
     # s = sqrt(19): G = 0.4 sqrt(19), eta = 2 * 0.05 sqrt(19) / 0.4 = sqrt(19) / 4
     assert merged[1].tolist() == pytest.approx([1.7435595774162698, 15.0, 2.0, 1.0897247358851685],
                                                rel=1e-15)
-    assert scinol2.weight(merged, 1, params, 14.0) == pytest.approx(0.05, rel=1e-14)
+    assert scinol2.weight(_table(merged, 14.0), _settings(params), 1) == pytest.approx(0.05, rel=1e-14)
     # w = (1.5 - 1.5) / 15 = 0: G = 0, eta = (3 * 2 + 12 * 4) / 15 = 3.6
     assert merged[2].tolist() == pytest.approx([0.0, 15.0, 2.0, 3.6], rel=1e-15)
     assert merged[3].tolist() == [0.0, 0.0, 3.0, 1.0]
@@ -236,10 +249,11 @@ def _stream(rng, n, features, scale, factor):
 def _train(module, state, params, rounds, rows):
     """Learn from ``rows`` (logistic loss) in place; returns the new rounds."""
     for index, value, label in rows:
-        p = module.predict(state, index, value, 0, len(index), 0, params, rounds, True)
+        p = module.predict(_table(state, rounds), _settings(params), index, value, 0, len(index), 0, True)
         z = label * p
         sigma = math.exp(-z) / (1.0 + math.exp(-z)) if z >= 0.0 else 1.0 / (1.0 + math.exp(z))
-        module.update(state, index, value, 0, len(index), 0, -label * sigma, params, rounds)
+        module.update(_table(state, rounds), _settings(params), index, value, 0, len(index), 0, p, label, 1.0,
+                      -label * sigma)
         rounds += 1.0
     return rounds
 
