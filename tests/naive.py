@@ -87,7 +87,7 @@ def dloss(name: str, p: float, y: float, tau: float = 0.5) -> float:
     if name == "absolute":
         return (p > y) - (p < y)
     if name == "quantile":
-        return -tau if y > p else 1.0 - tau
+        return -tau if y > p else 1.0 - tau if y < p else 0.0
     raise ValueError(name)
 
 

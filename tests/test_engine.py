@@ -164,3 +164,12 @@ def test_losses_are_finite_and_match_their_definitions(loss, p, y):
     assert math.isfinite(value) and math.isfinite(derivative)
     assert value == pytest.approx(naive.loss(loss, p, y, 0.3), rel=1e-12, abs=1e-300)
     assert derivative == pytest.approx(naive.dloss(loss, p, y, 0.3), rel=1e-12, abs=1e-300)
+
+
+@pytest.mark.parametrize("loss", ["quantile", "absolute"])
+def test_derivative_at_the_kink_is_zero(loss):
+    # VW's quantileloss::first_derivative: 0 at p = y (a prediction clipped to a label
+    # bound meets that label exactly); --coin learns from every example, so it matters.
+    code = losses.LOSS_CODES[loss]
+    assert losses.loss_derivative(code, 0.7, 0.7, 0.3) == 0.0
+    assert losses.loss_derivative(code, 0.7, 0.8, 0.3) < 0.0 < losses.loss_derivative(code, 0.8, 0.7, 0.3)

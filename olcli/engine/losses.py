@@ -5,8 +5,9 @@ logistic loss is ``log(1 + exp(-y p))`` for y in {-1, +1}; hinge is
 ``max(0, 1 - y p)`` with the subgradient ``-y`` when ``y p < 1`` and 0 otherwise;
 absolute is ``|p - y|`` with subgradient ``sign(p - y)`` (0 at p = y); quantile
 with level tau is ``tau (y - p)`` when ``y > p`` and ``(1 - tau) (p - y)``
-otherwise, with derivative ``-tau`` when ``y > p`` and ``1 - tau`` otherwise
-(VW's choice at p = y).
+otherwise, with derivative ``-tau`` when ``y > p``, ``1 - tau`` when ``y < p`` and
+0 at p = y (VW's ``quantileloss::first_derivative``: at the kink there is nothing
+to learn; any value in [-tau, 1 - tau] is a subgradient).
 """
 
 import math
@@ -72,7 +73,9 @@ def loss_derivative(loss, p, y, tau):
         if p > y:
             return 1.0
         return -1.0 if p < y else 0.0
-    return -tau if y > p else 1.0 - tau
+    if y > p:
+        return -tau
+    return 1.0 - tau if y < p else 0.0
 
 
 @njit(inline="always")
