@@ -249,7 +249,7 @@ def _stream(rng, n, features, scale, factor):
 def _train(module, state, params, rounds, rows):
     """Learn from ``rows`` (logistic loss) in place; returns the new rounds."""
     for index, value, label in rows:
-        p = module.predict(_table(state, rounds), _settings(params), index, value, 0, len(index), 0, True)
+        p = module.predict(_table(state, rounds), _settings(params), index, value, 0, len(index), 0, True, 1.0)
         z = label * p
         sigma = math.exp(-z) / (1.0 + math.exp(-z)) if z >= 0.0 else 1.0 / (1.0 + math.exp(z))
         module.update(_table(state, rounds), _settings(params), index, value, 0, len(index), 0, p, label, 1.0,

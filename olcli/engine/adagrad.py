@@ -60,7 +60,7 @@ def _settled(state, i, params, rounds):
 
 
 @njit
-def predict(table, settings, index, value, lo, hi, offset, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
     state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
     lazy = params[P_L1] > 0.0 or params[P_L2] > 0.0
     p = 0.0

@@ -40,7 +40,7 @@ def _weight(state, i, params, rounds):
 
 
 @njit
-def predict(table, settings, index, value, lo, hi, offset, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
     state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
     p = 0.0
     for j in range(lo, hi):

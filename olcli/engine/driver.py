@@ -157,7 +157,8 @@ def run_binary(predict, update, table, settings, batch, tally, predictions):
     ``table.counters`` holds the model's lifetime counters (C_* slots); they change
     only when learning. An example is learned from when learning and it has a
     label and positive importance; only then may the algorithm change state
-    while predicting (ScInOL raises M first). The prediction is clipped to the
+    while predicting (ScInOL raises M first; --coin adds the example, weighted
+    by its importance ``h``, to its running norm before it predicts). The prediction is clipped to the
     label range (VW's rule, clip_prediction) and the loss and its derivative are
     taken there. With holdout (H_PERIOD > 0) every H_PERIOD-th example of the
     pass is scored but never learned from; its loss goes to the pass's holdout
@@ -176,7 +177,7 @@ def run_binary(predict, update, table, settings, batch, tally, predictions):
         held_out, learning = start_example(holdout, learn, h, y)
         if learn and not np.isnan(y):
             widen_label_range(counters, settings, y)
-        p = batch.base[e] + predict(table, settings, index, value, lo, hi, 0, learning)
+        p = batch.base[e] + predict(table, settings, index, value, lo, hi, 0, learning, h)
         predictions[e] = p
         if not np.isfinite(p):  # diverged: stop before this example counts or teaches anything
             stats[S_DIVERGED] = e + 1

@@ -39,7 +39,7 @@ def _weight(state, i, params):
 
 
 @njit
-def predict(table, settings, index, value, lo, hi, offset, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
     state, params = table.state, settings.params
     p = 0.0
     for j in range(lo, hi):

@@ -71,7 +71,7 @@ def run_multiclass(predict, update, table, settings, batch, tally, predictions, 
         held_out, learning = start_example(holdout, learn, h, y)
         best = np.int64(0)
         for k in range(n_classes):
-            scores[e, k] = batch.base[e] + predict(table, settings, index, value, lo, hi, k * block_rows, learning)
+            scores[e, k] = batch.base[e] + predict(table, settings, index, value, lo, hi, k * block_rows, learning, h)
             if scores[e, k] > scores[e, best]:
                 best = k
         predictions[e] = best + 1

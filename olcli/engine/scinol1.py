@@ -50,7 +50,7 @@ def _weight(state, i):
 
 
 @njit
-def predict(table, settings, index, value, lo, hi, offset, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
     state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
     epsilon = params[P_EPSILON]
     t = rounds + 1.0

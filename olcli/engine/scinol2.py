@@ -41,7 +41,7 @@ def _weight(state, i):
 
 
 @njit
-def predict(table, settings, index, value, lo, hi, offset, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
     state, params = table.state, settings.params
     epsilon = params[P_EPSILON]
     p = 0.0

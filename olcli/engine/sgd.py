@@ -21,7 +21,7 @@ P_ETA = 0
 
 
 @njit
-def predict(table, settings, index, value, lo, hi, offset, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
     state = table.state
     p = 0.0
     for j in range(lo, hi):
