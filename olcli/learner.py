@@ -189,7 +189,7 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
     if min_prediction is not None and max_prediction is not None and min_prediction > max_prediction:
         raise UsageError(f"min_prediction ({min_prediction:g}) is above max_prediction ({max_prediction:g})")
     return model_file.Model(
-        counters=counters, scalars=np.array([value for _, value in spec.scalars], dtype=np.float64),
+        counters=counters, scalars=np.array(spec.initial_scalars(params), dtype=np.float64),
         min_prediction=None if min_prediction is None else float(min_prediction),
         max_prediction=None if max_prediction is None else float(max_prediction),
         algorithm=spec.name, params=params, bits=int(bits), loss=loss, loss_tau=check_tau(quantile_tau),
@@ -519,7 +519,11 @@ class Learner:
         """Combine learners that each learned a separate shard starting from ``base``
         (the common starting learner; None = a fresh one) with the algorithm's merge
         rule (each algorithm module's ``merge``; README "Merging"). Counters add the
-        shards' increments over the base. One learner: an exact copy of it."""
+        shards' increments over the base. An algorithm with global scalars (registry
+        ``scalars``: --gd, --coin) gets them too: its ``merge`` takes
+        ``base_scalars``/``shard_scalars`` (it may need them for the weights) and
+        its module-level ``merge_scalars`` gives the merged learner's. One learner:
+        an exact copy of it."""
         learners = list(learners)
         if not learners:
             raise UsageError("merge needs at least one learner")
@@ -532,11 +536,19 @@ class Learner:
             base_state, base_counters = np.zeros_like(first.state), np.zeros_like(first.counters)
         else:
             base_state, base_counters = base.model.state, base.model.counters
-        kernels = learners[0]._kernels
+        kernels, spec, params = learners[0]._kernels, learners[0]._spec, learners[0]._params
         shard_weights = [float(lr.model.counters[C_WEIGHT] - base_counters[C_WEIGHT]) for lr in learners]
-        state = kernels.merge(base_state, [lr.model.state for lr in learners], learners[0]._params,
-                              float(base_counters[C_ROUNDS]),
-                              [float(lr.model.counters[C_ROUNDS]) for lr in learners], shard_weights)
+        arguments = (base_state, [lr.model.state for lr in learners], params, float(base_counters[C_ROUNDS]),
+                     [float(lr.model.counters[C_ROUNDS]) for lr in learners], shard_weights)
+        scalars = first.scalars
+        if spec.scalars:
+            base_scalars = (np.array(spec.initial_scalars(first.params), dtype=np.float64) if base is None
+                            else base.model.scalars)
+            shard_scalars = [lr.model.scalars for lr in learners]
+            state = kernels.merge(*arguments, base_scalars=base_scalars, shard_scalars=shard_scalars)
+            scalars = kernels.merge_scalars(base_scalars, shard_scalars, *arguments[2:])
+        else:
+            state = kernels.merge(*arguments)
         counters = base_counters.copy()
         additive = list(ADDITIVE_COUNTERS)
         counters[additive] += sum(lr.model.counters[additive] - base_counters[additive] for lr in learners)
@@ -545,6 +557,7 @@ class Learner:
         merged = learners[0].copy()
         merged.model.state = state
         merged.model.counters = counters
+        merged.model.scalars = np.array(scalars, dtype=np.float64, copy=True)
         merged.reset_summary()
         return merged
 

@@ -165,7 +165,7 @@ def decode(raw: bytes, path: str) -> Model:
                                  f"expected {rows * n_slots * 8})")
             state = np.frombuffer(payload, "<f8").reshape(rows, n_slots).copy()
         model = Model(
-            algorithm=header["algorithm"], params=dict(header["params"]), bits=int(header["bits"]),
+            algorithm=header["algorithm"], params=_params(header), bits=int(header["bits"]),
             loss=header["loss"], loss_tau=float(header["quantile_tau"]), link=header["link"], input_format=header["input"]["format"],
             constant=bool(header["input"]["constant"]), state=state, slots=slots,
             interactions=list(header["input"]["interactions"]), ignore=header["input"]["ignore"],
@@ -188,6 +188,17 @@ def decode(raw: bytes, path: str) -> Model:
 
 # Format 1 had no label range: its models never clipped predictions, and go on not to.
 _V1_COUNTERS = {"min_label": -math.inf, "max_label": math.inf}
+
+
+def _params(header: dict) -> dict:
+    """The header's hyper-parameters; one added to the algorithm after the file was
+    written (registry Param.added) gets its default, the behaviour it had then."""
+    params = dict(header["params"])
+    algorithm = ALGORITHMS.get(header["algorithm"])
+    for param in algorithm.params if algorithm else ():
+        if param.added and param.name not in params:
+            params[param.name] = param.default
+    return params
 
 
 def _optional_float(value):

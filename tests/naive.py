@@ -230,7 +230,7 @@ class FTRLProximal(Learner):
 
 
 class SGD(Learner):
-    """Online gradient descent, eta_t = eta / sqrt(t)."""
+    """Online gradient descent, eta_t = eta / (initial_t + t)^power_t (default eta / sqrt(t))."""
 
     def __init__(self, dim, params):
         super().__init__(dim, params)
@@ -241,7 +241,8 @@ class SGD(Learner):
 
     def round(self, g):
         for i in range(self.d):
-            self.x[i] -= self.params["eta"] / math.sqrt(self.t) * g[i]
+            rate = self.params["eta"] / (self.params.get("initial_t", 0.0) + self.t) ** self.params.get("power_t", 0.5)
+            self.x[i] -= rate * g[i]
 
 
 class _ScInOL(Learner):

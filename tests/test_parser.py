@@ -247,5 +247,5 @@ def test_feature_order_does_not_change_the_prediction(features, rng):
         index = np.array([i for i, _ in ex["features"]], np.int32)
         value = np.array([v for _, v in ex["features"]])
         predictions.append(adagrad.predict(learner.table(), learner.settings(False), index, value, 0, len(index), 0,
-                                           False))
+                                           False, 1.0))
     assert predictions[0] == pytest.approx(predictions[1], rel=1e-12)
