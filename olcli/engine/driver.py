@@ -96,20 +96,22 @@ def count_labeled(holdout, counters, learn, held_out, h, y, example_loss):
 
 @njit(inline="always")
 def widen_label_range(counters, settings, y):
-    """VW's label range (shared_data min_label/max_label): every labeled example
-    seen while learning widens it before it is predicted, held out or not;
-    --min-prediction or --max-prediction switch this off (as VW's set_minmax)."""
-    if np.isnan(settings.min_prediction) and np.isnan(settings.max_prediction):
-        if y < counters[C_MIN_LABEL]:
-            counters[C_MIN_LABEL] = y
-        if y > counters[C_MAX_LABEL]:
-            counters[C_MAX_LABEL] = y
+    """VW's label range (shared_data min_label/max_label, its set_minmax): every
+    labeled example seen while learning widens it before it is predicted, held
+    out or not."""
+    if y < counters[C_MIN_LABEL]:
+        counters[C_MIN_LABEL] = y
+    if y > counters[C_MAX_LABEL]:
+        counters[C_MAX_LABEL] = y
 
 
 @njit(inline="always")
 def clip_prediction(p, counters, settings):
-    """VW's finalize_prediction: the prediction clipped to the label range seen
-    (or to --min-prediction/--max-prediction where given)."""
+    """VW's finalize_prediction: the prediction clipped to the label range seen,
+    or to --min-prediction/--max-prediction where given. Decision: an end not
+    given keeps following the labels (VW turns set_minmax off as soon as either
+    is given, so the other end stays at its start, 0: `--min_prediction 0`
+    alone clips every prediction to 0)."""
     low = counters[C_MIN_LABEL] if np.isnan(settings.min_prediction) else settings.min_prediction
     high = counters[C_MAX_LABEL] if np.isnan(settings.max_prediction) else settings.max_prediction
     if p < low:

@@ -83,8 +83,8 @@ class Settings(NamedTuple):
     block_rows: int        # rows of one class's block (the whole table when not multiclass)
     classes: int           # K, or 0
     softmax: bool          # multiclass: softmax (else one against all)
-    min_prediction: float  # --min-prediction / --max-prediction: a fixed clipping range;
-    max_prediction: float  # NaN = clip to the range of labels seen (VW's rule)
+    min_prediction: float  # --min-prediction / --max-prediction: a fixed end of the clipping range;
+    max_prediction: float  # NaN = that end is the label range seen (VW's rule)
 
 
 class Batch(NamedTuple):
