@@ -268,11 +268,14 @@ class Learner:
 
     @property
     def label_kind(self) -> int:
-        """What the parser accepts as a label: any number, -1/+1 (binary loss) or 1..K."""
-        from olcli.engine.parse import LABELS_ANY, LABELS_BINARY
+        """What the parser accepts as a label: any number, -1/+1 (logistic loss), any
+        number with 0 read as -1 (hinge loss) or 1..K."""
+        from olcli.engine.parse import LABELS_ANY, LABELS_BINARY, LABELS_HINGE
 
         if self.model.classes:
             return self.model.classes
+        if self.model.loss == "hinge":
+            return LABELS_HINGE
         return LABELS_BINARY if self.model.loss in BINARY_LOSSES else LABELS_ANY
 
     @property

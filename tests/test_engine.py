@@ -42,7 +42,7 @@ VW_VARIANTS = {
 VW_CASES = [(name, variant) for name in VW_VARIANTS for variant in VW_VARIANTS[name]]
 
 
-def sparse_stream(seed, n, loss, scales=(-3, 3)):
+def sparse_stream(seed, n, loss, scales=(-3, 3), real_labels=False):
     """Seeded sparse examples: a few distinct indices each plus the constant,
     per-feature scales spanning 10**scales, importance weights including 0,
     and some unlabeled examples."""
@@ -55,7 +55,7 @@ def sparse_stream(seed, n, loss, scales=(-3, 3)):
         index = np.append(rng.choice(ROWS - 1, size=k, replace=False), ROWS - 1).astype(np.int32)
         value = rng.normal(size=k + 1) * feature_scale[index]
         value[-1] = 1.0
-        if loss in ("squared", "absolute", "quantile"):
+        if loss in ("squared", "absolute", "quantile") or real_labels:
             label = float(rng.normal() * 3)
         else:
             label = float(rng.choice([-1.0, 1.0]))
@@ -206,7 +206,7 @@ def assert_close(got, want, what):
 @pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize("name,variant", VW_CASES,
                          ids=[f"{n}-{i}" for n, v in VW_VARIANTS.items() for i in range(len(v))])
-def test_vw_learners_match_naive_vw_step_by_step(name, variant, loss):
+def test_vw_learners_match_naive_vw_step_by_step(name, variant, loss, real_labels=False):
     """--gd and --coin against tests/naive_vw.py (checked against VW 9.11.9 itself):
     every prediction, every slot of the state and the global sums, after every
     example. The stream mixes feature scales over six decades, importance weights
@@ -218,7 +218,8 @@ def test_vw_learners_match_naive_vw_step_by_step(name, variant, loss):
     tau = 0.3
     fast = learner(name, loss, variant, tau)
     reference = vw_reference(name, fast.params, loss, tau)
-    examples = sparse_stream(seed=hash((name, loss, str(variant))) % 10000, n=150, loss=loss)
+    examples = sparse_stream(seed=hash((name, loss, str(variant))) % 10000, n=150, loss=loss,
+                             real_labels=real_labels)
     for step, (index, value, label, importance, base) in enumerate(examples):
         (p,), _ = run(fast, [(index, value, label, importance, base)])
         features = list(zip(index.tolist(), value.tolist()))
@@ -233,6 +234,13 @@ def test_vw_learners_match_naive_vw_step_by_step(name, variant, loss):
         assert_close(fast.model.state, vw_state(reference, ROWS), f"state after {step}")
         assert_close(fast.model.scalars, vw_scalars(reference), f"scalars after {step}")
         assert_close(fast.weights(), vw_weights(reference, ROWS), f"weights after {step}")
+
+
+@pytest.mark.parametrize("name,variant", [("gd", {}), ("gd", {"adaptive": 1}), ("coin", {})])
+def test_hinge_on_real_labels_matches_naive_vw(name, variant):
+    """VW's hinge loss takes any real label y: max(0, 1 - y p) (VW test 578 trains
+    it on regression labels); the kernels get what the parser now lets through."""
+    test_vw_learners_match_naive_vw_step_by_step(name, variant, "hinge", real_labels=True)
 
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))

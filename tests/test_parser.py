@@ -1,3 +1,4 @@
+import json
 import math
 
 import numpy as np
@@ -249,3 +250,23 @@ def test_feature_order_does_not_change_the_prediction(features, rng):
         predictions.append(adagrad.predict(learner.table(), learner.settings(False), index, value, 0, len(index), 0,
                                            False, 1.0))
     assert predictions[0] == pytest.approx(predictions[1], rel=1e-12)
+
+
+def test_hinge_takes_real_labels_as_vw_does(cli, tmp_path):
+    """VW's hinge loss is max(0, 1 - y p) for any real y (VW test 578: regression
+    labels); olcli keeps reading 0 as -1. The logistic loss still wants -1/0/+1."""
+    (tmp_path / "r.vw").write_text("0.5 |f a\n2.5 |f b\n0 |f a\n-0.25 |f b\n1 |f a\n")
+    code, out, err = cli("test", "r.vw", "-i", _zero_model(cli, tmp_path, "hinge"), "-p", "-", "--report", "h.json")
+    assert code == 0 and "skipping" not in err, err
+    report = json.loads((tmp_path / "h.json").read_text())
+    assert report["bad_lines"] == 0
+    # a zero model predicts 0: each loss is max(0, 1 - 0) = 1, labels as read: 0 -> -1
+    assert report["average_loss"] == 1.0 and report["weighted_label_sum"] == 0.5 + 2.5 - 1 - 0.25 + 1
+    code, _, err = cli("test", "r.vw", "-i", _zero_model(cli, tmp_path, "logistic"), "--report", "l.json")
+    assert json.loads((tmp_path / "l.json").read_text())["bad_lines"] == 3
+
+
+def _zero_model(cli, tmp_path, loss):
+    path = tmp_path / f"{loss}.olm"
+    assert cli("train", "-f", path, "--loss", loss, "--quiet", stdin=b"|f a\n")[0] == 0  # unlabeled: learns nothing
+    return path

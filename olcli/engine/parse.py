@@ -51,6 +51,7 @@ ERR_NUL = 11              # a NUL byte: binary data, not text
 # label_kind: what labels may be.
 LABELS_ANY = 0            # any finite number
 LABELS_BINARY = 1         # -1/+1, 0 read as -1
+LABELS_HINGE = -1         # any finite number, 0 read as -1 (VW's hinge takes real labels)
 # label_kind K >= 2: classes 1..K
 
 # Columns of the errors table.
@@ -111,18 +112,20 @@ def _record_error(errors, n_errors, line, code, token_start, token_end, line_sta
 
 @njit(inline="always")
 def _check_label(label, label_kind):
-    """Returns (label, error code): binary losses take -1/+1 and map 0 to -1;
-    multiclass (label_kind = K) takes the integers 1..K."""
+    """Returns (label, error code): the logistic loss takes -1/+1 and maps 0 to
+    -1; the hinge loss maps 0 to -1 and takes any other number as it is (VW's
+    max(0, 1 - y p) with a real y); multiclass (label_kind = K) takes the
+    integers 1..K."""
     if label_kind == LABELS_ANY:
         return label, 0
     if label_kind >= 2:
         if label == math.floor(label) and 1.0 <= label <= label_kind:
             return label, 0
         return label, ERR_LABEL_NOT_CLASS
-    if label == 1.0 or label == -1.0:
-        return label, 0
     if label == 0.0:
         return -1.0, 0
+    if label == 1.0 or label == -1.0 or label_kind == LABELS_HINGE:
+        return label, 0
     return label, ERR_LABEL_NOT_BINARY
 
 
