@@ -48,6 +48,13 @@ ERR_LIBSVM_LABEL = 9      # libsvm line without a label
 ERR_LABEL_NOT_CLASS = 10  # multiclass label that is not one of 1..K
 ERR_NUL = 11              # a NUL byte: binary data, not text
 
+# The largest feature value learned from: float32's largest, where VW's (float32) values
+# become infinite. A larger value (from a namespace scale or a product of interacting
+# values; the input itself cannot be infinite) is dropped, as a 0 is: squared, it would
+# overflow the learners' float64 state (x^2 > 1.8e308 from |x| > 1.3e154), and VW never
+# learns from it either (gd.cc skips |x| >= FLT_MAX; its predictions with it are NaN).
+MAX_FEATURE_VALUE = 3.4028234663852886e38
+
 # label_kind: what labels may be.
 LABELS_ANY = 0            # any finite number
 LABELS_BINARY = 1         # -1/+1, 0 read as -1
@@ -127,6 +134,20 @@ def _check_label(label, label_kind):
     if label == 1.0 or label == -1.0 or label_kind == LABELS_HINGE:
         return label, 0
     return label, ERR_LABEL_NOT_BINARY
+
+
+@njit
+def drop_unusable(index, value, lo, hi):
+    """Drop the features in [lo, hi) whose |value| exceeds MAX_FEATURE_VALUE (or is
+    infinite: a product that overflowed). Returns the new end; VW's feature counts
+    still count them."""
+    kept = lo
+    for j in range(lo, hi):
+        if abs(value[j]) <= MAX_FEATURE_VALUE:
+            index[kept] = index[j]
+            value[kept] = value[j]
+            kept += 1
+    return kept
 
 
 @njit(inline="always")
@@ -429,6 +450,7 @@ def _chunk_parser(libsvm, interacting):
                 n_features = kept
             counted = n_features - first_feature + linear_ignored
             if not record:  # record mode names every occurrence, so it keeps repeats apart
+                n_features = drop_unusable(index, value, first_feature, n_features)
                 n_features = merge_duplicates(index, value, first_feature, n_features, bloom)
             if constant_index >= 0:
                 if n_features == len(index):
@@ -514,6 +536,7 @@ def csr_examples(indptr, indices, data, labels, mask, constant_index, label_kind
                 value[n_features] = x
                 n_features += 1
         counted = n_features - first
+        n_features = drop_unusable(index, value, first, n_features)
         n_features = merge_duplicates(index, value, first, n_features, bloom)
         if constant_index >= 0:
             index[n_features] = constant_index

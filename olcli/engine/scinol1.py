@@ -61,7 +61,9 @@ def predict(table, settings, index, value, lo, hi, offset, learning, h):
         if learning and x != 0.0:
             raise_max(state, i, x, epsilon)
             m = state[i, M]
-            state[i, BETA] = min(state[i, BETA], epsilon * (state[i, S2] + m * m) / (x * x * t))
+            squared = x * x * t
+            if squared > 0.0:  # |x| so small that x^2 underflows: the bound is +inf, beta stays
+                state[i, BETA] = min(state[i, BETA], epsilon * (state[i, S2] + m * m) / squared)
         p += _weight(state, i) * x
     return p
 
