@@ -306,20 +306,6 @@ def all_weights(state, params, rounds, scalars=None):
     return truncated * scalars[CONTRACTION]
 
 
-def _rescaled(w, n_own, n_merged, params):
-    """NG's rescaling of w when a feature's scale grows from n_own to n_merged."""
-    power_t, adaptive = params[P_POWER_T], params[P_ADAPTIVE] > 0.0
-    grows = (n_own > 0.0) & (n_merged > n_own)
-    factor = np.ones_like(w)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if power_t == 0.5:
-            ratio = n_own / n_merged
-            factor = np.where(grows, ratio if adaptive else ratio * ratio, 1.0)
-        else:
-            factor = np.where(grows, (n_merged / n_own) ** (2.0 * (power_t - 1.0)), 1.0)
-    return w * factor
-
-
 def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_scalars=None,
           shard_scalars=None):
     """Combine --gd learners that all started from ``base``.
@@ -335,10 +321,14 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
 
     1. each shard's weight is the one it predicts with, w_k = trunc(w, gravity_k)
        contraction_k (``all_weights``);
-    2. normalized: N = max of the N_k (the largest |x| any shard saw: exact for
-       the union of the examples), and each w_k is rescaled to it as NG rescales
-       a weight when a larger value arrives (Ross et al. 2013; gd.cc
-       pred_per_update_feature): as if shard k had seen that value too;
+    2. normalized: N = max of the N_k, the largest |x| any shard saw (exact for
+       the union of the examples). The weights are not rescaled to it, although
+       NG rescales a weight when a larger value arrives (Ross et al. 2013; gd.cc
+       pred_per_update_feature): that guards the worst case of one learner, and
+       at a merge it shrinks weights a shard learned well because another shard
+       met one larger value; measured in benchmarks/results/merge_rules.md
+       (cod-rna, whose features are unscaled: test loss 0.4952 rescaled, 0.4772
+       not, after one merge of 4 shards; a9a and phishing: no difference);
     3. adaptive: with dG_k = G_k - G_base (G_base = initial_t for a row the
        base never touched: VW's G starts there),
            w = sum_k dG_k w_k / sum_k dG_k,   G = G_base + sum_k dG_k
@@ -367,14 +357,14 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
     VW: its gd.cc merge uses do_weighting (the G-weighted mean of the totals,
     see adagrad.merge) for adaptive weights and the plain mean otherwise, adds
     total_weight and normalized_sum_norm_x over models without subtracting the
-    base (benchmarks/results/merge_rules.md, "What VW does"), and does not
-    rescale to a common N.
+    base (benchmarks/results/merge_rules.md, "What VW does"), and averages N
+    with the same weights as w.
 
     Tested invariants (tests/test_merge.py): one shard = a copy; idle shards
     change nothing; rows no shard changed keep the base's row; a row one shard
     changed gets that shard's weight; the merged weight lies between the
-    shards' weights (rescaled to the merged N); symmetric in the shard order,
-    and associative up to rounding.
+    shards' weights; symmetric in the shard order, and associative up to
+    rounding.
     """
     result, active = merge_common.prepare(base, shards, base_rounds, shard_rounds, shard_weights)
     if result is not None:
@@ -384,8 +374,6 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
     changed = touched.any(axis=0)
     n = np.max(np.stack([base[:, N]] + [shards[k][:, N] for k in active]), axis=0)
     weights = np.stack([all_weights(shards[k], params, shard_rounds[k], shard_scalars[k]) for k in active])
-    if params[P_NORMALIZED] > 0.0:
-        weights = np.stack([_rescaled(weights[a], shards[k][:, N], n, params) for a, k in enumerate(active)])
     out = np.array(base, dtype=np.float64, copy=True)
     if params[P_ADAPTIVE] > 0.0:
         start = np.where(base[:, G] > 0.0, base[:, G], params[P_INITIAL_T])
@@ -404,8 +392,7 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
         share = counts / counts.sum() if counts.sum() > 0.0 else np.full(len(active), 1.0 / len(active))
 
         def seen(scalars):
-            w_base = all_weights(base, params, base_rounds, scalars)
-            return _rescaled(w_base, base[:, N], n, params) if params[P_NORMALIZED] > 0.0 else w_base
+            return all_weights(base, params, base_rounds, scalars)
 
         moved = np.stack([weights[a] - seen(shard_scalars[k]) for a, k in enumerate(active)])
         w = seen(np.array([0.0, 0.0, gravity, contraction])) + (share[:, None] * moved).sum(axis=0)
