@@ -1,9 +1,10 @@
 """Coin betting, VW's ``--coin`` (``--coin``): no learning rate.
 
 Per coordinate, a Krichevsky-Trofimov bettor (Orabona & Pál 2016, "Coin
-Betting and Parameter-Free Online Learning", §3 and §5: the weight is a signed
-fraction of the bettor's wealth, the fraction being the average of the past
-"coins" -g_i), with the round count replaced by the data-dependent
+Betting and Parameter-Free Online Learning": online linear optimisation as
+betting on the outcomes -g_i of a coin, the KT bet being a signed fraction of
+the bettor's wealth, the fraction the average of the past outcomes), with the
+round count replaced by the data-dependent
 (L M + G)/(L M) of COCOB (Orabona & Tommasi 2017), as VW's ``reductions/ftrl.cc``
 implements it (``learn_coin_betting`` = ``coin_betting_predict`` then
 ``coin_betting_update_after_prediction``; written out and checked against VW
