@@ -1,7 +1,7 @@
 """``olcli serve`` against VW's daemon and a bare asyncio echo server (the floor), same run.
 
     python benchmarks/serve_vs_vw.py [--runs 5] [--requests 5000] [--pipelined 200000]
-                                     [--batches 100] [--work DIR] [--out FILE]
+                                     [--batches 100] [--wait-for-quiet SECONDS] [--work DIR] [--out FILE]
 
 Data: the generated click log (``olcli.datagen click``, seed 7): the first 100,000 lines
 train both models (``olcli train --loss logistic -b 18``, VW ``--loss_function logistic -b
@@ -85,6 +85,9 @@ def arguments():
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--pipelined", type=int, default=QUERY_LINES)
     parser.add_argument("--batches", type=int, default=100)
+    parser.add_argument("--wait-for-quiet", type=float, default=0.0, metavar="SECONDS",
+                        help="first wait up to this long for the 1-minute load average to fall below 1 "
+                             "(on a shared machine other jobs make the latencies noisy)")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "olcli-bench-serve"))
     parser.add_argument("--out", default=os.path.join(HERE, "results", "serve_vs_vw.md"))
     args = parser.parse_args()
@@ -271,6 +274,9 @@ LOAD = os.getloadavg()
 def main():
     global LOAD
     args = arguments()
+    deadline = time.monotonic() + args.wait_for_quiet
+    while os.getloadavg()[0] >= 1.0 and time.monotonic() < deadline:
+        time.sleep(10)
     LOAD = os.getloadavg()
     work = args.work
     olcli_model, vw_model, query_lines, expected = prepare(work)

@@ -121,6 +121,11 @@ def _with_algorithm_flags(command):
             default=typer.Option(False, f"--{algorithm.name}", help=algorithm.summary,
                                  rich_help_panel="Algorithm (one of)")))
     for name, option in OPTIONS.items():
+        if option.switch:  # a flag: given = on; not given = the algorithm's rules decide
+            parameters.append(Parameter(
+                name, Parameter.KEYWORD_ONLY, annotation=bool,
+                default=typer.Option(False, *option.flags, help=option_help(name), rich_help_panel=_hyper)))
+            continue
         parameters.append(Parameter(
             name, Parameter.KEYWORD_ONLY, annotation=Optional[float],
             default=typer.Option(None, *option.flags, help=option_help(name), show_default=False,
@@ -129,11 +134,20 @@ def _with_algorithm_flags(command):
     return command
 
 
+def _hyper_options(flags: dict) -> dict:
+    """The hyper-parameter options as given (None: not given; a switch given: 1)."""
+    return {name: (1.0 if flags.get(name) else None) if option.switch else flags.get(name)
+            for name, option in OPTIONS.items()}
+
+
 def _chosen_algorithm(flags: dict) -> str:
     chosen = [name for name in ALGORITHMS if flags.get(name.replace("-", "_"))]
     if len(chosen) > 1:
         raise UsageError("choose one algorithm, not " + " and ".join(f"--{name}" for name in chosen))
-    return chosen[0] if chosen else None
+    if not chosen:  # an option of one algorithm that selects it (VW's --adaptive: its default learner)
+        implied = {OPTIONS[name].implies for name in OPTIONS if OPTIONS[name].implies and flags.get(name)}
+        return implied.pop() if len(implied) == 1 else None
+    return chosen[0]
 
 
 
@@ -187,6 +201,12 @@ def train(
     link: Optional[Link] = _link,
     input_format: Format = _format,
     noconstant: bool = typer.Option(False, "--noconstant", help="No constant (bias) feature."),
+    min_prediction: Optional[float] = typer.Option(
+        None, "--min-prediction", show_default=False,
+        help="Clip every prediction to at least this (VW's --min_prediction; default: the smallest label seen)."),
+    max_prediction: Optional[float] = typer.Option(
+        None, "--max-prediction", show_default=False,
+        help="Clip every prediction to at most this (VW's --max_prediction; default: the largest label seen)."),
     report: Optional[str] = _report,
     quiet: bool = _quiet,
     progress: bool = _progress,
@@ -203,7 +223,7 @@ def train(
     """Learn from examples; report progressive validation loss."""
     from olcli import commands
 
-    options = {name: flags.get(name) for name in OPTIONS}
+    options = _hyper_options(flags)
     cluster = dict(workers=workers, scheduler=scheduler, shards=shards)
     commands.train(
         scale_out=cluster if any(value is not None for value in cluster.values()) else None,
@@ -211,6 +231,7 @@ def train(
         predictions=predictions, algorithm=_chosen_algorithm(flags), options=options, bits=bits,
         loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
         input_format=input_format.value, constant=None if not noconstant else False,
+        prediction_range=(min_prediction, max_prediction),
         features=_feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear),
         report=report, quiet=quiet, progress=progress, strict=strict,
         passes=dict(passes=passes, holdout_period=0 if holdout_off else holdout_period,

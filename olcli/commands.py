@@ -122,7 +122,8 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
     given.update(settings)
     held = {"bits": model.bits, "loss": model.loss, "quantile_tau": model.loss_tau, "link": model.link,
             "constant": model.constant, "interactions": model.interactions, "ignore": model.ignore,
-            "keep": model.keep, "ignore_linear": model.ignore_linear, **model.params}
+            "keep": model.keep, "ignore_linear": model.ignore_linear, "min_prediction": model.min_prediction,
+            "max_prediction": model.max_prediction, **model.params}
     for name, value in given.items():
         if value is not None and value != held[name]:
             raise UsageError(f"{path} was trained with {name} = {held[name]!r}, not {value!r}; "
@@ -133,7 +134,7 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
 def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
           loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
           passes=None, progress=False, multiclass=("", 0), probabilities=False, text_outputs=None,
-          scale_out=None) -> None:
+          scale_out=None, prediction_range=(None, None)) -> None:
     text_outputs = text_outputs or {}
     features = {name: value for name, value in (features or {}).items()}
     mode, classes = multiclass
@@ -165,7 +166,8 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
             if initial_model:
                 learner = _continue_model(initial_model, algorithm, options,
                                           {"bits": bits, "loss": loss, "quantile_tau": quantile_tau, "link": link,
-                                           "constant": constant, **features}, input_format)
+                                           "constant": constant, "min_prediction": prediction_range[0],
+                                           "max_prediction": prediction_range[1], **features}, input_format)
                 model = learner.model
                 if mode and (mode, classes) != (model.multiclass, model.classes):
                     raise UsageError(
@@ -181,7 +183,9 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                                   ignore_linear=features.get("ignore_linear") or "",
                                   oaa=classes if mode == "oaa" else None,
                                   softmax=classes if mode == "softmax" else None,
-                                  quantile_tau=quantile_tau, copies=copies, **hyper_parameters(algorithm, options))
+                                  quantile_tau=quantile_tau, min_prediction=prediction_range[0],
+                                  max_prediction=prediction_range[1], copies=copies,
+                                  **hyper_parameters(algorithm, options))
                 learner = Learner.from_model(model, input_format)
             session.learner = learner
         names = FeatureNames(learner.model.block_rows) if text_outputs.get("invert_hash") else None
@@ -462,6 +466,12 @@ def _inspect(learner, path, top, readable, invert_hash) -> None:
     out.write(f"state slots: {', '.join(model.slots)}  rows: {model.rows} "
               f"(constant at row {model.rows - 1})\n")
     out.write("counters: " + ", ".join(f"{k}={v:g}" for k, v in learner.counters.items()) + "\n")
+    if model.scalars.size:
+        names = [name for name, _ in registry.get(model.algorithm).scalars]
+        out.write("scalars: " + ", ".join(f"{k}={v:g}" for k, v in zip(names, model.scalars.tolist())) + "\n")
+    if model.min_prediction is not None or model.max_prediction is not None:
+        ends = ["labels seen" if v is None else f"{v:g}" for v in (model.min_prediction, model.max_prediction)]
+        out.write(f"prediction range: [{ends[0]}, {ends[1]}] (--min-prediction, --max-prediction)\n")
     out.write(f"non-zero weights: {nonzero.size}\n")
     order = nonzero[np.argsort(-np.abs(weights[nonzero]), kind="stable")][:top]
     if order.size:

@@ -32,7 +32,8 @@ from olcli import model as model_file
 from olcli.engine import registry
 from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, UNBOUNDED_LOSSES
 from olcli.engine.records import (
-    C_EXAMPLES, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
+    ADDITIVE_COUNTERS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, N_COUNTERS,
+    S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
 from olcli.errors import DataError, Diverged, UsageError
 
 MAX_BITS = 30
@@ -139,9 +140,14 @@ def check_tau(quantile_tau) -> float:
     return tau
 
 
+# VW's initial label range (shared_data): [0, 0], widened by the labels seen;
+# [-50, 50] for the logistic loss, whose labels are -1/+1 but whose scores are not.
+INITIAL_LABEL_RANGE = {"logistic": (-50.0, 50.0)}
+
+
 def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=None, constant=True,
               ignore="", keep="", ignore_linear="", oaa=None, softmax=None, quantile_tau=None,
-              copies: int = 1, **hyper) -> model_file.Model:
+              min_prediction=None, max_prediction=None, copies: int = 1, **hyper) -> model_file.Model:
     """A fresh model, every option checked (the messages name the CLI spelling too)."""
     spec = registry.get(algorithm or registry.DEFAULT_ALGORITHM)
     params = spec.resolve(hyper)
@@ -164,7 +170,18 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
     if not isinstance(bits, (int, np.integer)) or not 1 <= bits <= MAX_BITS:
         raise UsageError(f"bits (-b/--bits) must be between 1 and {MAX_BITS} (got {bits})")
     check_memory(bits, len(spec.slots), classes, copies)
+    counters = np.zeros(N_COUNTERS)
+    counters[C_MIN_LABEL], counters[C_MAX_LABEL] = INITIAL_LABEL_RANGE.get(loss, (0.0, 0.0))
+    for name, value in (("min_prediction (--min-prediction)", min_prediction),
+                        ("max_prediction (--max-prediction)", max_prediction)):
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{name} must be a finite number (got {value})")
+    if min_prediction is not None and max_prediction is not None and min_prediction > max_prediction:
+        raise UsageError(f"min_prediction ({min_prediction:g}) is above max_prediction ({max_prediction:g})")
     return model_file.Model(
+        counters=counters, scalars=np.array(spec.initial_scalars(params), dtype=np.float64),
+        min_prediction=None if min_prediction is None else float(min_prediction),
+        max_prediction=None if max_prediction is None else float(max_prediction),
         algorithm=spec.name, params=params, bits=int(bits), loss=loss, loss_tau=check_tau(quantile_tau),
         link=link, input_format=None, constant=bool(constant),
         state=np.zeros((max(1, classes) * model_file.table_rows(bits), len(spec.slots))), slots=spec.slots,
@@ -187,10 +204,11 @@ class Learner:
 
     def __init__(self, algorithm=None, loss=None, bits=18, interactions=(), *, link="identity",
                  constant=True, ignore="", keep="", ignore_linear="", oaa=None, softmax=None,
-                 quantile_tau=0.5, input_format="auto", **hyper):
+                 quantile_tau=0.5, min_prediction=None, max_prediction=None, input_format="auto", **hyper):
         model = new_model(algorithm, loss, bits, interactions, link=link, constant=constant, ignore=ignore,
                           keep=keep, ignore_linear=ignore_linear, oaa=oaa, softmax=softmax,
-                          quantile_tau=quantile_tau, **hyper)
+                          quantile_tau=quantile_tau, min_prediction=min_prediction,
+                          max_prediction=max_prediction, **hyper)
         self._attach(model, input_format)
 
     @classmethod
@@ -240,11 +258,14 @@ class Learner:
 
     @property
     def label_kind(self) -> int:
-        """What the parser accepts as a label: any number, -1/+1 (binary loss) or 1..K."""
-        from olcli.engine.parse import LABELS_ANY, LABELS_BINARY
+        """What the parser accepts as a label: any number, -1/+1 (logistic loss), any
+        number with 0 read as -1 (hinge loss) or 1..K."""
+        from olcli.engine.parse import LABELS_ANY, LABELS_BINARY, LABELS_HINGE
 
         if self.model.classes:
             return self.model.classes
+        if self.model.loss == "hinge":
+            return LABELS_HINGE
         return LABELS_BINARY if self.model.loss in BINARY_LOSSES else LABELS_ANY
 
     @property
@@ -261,7 +282,12 @@ class Learner:
         m = self.model
         clip = self._spec.unbounded_loss_clipped and m.loss in UNBOUNDED_LOSSES
         return Settings(self._params, int(LOSS_CODES[m.loss]), float(m.loss_tau), bool(clip), bool(learn),
-                        int(m.block_rows), int(m.classes), m.multiclass == "softmax")
+                        int(m.block_rows), int(m.classes), m.multiclass == "softmax",
+                        math.nan if m.min_prediction is None else float(m.min_prediction),
+                        math.nan if m.max_prediction is None else float(m.max_prediction))
+
+    def table(self) -> Table:
+        return Table(self.model.state, self.model.counters, self.model.scalars)
 
     # --- the door: one kernel call ---
 
@@ -272,7 +298,7 @@ class Learner:
         tally = self.tally if tally is None else tally
         n = len(batch.labels)
         predictions = np.empty(n)
-        table = Table(self.model.state, self.model.counters)
+        table = self.table()
         settings = self.settings(learn)
         if self.model.classes:
             scores = np.empty((n, self.model.classes))
@@ -447,14 +473,11 @@ class Learner:
         shape (rows,), or (K, rows per class) for multiclass; the last row of a
         block is the constant."""
         m = self.model
-        rows = np.arange(m.rows, dtype=np.int64)
-        w = self._kernels.weights_at(m.state, self._params, float(m.counters[C_ROUNDS]), rows)
+        w = self.weights_at(np.arange(m.rows, dtype=np.int64))
         return w.reshape(m.classes, m.block_rows) if m.classes else w
 
     def weights_at(self, rows) -> np.ndarray:
-        m = self.model
-        return self._kernels.weights_at(m.state, self._params, float(m.counters[C_ROUNDS]),
-                                        np.asarray(rows, np.int64))
+        return self._kernels.weights_at(self.table(), self.settings(False), np.asarray(rows, np.int64))
 
     def summary(self) -> Summary:
         from olcli.report import summarize
@@ -489,7 +512,11 @@ class Learner:
         """Combine learners that each learned a separate shard starting from ``base``
         (the common starting learner; None = a fresh one) with the algorithm's merge
         rule (each algorithm module's ``merge``; README "Merging"). Counters add the
-        shards' increments over the base. One learner: an exact copy of it."""
+        shards' increments over the base. An algorithm with global scalars (registry
+        ``scalars``: --gd, --coin) gets them too: its ``merge`` takes
+        ``base_scalars``/``shard_scalars`` (it may need them for the weights) and
+        its module-level ``merge_scalars`` gives the merged learner's. One learner:
+        an exact copy of it."""
         learners = list(learners)
         if not learners:
             raise UsageError("merge needs at least one learner")
@@ -502,15 +529,28 @@ class Learner:
             base_state, base_counters = np.zeros_like(first.state), np.zeros_like(first.counters)
         else:
             base_state, base_counters = base.model.state, base.model.counters
-        kernels = learners[0]._kernels
+        kernels, spec, params = learners[0]._kernels, learners[0]._spec, learners[0]._params
         shard_weights = [float(lr.model.counters[C_WEIGHT] - base_counters[C_WEIGHT]) for lr in learners]
-        state = kernels.merge(base_state, [lr.model.state for lr in learners], learners[0]._params,
-                              float(base_counters[C_ROUNDS]),
-                              [float(lr.model.counters[C_ROUNDS]) for lr in learners], shard_weights)
-        counters = base_counters + sum(lr.model.counters - base_counters for lr in learners)
+        arguments = (base_state, [lr.model.state for lr in learners], params, float(base_counters[C_ROUNDS]),
+                     [float(lr.model.counters[C_ROUNDS]) for lr in learners], shard_weights)
+        scalars = first.scalars
+        if spec.scalars:
+            base_scalars = (np.array(spec.initial_scalars(first.params), dtype=np.float64) if base is None
+                            else base.model.scalars)
+            shard_scalars = [lr.model.scalars for lr in learners]
+            state = kernels.merge(*arguments, base_scalars=base_scalars, shard_scalars=shard_scalars)
+            scalars = kernels.merge_scalars(base_scalars, shard_scalars, *arguments[2:])
+        else:
+            state = kernels.merge(*arguments)
+        counters = base_counters.copy()
+        additive = list(ADDITIVE_COUNTERS)
+        counters[additive] += sum(lr.model.counters[additive] - base_counters[additive] for lr in learners)
+        counters[C_MIN_LABEL] = min(lr.model.counters[C_MIN_LABEL] for lr in learners)
+        counters[C_MAX_LABEL] = max(lr.model.counters[C_MAX_LABEL] for lr in learners)
         merged = learners[0].copy()
         merged.model.state = state
         merged.model.counters = counters
+        merged.model.scalars = np.array(scalars, dtype=np.float64, copy=True)
         merged.reset_summary()
         return merged
 

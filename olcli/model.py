@@ -29,7 +29,7 @@ from olcli.engine.registry import ALGORITHMS
 from olcli.errors import ModelError, UsageError
 
 MAGIC = b"OLCLIMDL"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: counters min_label/max_label, prediction range, algorithm scalars
 _PREFIX = struct.Struct("<8sII")
 _CHECKSUM_BYTES = 32
 
@@ -52,6 +52,9 @@ class Model:
     classes: int = 0           # K for --oaa/--softmax K (state: K blocks of block_rows), else 0
     multiclass: str = ""       # "oaa" or "softmax"
     counters: np.ndarray = field(default_factory=lambda: np.zeros(N_COUNTERS))  # records.C_* slots
+    scalars: np.ndarray = field(default_factory=lambda: np.zeros(0))   # the algorithm's (registry scalars)
+    min_prediction: float | None = None   # --min-prediction: a fixed clipping range (None: labels seen)
+    max_prediction: float | None = None
     file_header: dict | None = None   # the header as read from a file, for inspect
 
     @property
@@ -85,6 +88,9 @@ class Model:
             },
             "multiclass": {"mode": self.multiclass, "classes": self.classes},
             "counters": dict(zip(COUNTER_NAMES, self.counters.tolist())),
+            "scalars": dict(zip((name for name, _ in getattr(ALGORITHMS.get(self.algorithm), "scalars", ())),
+                                self.scalars.tolist())),
+            "prediction_range": {"min": self.min_prediction, "max": self.max_prediction},
             "state": {"slots": list(self.slots), "rows": self.rows, "dtype": "<f8"},
         }
 
@@ -196,7 +202,8 @@ def _algorithm(value, header):
 
 def _params(value, header):
     algorithm = ALGORITHMS[header["algorithm"]]
-    if set(value) != set(algorithm.defaults):
+    required = {p.name for p in algorithm.params if not p.added}  # an added one may be missing (older file)
+    if not required <= set(value) <= set(algorithm.defaults):
         return f"hyper-parameters {sorted(value)} do not match --{algorithm.name}'s {sorted(algorithm.defaults)}"
     for name, number in value.items():
         if type(number) not in (int, float):
@@ -248,9 +255,16 @@ def _constant_index(value, header):
 _INTEGRAL_COUNTERS = ("rounds", "examples", "labeled_examples", "total_features")
 
 
+_LABEL_RANGE = ("min_label", "max_label")
+
+
 def _counters(value, header):
     for name, number in value.items():
         if name not in COUNTER_NAMES:
+            continue
+        if name in _LABEL_RANGE:  # a range read from format 1 is (-inf, inf): no clipping
+            if type(number) not in (int, float) or math.isnan(number):
+                return f"{name} is not a number"
             continue
         if type(number) not in (int, float) or not math.isfinite(number):
             return f"{name} is not a finite number"
@@ -261,6 +275,26 @@ def _counters(value, header):
     get = lambda name: float(value.get(name, 0.0))
     if not get("rounds") <= get("labeled_examples") <= get("examples"):
         return "rounds <= labeled_examples <= examples does not hold"
+    if get("min_label") > get("max_label"):
+        return "min_label > max_label"
+
+
+def _scalars(value, header):
+    expected = [name for name, _ in ALGORITHMS[header["algorithm"]].scalars]
+    if sorted(value) != sorted(expected):
+        return f"{sorted(value)!r:.80} are not --{header['algorithm']}'s {expected}"
+    for name, number in value.items():
+        if type(number) not in (int, float) or not math.isfinite(number):
+            return f"{name} is not a finite number"
+
+
+def _prediction_range(value, header):
+    ends = [value.get("min"), value.get("max")]
+    if set(value) - {"min", "max"} or any(v is not None and (type(v) not in (int, float) or not math.isfinite(v))
+                                          for v in ends):
+        return "expected {\"min\": number or null, \"max\": number or null}"
+    if None not in ends and ends[0] > ends[1]:
+        return "min above max"
 
 
 def _slots(value, header):
@@ -304,6 +338,8 @@ HEADER_FIELDS = (
     Field("multiclass.classes", "int", _classes),
     Field("input.constant_index", "int", _constant_index, required=False),
     Field("counters", "dict", _counters),
+    Field("scalars", "dict", _scalars, required=False, default={}),
+    Field("prediction_range", "dict", _prediction_range, required=False, default={"min": None, "max": None}),
     Field("state.rows", "int", _rows),
     Field("state.dtype", "str", _one_of("<f8")),
     Field("state.storage", "str", _one_of("dense", "sparse")),
@@ -420,14 +456,38 @@ def decode(raw: bytes, path: str) -> Model:
     _check_state(state, header, path)
     inputs, multiclass = header["input"], header["multiclass"]
     return Model(
-        algorithm=header["algorithm"], params={k: float(v) for k, v in header["params"].items()},
+        algorithm=header["algorithm"], params={k: float(v) for k, v in _header_params(header).items()},
         bits=header["bits"], loss=header["loss"], loss_tau=float(header["quantile_tau"]), link=header["link"],
         input_format=inputs["format"], constant=inputs["constant"], state=state, slots=slots,
         interactions=list(inputs["interactions"]), ignore=inputs["ignore"], keep=inputs["keep"],
         ignore_linear=inputs["ignore_linear"], classes=multiclass["classes"], multiclass=multiclass["mode"],
-        counters=np.array([float(header["counters"].get(name, 0.0)) for name in COUNTER_NAMES]),
+        counters=np.array([float(header["counters"].get(name, _V1_COUNTERS.get(name, 0.0)))
+                           for name in COUNTER_NAMES]),
+        scalars=np.array([float(header.get("scalars", {})[name])
+                          for name, _ in ALGORITHMS[header["algorithm"]].scalars]),
+        min_prediction=_optional_float(header.get("prediction_range", {}).get("min")),
+        max_prediction=_optional_float(header.get("prediction_range", {}).get("max")),
         file_header=header,
     )
+
+
+# Format 1 had no label range: its models never clipped predictions, and go on not to.
+_V1_COUNTERS = {"min_label": -math.inf, "max_label": math.inf}
+
+
+def _header_params(header: dict) -> dict:
+    """The header's hyper-parameters; one added to the algorithm after the file was
+    written (registry Param.added) gets its default, the behaviour it had then."""
+    params = dict(header["params"])
+    algorithm = ALGORITHMS.get(header["algorithm"])
+    for param in algorithm.params if algorithm else ():
+        if param.added and param.name not in params:
+            params[param.name] = param.default
+    return params
+
+
+def _optional_float(value):
+    return None if value is None else float(value)
 
 
 def save(model: Model, path: str) -> None:

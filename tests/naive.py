@@ -87,7 +87,7 @@ def dloss(name: str, p: float, y: float, tau: float = 0.5) -> float:
     if name == "absolute":
         return (p > y) - (p < y)
     if name == "quantile":
-        return -tau if y > p else 1.0 - tau
+        return -tau if y > p else 1.0 - tau if y < p else 0.0
     raise ValueError(name)
 
 
@@ -120,10 +120,17 @@ class Learner:
         pass
 
     def learn(self, x: dict, y: float, importance: float, loss_name: str, tau: float = 0.5,
-              base: float = 0.0, clip: bool = False) -> float:
+              base: float = 0.0, clip: bool = False, bounds=None) -> float:
+        """With ``bounds`` (low, high), VW's rule: the prediction (base included) is
+        clipped to them and the loss is taken there; the clipped prediction less
+        base is returned."""
         self.before_prediction(x)
         p = self.predict(x)
-        derivative = dloss(loss_name, p + base, y, tau)
+        full = p + base
+        if bounds is not None:
+            full = min(max(full, bounds[0]), bounds[1])
+            p = full - base
+        derivative = dloss(loss_name, full, y, tau)
         if clip:
             derivative = min(max(derivative, -1.0), 1.0)
         g = [0.0] * self.d
@@ -223,7 +230,7 @@ class FTRLProximal(Learner):
 
 
 class SGD(Learner):
-    """Online gradient descent, eta_t = eta / sqrt(t)."""
+    """Online gradient descent, eta_t = eta / (initial_t + t)^power_t (default eta / sqrt(t))."""
 
     def __init__(self, dim, params):
         super().__init__(dim, params)
@@ -234,7 +241,8 @@ class SGD(Learner):
 
     def round(self, g):
         for i in range(self.d):
-            self.x[i] -= self.params["eta"] / math.sqrt(self.t) * g[i]
+            rate = self.params["eta"] / (self.params.get("initial_t", 0.0) + self.t) ** self.params.get("power_t", 0.5)
+            self.x[i] -= rate * g[i]
 
 
 class _ScInOL(Learner):
@@ -254,9 +262,9 @@ class _ScInOL(Learner):
         scale = math.sqrt(self.S2[i] + self.M[i] ** 2)
         return (0.0 if scale == 0 else self.G[i] / scale), scale
 
-    def learn(self, x, y, importance, loss_name, tau=0.5, base=0.0, clip=False):
+    def learn(self, x, y, importance, loss_name, tau=0.5, base=0.0, clip=False, bounds=None):
         self.x_now = x
-        return super().learn(x, y, importance, loss_name, tau, base, clip)
+        return super().learn(x, y, importance, loss_name, tau, base, clip, bounds)
 
     def round(self, g):
         w = self.weights()

@@ -861,6 +861,12 @@ class VWCoin:
     def loss(self, prediction, label) -> float:
         return self.loss_fn.loss(self.sd, prediction, label)
 
+    def progressive_prediction(self, total, initial) -> float:
+        """The prediction while learning, before clipping: sum_i bet_i x_i / A. VW's
+        partial prediction starts at the label's initial value only through
+        inline_predict; coin_betting_predict ignores it (ec.partial_prediction = sum / A)."""
+        return total / self.average_squared_norm_x
+
     def learn(self, features, label, importance=1.0, initial=0.0) -> float:
         self.sd.see_label(label)
         # coin_betting_predict
@@ -875,9 +881,7 @@ class VWCoin:
         self.normalized_sum_norm_x += importance * normalized_squared_norm_x
         self.total_weight += importance
         self.average_squared_norm_x = (self.normalized_sum_norm_x + 1e-6) / self.total_weight
-        # VW's partial prediction starts at the label's initial value only through
-        # inline_predict; coin_betting_predict ignores it (ec.partial_prediction = sum / A).
-        prediction = self.sd.clip(total / self.average_squared_norm_x)
+        prediction = self.sd.clip(self.progressive_prediction(total, initial))
         # coin_betting_update_after_prediction
         d = self.loss_fn.first_derivative(self.sd, prediction, label) * importance
         for index, x in features:

@@ -238,11 +238,39 @@ def test_matrix_and_lines_of_another_format_do_not_mix(sample):
         Learner(interactions=["ab"]).learn((np.ones((1, 3)), np.ones(1)))
 
 
-def test_merge_of_one_learner_is_that_learner(sample):
-    learner = Learner("adagrad", loss="logistic")
+@pytest.mark.parametrize("algorithm", ["adagrad", "gd", "coin"])
+def test_merge_of_one_learner_is_that_learner(sample, algorithm):
+    learner = Learner(algorithm, loss="logistic")
     learner.learn((sample / "a9a_train.vw").read_bytes())
     assert Learner.merge([learner]).to_bytes() == learner.to_bytes()
-    assert Learner.merge([learner], base=Learner("adagrad", loss="logistic")).to_bytes() == learner.to_bytes()
+    assert Learner.merge([learner], base=Learner(algorithm, loss="logistic")).to_bytes() == learner.to_bytes()
+
+
+@pytest.mark.parametrize("algorithm,hyper", [("gd", {}), ("gd", {"l1": 1e-5, "l2": 1e-4}),
+                                             ("gd", {"normalized": 1, "initial_t": 3}), ("coin", {})])
+def test_merge_carries_the_algorithms_global_scalars(sample, algorithm, hyper):
+    lines = (sample / "a9a_train.vw").read_bytes().splitlines()
+    base = Learner(algorithm, loss="logistic", **hyper)
+    base.learn(lines[:1000])
+    shards = [base.copy(), base.copy(), base.copy()]
+    for shard, (start, end) in zip(shards, [(1000, 2500), (2500, 4000), (4000, 5500)]):
+        shard.learn(lines[start:end])
+    merged = Learner.merge(shards, base=base)
+    module = importlib.import_module(f"olcli.engine.{algorithm}")
+    # the normalised sums are sums over examples: the base's plus every shard's increments
+    sums = base.model.scalars[:2] + sum(s.model.scalars[:2] - base.model.scalars[:2] for s in shards)
+    np.testing.assert_allclose(merged.model.scalars[:2], sums, rtol=1e-12)
+    assert merged.model.scalars.tolist() == module.merge_scalars(
+        base.model.scalars, [s.model.scalars for s in shards], merged._params, 1000.0, [2500.0, 4000.0, 5500.0],
+        [1500.0] * 3).tolist()
+    if hyper.get("l2"):
+        assert 0.0 < merged.model.scalars[3] < min(s.model.scalars[3] for s in shards)
+    # the merged learner is a learner: it saves and loads with its scalars and scores like the shards
+    again = Learner.from_bytes(merged.to_bytes())
+    assert again.model.scalars.tolist() == merged.model.scalars.tolist()
+    test = (sample / "a9a_test.vw").read_bytes()
+    losses = [s.copy().evaluate(test).loss for s in shards]
+    assert again.evaluate(test).loss < max(losses) + 0.01
 
 
 def test_merge_adds_the_counters_of_the_shards_over_the_base(sample):
@@ -329,11 +357,12 @@ def test_readme_algorithm_table_is_the_registry():
     assert set(rows) == set(registry.ALGORITHMS)
     for name, algorithm in registry.ALGORITHMS.items():
         cells = [c.strip() for c in rows[name].split("|")]
-        assert cells[3] == ", ".join(algorithm.slots), name
+        globals_ = ", ".join(n for n, _ in algorithm.scalars)
+        assert cells[3] == ", ".join(algorithm.slots) + (f"; global: {globals_}" if globals_ else ""), name
         for param in algorithm.params:
             flag = registry.OPTIONS[param.option].flags[0]
             assert f"`{flag}`" in cells[4], (name, flag)
-            if param.default:
+            if param.default and not registry.OPTIONS[param.option].switch:
                 defaults = [float(x) for x in re.findall(r"\(([-+0-9.e]+)\)", cells[4])]
                 assert param.default in defaults, (name, param.name)
 

@@ -23,7 +23,7 @@ def make_model(bits=6, fill=0.1, seed=0):
                                                          "radius": 0.0}, bits=bits,
                             loss="logistic", loss_tau=0.5, link="identity", input_format="vw", constant=True,
                             state=state, slots=("w", "G", "last"),
-                            counters=np.array([10.0, 12.0, 11.0, 11.0, 0.25, 3.5, 120.0]))
+                            counters=np.array([10.0, 12.0, 11.0, 11.0, 0.25, 3.5, 120.0, -50.0, 50.0]))
 
 
 @settings(max_examples=30, deadline=None)

@@ -122,3 +122,20 @@ def test_softmax_continuation_and_refusals(cli, sample, tmp_path):
     code, _, err = cli("train", "A.vw", "--oaa", "3", "--report", "r.json")
     assert code == 0 and "label must be a class number" in err
     assert json.load(open("r.json"))["bad_lines"] > 0
+
+
+@pytest.mark.parametrize("name", ["gd", "coin"])
+@pytest.mark.parametrize("mode", ["--oaa", "--softmax"])
+def test_vw_learners_learn_multiclass_and_continue_exactly(cli, sample, tmp_path, name, mode):
+    """--gd and --coin with K classes: the classes share the learner's global sums (as VW's
+    OAA shares gd's), so continuing must carry them too."""
+    lines = (sample / "letter_train.vw").read_bytes().splitlines(keepends=True)
+    (tmp_path / "A.vw").write_bytes(b"".join(lines[:1500]))
+    (tmp_path / "B.vw").write_bytes(b"".join(lines[1500:]))
+    args = [f"--{name}", mode, "26", *(["--loss", "logistic"] if mode == "--oaa" else []), "--quiet"]
+    assert cli("train", "A.vw", "-f", "a.olm", *args)[0] == 0
+    assert cli("train", "B.vw", "-i", "a.olm", "-f", "ab.olm", "--quiet")[0] == 0
+    code, _, err = cli("train", "A.vw", "B.vw", "-f", "all.olm", "--report", "r.json", *args)
+    assert code == 0, err
+    assert (tmp_path / "ab.olm").read_bytes() == (tmp_path / "all.olm").read_bytes()
+    assert json.load(open("r.json"))["average_loss"] < 0.8  # chance: 0.96

@@ -1,3 +1,4 @@
+import json
 import math
 
 import numpy as np
@@ -5,7 +6,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from olcli.engine import adagrad
+from olcli.engine.records import C_MIN_LABEL
 from olcli.inputs import Chunk, detect_format, read_chunks
+from olcli.learner import Learner
 from olcli.parsing import parse_chunk
 from tests import naive
 
@@ -234,7 +237,9 @@ def test_round_trip_libsvm_and_indices_in_range(features, bits):
 @given(st.lists(st.tuples(names, st.integers(-20, 20).filter(bool)), min_size=1, max_size=10, unique_by=lambda t: t[0]),
        st.randoms(use_true_random=False))
 def test_feature_order_does_not_change_the_prediction(features, rng):
-    weights = np.random.default_rng(0).normal(size=(CONSTANT + 1, len(adagrad.SLOTS)))
+    learner = Learner("adagrad", bits=BITS)
+    learner.model.state[:] = np.random.default_rng(0).normal(size=(CONSTANT + 1, len(adagrad.SLOTS)))
+    learner.model.counters[C_MIN_LABEL:] = -np.inf, np.inf
     shuffled = list(features)
     rng.shuffle(shuffled)
     predictions = []
@@ -242,6 +247,26 @@ def test_feature_order_does_not_change_the_prediction(features, rng):
         (ex,), _ = parse("1 |f " + " ".join(f"{n}:{v}" for n, v in order) + "\n")
         index = np.array([i for i, _ in ex["features"]], np.int32)
         value = np.array([v for _, v in ex["features"]])
-        params = np.array([0.3, 1e-6, 0.0, 0.0, 0.0])
-        predictions.append(adagrad.predict(weights, index, value, 0, len(index), 0, params, 0.0, False))
+        predictions.append(adagrad.predict(learner.table(), learner.settings(False), index, value, 0, len(index), 0,
+                                           False, 1.0))
     assert predictions[0] == pytest.approx(predictions[1], rel=1e-12)
+
+
+def test_hinge_takes_real_labels_as_vw_does(cli, tmp_path):
+    """VW's hinge loss is max(0, 1 - y p) for any real y (VW test 578: regression
+    labels); olcli keeps reading 0 as -1. The logistic loss still wants -1/0/+1."""
+    (tmp_path / "r.vw").write_text("0.5 |f a\n2.5 |f b\n0 |f a\n-0.25 |f b\n1 |f a\n")
+    code, out, err = cli("test", "r.vw", "-i", _zero_model(cli, tmp_path, "hinge"), "-p", "-", "--report", "h.json")
+    assert code == 0 and "skipping" not in err, err
+    report = json.loads((tmp_path / "h.json").read_text())
+    assert report["bad_lines"] == 0
+    # a zero model predicts 0: each loss is max(0, 1 - 0) = 1, labels as read: 0 -> -1
+    assert report["average_loss"] == 1.0 and report["weighted_label_sum"] == 0.5 + 2.5 - 1 - 0.25 + 1
+    code, _, err = cli("test", "r.vw", "-i", _zero_model(cli, tmp_path, "logistic"), "--report", "l.json")
+    assert json.loads((tmp_path / "l.json").read_text())["bad_lines"] == 3
+
+
+def _zero_model(cli, tmp_path, loss):
+    path = tmp_path / f"{loss}.olm"
+    assert cli("train", "-f", path, "--loss", loss, "--quiet", stdin=b"|f a\n")[0] == 0  # unlabeled: learns nothing
+    return path

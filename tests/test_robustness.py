@@ -132,9 +132,10 @@ def test_invalid_utf8_and_very_long_tokens_are_fine(cli, tmp_path):
 
 
 def test_divergence_stops_without_writing_a_model(cli, tmp_path):
-    (tmp_path / "d.vw").write_text("".join(f"{(-1) ** i} |f a:1e150 b:{i}e150\n" for i in range(1, 50)))
+    # (values within float32's range: larger ones are dropped, not learned from)
+    (tmp_path / "d.vw").write_text("".join(f"{(-1) ** i} |f a:1e30 b:{i}e30\n" for i in range(1, 50)))
     (tmp_path / "m.olm").write_bytes(b"the previous model")
-    code, _, err = cli("train", "d.vw", "--sgd", "-l", "1e100", "-f", "m.olm", "--report", "r.json")
+    code, _, err = cli("train", "d.vw", "--sgd", "-l", "1e300", "-f", "m.olm", "--report", "r.json")
     assert code == 1
     assert "diverged at d.vw line" in err and "lower -l" in err and "m.olm is unchanged" in err
     assert (tmp_path / "m.olm").read_bytes() == b"the previous model"
@@ -233,3 +234,46 @@ def test_a_model_of_an_unknown_algorithm_is_refused_everywhere(cli, sample):
                  ["inspect", "other.olm"], ["inspect", "other.olm", "--readable"]):
         code, _, err = cli(*args)
         assert code == 1 and "unknown to this olcli" in err and "Traceback" not in err
+
+
+# VW's big_feature_poison.dat (vw_tests, tests 233-234: --interactions aaaaa --noconstant):
+# the 5-way product of b:1e9 is 1e45, beyond float32 (VW: infinite; it predicts NaN -> 0
+# and learns nothing: average loss 1). olcli drops such a value and learns from b.
+POISON = b"1 |a b:1000000000\n1 |a b:1000000000\n-1 |a b:1\n"
+EXTREME = (b"1 |a b:1e300 c:1\n-1 |a b:1e-300 c:1\n1 |a:1e200 b:1e200 c:2\n-1 |a b:1e154 c:1e-170\n"
+           b"1 |a b:3e38 c:1\n-1 |a b:1e-19 c:1\n")
+
+
+@pytest.mark.parametrize("algorithm", list(olcli.algorithms()))
+@pytest.mark.parametrize("data,flags", [(POISON, ["--interactions", "aaaaa", "--noconstant"]),
+                                        (POISON, ["--interactions", "aaaaa", "--noconstant", "--power-t", "0"]),
+                                        (EXTREME, ["-q", "aa"]), (EXTREME, ["--loss", "logistic"])])
+def test_huge_and_tiny_feature_values_keep_every_number_finite(cli, tmp_path, algorithm, data, flags):
+    if "--power-t" in flags and algorithm not in ("gd", "sgd"):
+        return
+    (tmp_path / "d.vw").write_bytes(data)
+    code, out, err = cli("train", "d.vw", f"--{algorithm}", *flags, "-f", "m.olm", "-p", "-", "--report", "r.json")
+    assert code == 0, err
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert np.isfinite(report["average_loss"]) and report["bad_lines"] == 0
+    assert all(np.isfinite(float(x)) for x in out.split())
+    model = model_file.load("m.olm")
+    assert np.isfinite(model.state).all() and np.isfinite(model.scalars).all()
+    assert np.abs(model.state).max() < 1e80  # no square of an overflowing value in the table
+    if data == POISON:
+        # VW counts the dropped product as a feature too: "total feature number = 6"
+        assert report["total_features"] == 6
+        assert report["average_loss"] <= 1.0 or algorithm == "ftrl" or algorithm == "sgd"
+
+
+def test_values_beyond_float32_are_dropped_like_zeros(tmp_path):
+    learner = olcli.Learner("sgd", bits=4)
+    parsed = learner.parse(b"1 |a b:3.4e38 c:3.5e38 d:1e-300\n1 |a:1e300 b:1e10\n")
+    values = parsed.value[:parsed.row_ptr[parsed.n_examples]]
+    assert 3.4e38 in values and 1e-300 in values and 3.5e38 not in values
+    assert np.all(np.abs(values) <= 3.4028234663852886e38)
+    # a matrix drops them alike, and counts them as the text does
+    X = np.array([[0.0, 3.4e38, 3.5e38, 1e-300]])
+    batch = olcli.Learner("sgd", bits=4).to_batch((X, np.ones(1)))[0]
+    assert sorted(batch.value[:batch.row_ptr[-1]].tolist()) == [1e-300, 1.0, 3.4e38]
+    assert batch.feature_count.tolist() == [4]

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import olcli
+from olcli.engine import registry
 from olcli import model as model_file
 
 LINES = "".join(f"{(-1) ** k} |a x{k % 11} y{k % 3} |b z:{k % 5}\n" for k in range(400))
@@ -258,7 +259,10 @@ def test_divergence_advice_fits_the_algorithm(cli, tmp_path):
 
     for name in olcli.algorithms():
         advice = Learner(name).divergence_advice()
-        assert ("-l" in advice) == (name in ("adagrad", "adagrad-dual", "ftrl", "sgd")), (name, advice)
+        has_rate = any(p.option == "learning_rate" for p in registry.get(name).params)
+        assert ("-l" in advice) == has_rate, (name, advice)
+    assert {"adagrad", "ftrl", "sgd", "gd"} <= {n for n in olcli.algorithms()
+                                               if "-l" in Learner(n).divergence_advice()}
     learner = Learner("scinol2", loss="logistic", bits=4)
     learner.learn(["1 |a x", "-1 |a y"])
     learner.model.state[:, 0] = 1e300  # G: every weight is near its largest, finite

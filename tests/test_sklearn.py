@@ -319,7 +319,7 @@ def test_hyper_parameters_reach_the_learner():
 @pytest.mark.parametrize("params, message", [
     ({"algorithm": "scinol2", "learning_rate": 0.1},
      r"learning_rate is not a hyper-parameter of --scinol2 \(it has: epsilon; learning_rate belongs to: "
-     r"--adagrad, --adagrad-dual, --ftrl, --sgd\)"),
+     r"--adagrad, --adagrad-dual, --ftrl, --sgd, --gd\)"),
     ({"algorithm": "scinol2", "l1": 0.1}, "l1 is not a hyper-parameter of --scinol2"),
     ({"algorithm": "adagrad", "l1": 0.1, "l2": 0.1}, "--adagrad takes --l1 or --l2, not both"),
     ({"algorithm": "bogus"}, "unknown algorithm 'bogus'"),

@@ -33,6 +33,7 @@ from numba import njit
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop
 from olcli.engine.multiclass import run_multiclass
+from olcli.engine.records import C_ROUNDS
 
 SLOTS = ("w", "G", "last")
 W, G, LAST = 0, 1, 2
@@ -59,7 +60,8 @@ def _settled(state, i, params, rounds):
 
 
 @njit
-def predict(state, index, value, lo, hi, offset, params, rounds, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
+    state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
     lazy = params[P_L1] > 0.0 or params[P_L2] > 0.0
     p = 0.0
     for j in range(lo, hi):
@@ -76,7 +78,8 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
 
 
 @njit
-def update(state, index, value, lo, hi, offset, g, params, rounds):
+def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
+    state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
     eta = params[P_ETA]
     delta = params[P_DELTA]
     l1 = params[P_L1]
@@ -109,8 +112,9 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 
 
 @njit
-def weight(state, i, params, rounds):
+def weight(table, settings, i):
     """Row i's weight as of ``rounds`` (lazy shrinkage paid; the state is not changed)."""
+    state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
     return _settled(state, i, params, rounds)
 
 
@@ -127,8 +131,8 @@ def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
 
 
 @njit(cache=True)
-def weights_at(state, params, rounds, rows):
-    return weights_loop(weight, state, params, rounds, rows)
+def weights_at(table, settings, rows):
+    return weights_loop(weight, table, settings, rows)
 
 
 # ---------------------------------------------------------------------------

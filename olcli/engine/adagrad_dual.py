@@ -19,6 +19,7 @@ from numba import njit
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop
 from olcli.engine.multiclass import run_multiclass
+from olcli.engine.records import C_ROUNDS
 
 SLOTS = ("u", "G")
 U, G = 0, 1
@@ -39,7 +40,8 @@ def _weight(state, i, params, rounds):
 
 
 @njit
-def predict(state, index, value, lo, hi, offset, params, rounds, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
+    state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
     p = 0.0
     for j in range(lo, hi):
         p += _weight(state, offset + index[j], params, rounds) * value[j]
@@ -47,7 +49,8 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
 
 
 @njit
-def update(state, index, value, lo, hi, offset, g, params, rounds):
+def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
+    state = table.state
     for j in range(lo, hi):
         g_i = g * value[j]
         i = offset + index[j]
@@ -56,7 +59,8 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 
 
 @njit
-def weight(state, i, params, rounds):
+def weight(table, settings, i):
+    state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
     return _weight(state, i, params, rounds)
 
 
@@ -73,8 +77,8 @@ def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
 
 
 @njit(cache=True)
-def weights_at(state, params, rounds, rows):
-    return weights_loop(weight, state, params, rounds, rows)
+def weights_at(table, settings, rows):
+    return weights_loop(weight, table, settings, rows)
 
 
 # ---------------------------------------------------------------------------

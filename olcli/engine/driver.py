@@ -20,7 +20,7 @@ from numba import njit
 
 from olcli.engine.losses import loss_derivative, loss_value, sigmoid
 from olcli.engine.records import (
-    AUC_BINS, C_EXAMPLES, C_FEATURES, C_LABEL_SUM, C_LABELED, C_LOSS, C_ROUNDS, C_WEIGHT, H_LOSS, H_PERIOD,
+    AUC_BINS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_FEATURES, C_LABEL_SUM, C_LABELED, C_LOSS, C_ROUNDS, C_WEIGHT, H_LOSS, H_PERIOD,
     H_ROWS, H_SEEN, H_SINCE_LOSS, H_SINCE_WEIGHT, H_WEIGHT, MAX_PROGRESS_ROWS, R_AVERAGE_LOSS, R_COUNTER,
     R_FEATURES, R_LABEL, R_PREDICTION, R_SINCE_LAST, R_WEIGHT, S_CORRECT, S_DIVERGED, S_EXAMPLES, S_FEATURES,
     S_LABEL_SQUARES, S_LABEL_SUM, S_LABELED, S_LOSS, S_NEGATIVE, S_NEXT_DUMP, S_OTHER_LABELS, S_POSITIVE,
@@ -94,6 +94,33 @@ def count_labeled(holdout, counters, learn, held_out, h, y, example_loss):
         counters[C_LOSS] += h * example_loss
 
 
+@njit(inline="always")
+def widen_label_range(counters, settings, y):
+    """VW's label range (shared_data min_label/max_label, its set_minmax): every
+    labeled example seen while learning widens it before it is predicted, held
+    out or not."""
+    if y < counters[C_MIN_LABEL]:
+        counters[C_MIN_LABEL] = y
+    if y > counters[C_MAX_LABEL]:
+        counters[C_MAX_LABEL] = y
+
+
+@njit(inline="always")
+def clip_prediction(p, counters, settings):
+    """VW's finalize_prediction: the prediction clipped to the label range seen,
+    or to --min-prediction/--max-prediction where given. Decision: an end not
+    given keeps following the labels (VW turns set_minmax off as soon as either
+    is given, so the other end stays at its start, 0: `--min_prediction 0`
+    alone clips every prediction to 0)."""
+    low = counters[C_MIN_LABEL] if np.isnan(settings.min_prediction) else settings.min_prediction
+    high = counters[C_MAX_LABEL] if np.isnan(settings.max_prediction) else settings.max_prediction
+    if p < low:
+        return low
+    if p > high:
+        return high
+    return p
+
+
 @njit
 def progress_row(progress, n_rows, stats, holdout, label, prediction, features):
     """VW's table: a row each time the example weight reaches the next power of two.
@@ -132,13 +159,16 @@ def run_binary(predict, update, table, settings, batch, tally, predictions):
     ``table.counters`` holds the model's lifetime counters (C_* slots); they change
     only when learning. An example is learned from when learning and it has a
     label and positive importance; only then may the algorithm change state
-    while predicting (ScInOL raises M first). With holdout (H_PERIOD > 0) every
-    H_PERIOD-th example of the pass is scored but never learned from; its loss
-    goes to the pass's holdout sums. Returns the number of progress rows written.
+    while predicting (ScInOL raises M first; --coin adds the example, weighted
+    by its importance ``h``, to its running norm before it predicts). The prediction is clipped to the
+    label range (VW's rule, clip_prediction) and the loss and its derivative are
+    taken there. With holdout (H_PERIOD > 0) every H_PERIOD-th example of the
+    pass is scored but never learned from; its loss goes to the pass's holdout
+    sums. Returns the number of progress rows written.
     """
-    state, counters = table.state, table.counters
+    counters = table.counters
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
-    params, learn = settings.params, settings.learn
+    learn = settings.learn
     index, value = batch.index, batch.value
     n_rows = np.int64(0)  # not 0: a literal would compile progress_row twice
     for e in range(len(batch.labels)):
@@ -147,11 +177,15 @@ def run_binary(predict, update, table, settings, batch, tally, predictions):
         y = batch.labels[e]
         h = batch.importance[e]
         held_out, learning = start_example(holdout, learn, h, y)
-        p = batch.base[e] + predict(state, index, value, lo, hi, 0, params, counters[C_ROUNDS], learning)
+        if learn and not np.isnan(y):
+            widen_label_range(counters, settings, y)
+        p = batch.base[e] + predict(table, settings, index, value, lo, hi, 0, learning, h)
         predictions[e] = p
         if not np.isfinite(p):  # diverged: stop before this example counts or teaches anything
             stats[S_DIVERGED] = e + 1
             return n_rows
+        p = clip_prediction(p, counters, settings)
+        predictions[e] = p
         count_example(stats, counters, learn, batch.feature_count[e])
         if np.isnan(y):
             stats[S_UNLABELED_WEIGHT] += h
@@ -163,17 +197,17 @@ def run_binary(predict, update, table, settings, batch, tally, predictions):
                 derivative = loss_derivative(settings.loss, p, y, settings.tau)
                 if settings.clip:
                     derivative = min(max(derivative, -1.0), 1.0)
-                update(state, index, value, lo, hi, 0, h * derivative, params, counters[C_ROUNDS])
+                update(table, settings, index, value, lo, hi, 0, p, y, h, h * derivative)
                 counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, p, batch.feature_count[e])
     return n_rows
 
 
 @njit(inline="always")  # the dispatcher arguments must be inlined for the entry point to be cached
-def weights_loop(weight, state, params, rounds, rows):
+def weights_loop(weight, table, settings, rows):
     """The current weights of the given rows (an algorithm's weight(), which
     leaves the state unchanged)."""
     out = np.empty(len(rows))
     for k in range(len(rows)):
-        out[k] = weight(state, rows[k], params, rounds)
+        out[k] = weight(table, settings, rows[k])
     return out

@@ -39,7 +39,8 @@ def _weight(state, i, params):
 
 
 @njit
-def predict(state, index, value, lo, hi, offset, params, rounds, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
+    state, params = table.state, settings.params
     p = 0.0
     for j in range(lo, hi):
         p += _weight(state, offset + index[j], params) * value[j]
@@ -47,7 +48,8 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
 
 
 @njit
-def update(state, index, value, lo, hi, offset, g, params, rounds):
+def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
+    state, params = table.state, settings.params
     alpha = params[P_ALPHA]
     for j in range(lo, hi):
         g_i = g * value[j]
@@ -62,7 +64,8 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 
 
 @njit
-def weight(state, i, params, rounds):
+def weight(table, settings, i):
+    state, params = table.state, settings.params
     return _weight(state, i, params)
 
 
@@ -79,8 +82,8 @@ def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
 
 
 @njit(cache=True)
-def weights_at(state, params, rounds, rows):
-    return weights_loop(weight, state, params, rounds, rows)
+def weights_at(table, settings, rows):
+    return weights_loop(weight, table, settings, rows)
 
 
 # ---------------------------------------------------------------------------

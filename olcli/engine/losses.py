@@ -5,8 +5,9 @@ logistic loss is ``log(1 + exp(-y p))`` for y in {-1, +1}; hinge is
 ``max(0, 1 - y p)`` with the subgradient ``-y`` when ``y p < 1`` and 0 otherwise;
 absolute is ``|p - y|`` with subgradient ``sign(p - y)`` (0 at p = y); quantile
 with level tau is ``tau (y - p)`` when ``y > p`` and ``(1 - tau) (p - y)``
-otherwise, with derivative ``-tau`` when ``y > p`` and ``1 - tau`` otherwise
-(VW's choice at p = y).
+otherwise, with derivative ``-tau`` when ``y > p``, ``1 - tau`` when ``y < p`` and
+0 at p = y (VW's ``quantileloss::first_derivative``: at the kink there is nothing
+to learn; any value in [-tau, 1 - tau] is a subgradient).
 """
 
 import math
@@ -72,9 +73,76 @@ def loss_derivative(loss, p, y, tau):
         if p > y:
             return 1.0
         return -1.0 if p < y else 0.0
-    return -tau if y > p else 1.0 - tau
+    if y > p:
+        return -tau
+    return 1.0 - tau if y < p else 0.0
 
 
 @njit(inline="always")
 def sigmoid(x):
     return _sigmoid(x)
+
+
+# ---------------------------------------------------------------------------
+# Importance-invariant updates (Karampatziakis & Langford 2011, "Online
+# Importance Weight Aware Updates"; VW's loss_function::get_update), for --gd.
+
+@njit(inline="always")
+def _lambert_w_exp_minus_x(x):
+    """W(e^x) - x as VW's logloss::wexpmx approximates it (absolute error < 9e-5):
+    a start w0 (0.86 x + 0.01 for x >= 1, else exp(0.8 x - 0.65)), its residual
+    r = x - log(w0) - w0, and one Fritsch-Shafer-Crowley step."""
+    if x >= 1.0:
+        w = 0.86 * x + 0.01
+        r = x - math.log(w) - w
+    else:
+        w = math.exp(0.8 * x - 0.65)
+        r = 0.2 * x + 0.65 - w
+    t = 1.0 + w
+    u = 2.0 * t * (t + 2.0 * r / 3.0)
+    return w * (1.0 + r / t * (u - r) / (u - 2.0 * r)) - x
+
+
+@njit(inline="always")
+def _pinball_update(p, y, s, h, up, down):
+    """The flow of a loss with slope -up below the label and +down above it stops
+    at p = y: u = up s (or down) unless that would cross y, then (y - p) / h."""
+    err = y - p
+    if err == 0.0:
+        return 0.0
+    step = s * h
+    if err > 0.0:
+        return up * s if up * step < err else err / h
+    return -down * s if -down * step > err else err / h
+
+
+@njit
+def invariant_update(loss, p, y, tau, s, h):
+    """The multiplier u of the importance-invariant update: moving the weights by
+    u (per-feature rate) x_i moves the prediction from p by h u, the closed form of
+    the gradient flow dp/dtau = -h loss'(p) over tau in [0, s] (s = eta times the
+    importance, h the prediction change per unit update). So importance k is k
+    infinitesimal steps, and the prediction never overshoots the label.
+
+    squared:  (y - p)(1 - e^{-2 s h}) / h  (2 (y - p) s when s h < 1e-6)
+    logistic: -(y W + p) / h, W = W(e^x) - x, x = s h + y p + e^{y p}  (y s / (1 + e^{y p}) when s h < 1e-6)
+    hinge:    y min(s, (1 - y p) / h), 0 when y p >= 1 (y any real label, as VW)
+    quantile: slopes tau below the label, 1 - tau above; absolute: slopes 1 and 1
+              (VW's absolute is its quantile at tau 0.5, i.e. half of olcli's |p - y|)."""
+    if loss == SQUARED:
+        if s * h < 1e-6:
+            return 2.0 * (y - p) * s
+        return (y - p) * (1.0 - math.exp(-2.0 * s * h)) / h
+    if loss == LOGISTIC:
+        d = math.exp(y * p)
+        if s * h < 1e-6:
+            return y * s / (1.0 + d)
+        return -(y * _lambert_w_exp_minus_x(s * h + y * p + d) + p) / h
+    if loss == HINGE:
+        if y * p >= 1.0:
+            return 0.0
+        err = 1.0 - y * p
+        return y * (s if s * h < err else err / h)
+    if loss == ABSOLUTE:
+        return _pinball_update(p, y, s, h, 1.0, 1.0)
+    return _pinball_update(p, y, s, h, tau, 1.0 - tau)

@@ -52,10 +52,12 @@ def log_probabilities(scores, softmax, out):
 @njit(inline="always")  # the dispatcher arguments must be inlined for the entry point to be cached
 def run_multiclass(predict, update, table, settings, batch, tally, predictions, scores):
     """Like driver.run_binary for K classes; ``scores[e, k]`` receives p_k and
-    ``predictions[e]`` the predicted class (1..K). Returns progress rows written."""
-    state, counters = table.state, table.counters
+    ``predictions[e]`` the predicted class (1..K). Returns progress rows written.
+    Class scores are not clipped (the label range is of class numbers, and
+    clipping would make ties of the argmax)."""
+    counters = table.counters
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
-    params, learn, softmax = settings.params, settings.learn, settings.softmax
+    learn, softmax = settings.learn, settings.softmax
     n_classes, block_rows = settings.classes, settings.block_rows
     index, value = batch.index, batch.value
     log_probs = np.empty(n_classes)
@@ -69,8 +71,7 @@ def run_multiclass(predict, update, table, settings, batch, tally, predictions, 
         held_out, learning = start_example(holdout, learn, h, y)
         best = np.int64(0)
         for k in range(n_classes):
-            scores[e, k] = batch.base[e] + predict(state, index, value, lo, hi, k * block_rows, params,
-                                                   counters[C_ROUNDS], learning)
+            scores[e, k] = batch.base[e] + predict(table, settings, index, value, lo, hi, k * block_rows, learning, h)
             if scores[e, k] > scores[e, best]:
                 best = k
         predictions[e] = best + 1
@@ -97,7 +98,9 @@ def run_multiclass(predict, update, table, settings, batch, tally, predictions, 
                                                      settings.tau)
                         g[k] = min(max(derivative, -1.0), 1.0) if settings.clip else derivative
                 for k in range(n_classes):
-                    update(state, index, value, lo, hi, k * block_rows, h * g[k], params, counters[C_ROUNDS])
+                    # OAA: class k's binary label; softmax has none (NaN): its gradient is g[k]
+                    y_k = (1.0 if k == label else -1.0) if not softmax else np.nan
+                    update(table, settings, index, value, lo, hi, k * block_rows, scores[e, k], y_k, h, h * g[k])
                 counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, batch.feature_count[e])
     return n_rows

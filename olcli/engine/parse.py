@@ -58,9 +58,17 @@ ERR_TOO_MANY_FEATURES = 12  # the interactions would generate more features than
 MAX_CALL_FEATURES = 1 << 21
 MAX_EXAMPLE_FEATURES = 1 << 23
 
+# The largest feature value learned from: float32's largest, where VW's (float32) values
+# become infinite. A larger value (from a namespace scale or a product of interacting
+# values; the input itself cannot be infinite) is dropped, as a 0 is: squared, it would
+# overflow the learners' float64 state (x^2 > 1.8e308 from |x| > 1.3e154), and VW never
+# learns from it either (gd.cc skips |x| >= FLT_MAX; its predictions with it are NaN).
+MAX_FEATURE_VALUE = 3.4028234663852886e38
+
 # label_kind: what labels may be.
 LABELS_ANY = 0            # any finite number
 LABELS_BINARY = 1         # -1/+1, 0 read as -1
+LABELS_HINGE = -1         # any finite number, 0 read as -1 (VW's hinge takes real labels)
 # label_kind K >= 2: classes 1..K
 
 # Columns of the errors table (E_DETAIL: a number for the message, e.g. the feature count).
@@ -122,19 +130,35 @@ def _record_error(errors, n_errors, line, code, token_start, token_end, line_sta
 
 @njit(inline="always")
 def _check_label(label, label_kind):
-    """Returns (label, error code): binary losses take -1/+1 and map 0 to -1;
-    multiclass (label_kind = K) takes the integers 1..K."""
+    """Returns (label, error code): the logistic loss takes -1/+1 and maps 0 to
+    -1; the hinge loss maps 0 to -1 and takes any other number as it is (VW's
+    max(0, 1 - y p) with a real y); multiclass (label_kind = K) takes the
+    integers 1..K."""
     if label_kind == LABELS_ANY:
         return label, 0
     if label_kind >= 2:
         if label == math.floor(label) and 1.0 <= label <= label_kind:
             return label, 0
         return label, ERR_LABEL_NOT_CLASS
-    if label == 1.0 or label == -1.0:
-        return label, 0
     if label == 0.0:
         return -1.0, 0
+    if label == 1.0 or label == -1.0 or label_kind == LABELS_HINGE:
+        return label, 0
     return label, ERR_LABEL_NOT_BINARY
+
+
+@njit
+def drop_unusable(index, value, lo, hi):
+    """Drop the features in [lo, hi) whose |value| exceeds MAX_FEATURE_VALUE (or is
+    infinite: a product that overflowed). Returns the new end; VW's feature counts
+    still count them."""
+    kept = lo
+    for j in range(lo, hi):
+        if abs(value[j]) <= MAX_FEATURE_VALUE:
+            index[kept] = index[j]
+            value[kept] = value[j]
+            kept += 1
+    return kept
 
 
 @njit(inline="always")
@@ -455,6 +479,7 @@ def _chunk_parser(libsvm, interacting):
                 n_features = kept
             counted = n_features - first_feature + linear_ignored
             if not record:  # record mode names every occurrence, so it keeps repeats apart
+                n_features = drop_unusable(index, value, first_feature, n_features)
                 n_features = merge_duplicates(index, value, first_feature, n_features, bloom)
             if constant_index >= 0:
                 if n_features == len(index):
@@ -551,6 +576,7 @@ def csr_examples(indptr, indices, data, labels, mask, constant_index, label_kind
                 value[n_features] = x
                 n_features += 1
         counted = n_features - first
+        n_features = drop_unusable(index, value, first, n_features)
         n_features = merge_duplicates(index, value, first, n_features, bloom)
         if constant_index >= 0:
             index[n_features] = constant_index

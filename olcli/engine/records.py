@@ -20,11 +20,15 @@ from typing import NamedTuple
 import numpy as np
 
 # The model's lifetime counters (saved in its header), updated example by example
-# so that a run continued with -i adds up exactly as one long run does.
+# so that a run continued with -i adds up exactly as one long run does. The last
+# two are the range of labels learned from so far (VW's min_label/max_label):
+# predictions are clipped to it (driver.clip_prediction).
 COUNTER_NAMES = ("rounds", "examples", "labeled_examples", "weighted_examples",
-                 "weighted_labels", "loss_sum", "total_features")
-C_ROUNDS, C_EXAMPLES, C_LABELED, C_WEIGHT, C_LABEL_SUM, C_LOSS, C_FEATURES = range(len(COUNTER_NAMES))
+                 "weighted_labels", "loss_sum", "total_features", "min_label", "max_label")
+(C_ROUNDS, C_EXAMPLES, C_LABELED, C_WEIGHT, C_LABEL_SUM, C_LOSS, C_FEATURES,
+ C_MIN_LABEL, C_MAX_LABEL) = range(len(COUNTER_NAMES))
 N_COUNTERS = len(COUNTER_NAMES)
+ADDITIVE_COUNTERS = tuple(range(C_MIN_LABEL))   # the others are a running min and max
 
 # Run statistics (Tally.stats).
 S_EXAMPLES = 0        # examples seen, labeled or not
@@ -67,6 +71,7 @@ N_HOLDOUT = 7
 class Table(NamedTuple):
     state: np.ndarray      # (rows, slots) float64; the algorithm's named slots
     counters: np.ndarray   # float64[N_COUNTERS]
+    scalars: np.ndarray    # float64: the algorithm's own global numbers (registry Algorithm.scalars)
 
 
 class Settings(NamedTuple):
@@ -78,6 +83,8 @@ class Settings(NamedTuple):
     block_rows: int        # rows of one class's block (the whole table when not multiclass)
     classes: int           # K, or 0
     softmax: bool          # multiclass: softmax (else one against all)
+    min_prediction: float  # --min-prediction / --max-prediction: a fixed end of the clipping range;
+    max_prediction: float  # NaN = that end is the label range seen (VW's rule)
 
 
 class Batch(NamedTuple):

@@ -22,9 +22,16 @@ from olcli.errors import UsageError as ParameterError  # exit code 2 on the comm
 @dataclass(frozen=True)
 class Option:
     """A command-line option that sets a hyper-parameter (shared by the
-    algorithms whose parameter names it, e.g. -l sets AdaGrad's eta and FTRL's alpha)."""
+    algorithms whose parameter names it, e.g. -l sets AdaGrad's eta and FTRL's alpha).
+
+    A ``switch`` takes no value: given, it sets its parameter to 1 (VW's
+    --adaptive); not given, the parameter is left to the algorithm's rules.
+    ``implies`` names the algorithm the option selects when no algorithm flag
+    is given (VW's --adaptive is an option of its default learner, gd)."""
     flags: tuple
     help: str
+    switch: bool = False
+    implies: str = ""
 
 
 # Option name (the train command's parameter) -> how it is spelled.
@@ -36,6 +43,17 @@ OPTIONS = {
     "radius": Option(("--radius",), "keep every weight in [-R, R] (0: no bound)"),
     "ftrl_beta": Option(("--ftrl-beta",), "FTRL beta"),
     "epsilon": Option(("--epsilon",), "ScInOL epsilon (initial wealth)"),
+    "power_t": Option(("--power-t",), "power t: the rate decays as t^-power_t (VW's --power_t)"),
+    "initial_t": Option(("--initial-t",), "initial t: the round count starts here (VW's --initial_t)"),
+    "adaptive": Option(("--adaptive",), "VW's per-feature AdaGrad rates (implies --gd; with any of "
+                       "--adaptive/--normalized/--invariant, exactly the ones given are on)",
+                       switch=True, implies="gd"),
+    "normalized": Option(("--normalized",), "VW's per-feature normalisation by the largest |x| seen "
+                         "(implies --gd)", switch=True, implies="gd"),
+    "invariant": Option(("--invariant",), "VW's importance-invariant update (implies --gd)",
+                        switch=True, implies="gd"),
+    "coin_alpha": Option(("--coin-alpha",), "coin betting: initial wealth per coordinate (VW's --ftrl_alpha)"),
+    "coin_beta": Option(("--coin-beta",), "coin betting: floor of the gradient-size estimate (VW's --ftrl_beta)"),
 }
 
 
@@ -47,13 +65,23 @@ class Param:
     low: float = 0.0           # allowed: value > low (>= low when low_inclusive), finite
     low_inclusive: bool = False
     help: str = ""
+    added: bool = False        # added after model files existed: a file without it gets the
+                               # default, which must be the behaviour from before it existed
 
     @property
     def flag(self) -> str:
         return "/".join(OPTIONS[self.option].flags)
 
+    @property
+    def switch(self) -> bool:
+        return OPTIONS[self.option].switch
+
     def check(self, value: float) -> float:
         """The value as a float, or ParameterError saying what is allowed."""
+        if self.switch:
+            if isinstance(value, (bool, int, float)) and value in (0, 1):
+                return float(value)
+            raise ParameterError(f"{self.name} ({self.flag}) is on or off: True/False or 1/0 (got {value!r})")
         try:
             value = float(value)
         except (TypeError, ValueError):
@@ -74,6 +102,13 @@ class Algorithm:
     summary: str = ""
     paper: str = ""
     unbounded_loss_clipped: bool = False   # clip dloss/dp to [-1, 1] for unbounded losses
+    scalars: tuple = ()        # (name, initial value): the algorithm's global numbers (Table.scalars);
+                               # the initial value is a number or the name of a parameter it starts at
+    rules: object = None       # rules(given, params) -> params: defaults that depend on what was given
+
+    def initial_scalars(self, params: dict) -> list:
+        """The scalars of a fresh model with these (resolved) hyper-parameters."""
+        return [float(params[start]) if isinstance(start, str) else float(start) for _, start in self.scalars]
 
     @property
     def defaults(self) -> dict:
@@ -102,6 +137,8 @@ class Algorithm:
                                      f"{', '.join(known) or 'none'}; {name} belongs to: {users})")
         params = {name: param.check(param.default if given.get(name) is None else given[name])
                   for name, param in known.items()}
+        if self.rules is not None:
+            params = self.rules(given, params)
         if self.name == "adagrad" and params["l1"] > 0 and params["l2"] > 0:
             raise ParameterError("--adagrad takes --l1 or --l2, not both (the paper's closed forms, "
                                  "Eq. 24 and Eq. 25, are for one at a time); --ftrl takes both")
@@ -116,6 +153,32 @@ _L1 = Param("l1", 0.0, "l1", low_inclusive=True, help="L1 strength")
 _L2 = Param("l2", 0.0, "l2", low_inclusive=True, help="L2 strength")
 _DELTA = Param("delta", 1e-6, "delta", low_inclusive=True, help="AdaGrad delta, added to sqrt(sum g^2)")
 _EPSILON = Param("epsilon", 1.0, "epsilon", help="initial wealth epsilon")
+GD_SWITCHES = ("adaptive", "normalized", "invariant")
+
+
+def _vw_gd_rules(given: dict, params: dict) -> dict:
+    """VW's option rules for its default learner (gd.cc gd_setup, as tests/naive_vw.py):
+
+    - none of --adaptive/--normalized/--invariant given: all three are on; as
+      soon as one is given, exactly the given ones are;
+    - -l not given: 0.5 with adaptive and normalized both on, else 10;
+    - plain SGD (neither adaptive nor normalized) with --initial-t not given:
+      initial_t = 1 (the rate then starts at eta and decays as (1 + t)^-power_t).
+
+    ``given`` holds what the user gave (None = not given); a model read from a
+    file gives everything, so the rules change nothing there."""
+    params = dict(params)
+    if any(given.get(name) is not None for name in GD_SWITCHES):
+        for name in GD_SWITCHES:
+            if given.get(name) is None:
+                params[name] = 0.0
+    adaptive, normalized = params["adaptive"] > 0, params["normalized"] > 0
+    if given.get("eta") is None and not (adaptive and normalized):
+        params["eta"] = 10.0
+    if given.get("initial_t") is None and not adaptive and not normalized:
+        params["initial_t"] = 1.0
+    return params
+
 
 ALGORITHMS = {a.name: a for a in [
     Algorithm(
@@ -155,9 +218,36 @@ ALGORITHMS = {a.name: a for a in [
     ),
     Algorithm(
         name="sgd", module="sgd", slots=("w",),
-        params=(_eta(0.5, "SGD"),),
-        summary="Plain SGD with rate eta/sqrt(t) (the papers' baseline).",
+        params=(_eta(0.5, "SGD"),
+                Param("power_t", 0.5, "power_t", low_inclusive=True, added=True, help="rate decay power"),
+                Param("initial_t", 0.0, "initial_t", low_inclusive=True, added=True, help="initial t")),
+        summary="Plain SGD with rate eta/(initial_t + t)^power_t, by default eta/sqrt(t) (the papers' baseline).",
         paper="online gradient descent, eta_t = eta/sqrt(t) (ScInOL 2019, §4)",
+    ),
+    Algorithm(
+        name="gd", module="gd", slots=("w", "G", "N"),
+        params=(Param("eta", 0.5, "learning_rate",
+                      help="learning rate eta (10 unless both adaptive and normalized, as VW)"),
+                Param("power_t", 0.5, "power_t", low_inclusive=True, help="rate decay power"),
+                Param("initial_t", 0.0, "initial_t", low_inclusive=True, help="initial t (1 for plain SGD)"),
+                Param("adaptive", 1.0, "adaptive", low_inclusive=True, help="per-feature AdaGrad rates"),
+                Param("normalized", 1.0, "normalized", low_inclusive=True, help="normalised by feature scale"),
+                Param("invariant", 1.0, "invariant", low_inclusive=True, help="importance-invariant update"),
+                _L1, _L2),
+        summary="VW's default learner: normalized, adaptive, importance-invariant SGD.",
+        paper="Ross, Mineiro & Langford 2013 (NG/NAG); Karampatziakis & Langford 2011; "
+              "Duchi, Hazan & Singer 2011; VW gd.cc",
+        scalars=(("normalized_sum_norm_x", "initial_t"), ("total_weight", "initial_t"),
+                 ("gravity", 0.0), ("contraction", 1.0)),
+        rules=_vw_gd_rules,
+    ),
+    Algorithm(
+        name="coin", module="coin", slots=("w", "Z", "G", "M", "wealth", "L"),
+        params=(Param("alpha", 4.0, "coin_alpha", help="initial wealth alpha"),
+                Param("beta", 1.0, "coin_beta", low_inclusive=True, help="floor beta of the gradient size L")),
+        summary="VW's --coin: per-coordinate Krichevsky-Trofimov coin betting, no learning rate.",
+        paper="Orabona & Pál 2016 (KT betting), Orabona & Tommasi 2017 (COCOB); VW ftrl.cc",
+        scalars=(("normalized_sum_norm_x", 0.0), ("total_weight", 0.0)),
     ),
 ]}
 

@@ -24,6 +24,7 @@ from numba import njit
 
 from olcli.engine.driver import run_binary, weights_loop
 from olcli.engine.multiclass import run_multiclass
+from olcli.engine.records import C_ROUNDS
 
 from olcli.engine import merge_common, scinol_common
 from olcli.engine.scinol_common import M, S2, accumulate, raise_max, theta_and_scale
@@ -49,7 +50,8 @@ def _weight(state, i):
 
 
 @njit
-def predict(state, index, value, lo, hi, offset, params, rounds, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
+    state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
     epsilon = params[P_EPSILON]
     t = rounds + 1.0
     p = 0.0
@@ -59,20 +61,24 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
         if learning and x != 0.0:
             raise_max(state, i, x, epsilon)
             m = state[i, M]
-            state[i, BETA] = min(state[i, BETA], epsilon * (state[i, S2] + m * m) / (x * x * t))
+            squared = x * x * t
+            if squared > 0.0:  # |x| so small that x^2 underflows: the bound is +inf, beta stays
+                state[i, BETA] = min(state[i, BETA], epsilon * (state[i, S2] + m * m) / squared)
         p += _weight(state, i) * x
     return p
 
 
 @njit
-def update(state, index, value, lo, hi, offset, g, params, rounds):
+def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
+    state = table.state
     for j in range(lo, hi):
         accumulate(state, offset + index[j], g * value[j])
 
 
 @njit
-def weight(state, i, params, rounds):
+def weight(table, settings, i):
     """Row i's weight from the stored state (M as it is: not raised for an example)."""
+    state = table.state
     return _weight(state, i)
 
 
@@ -89,8 +95,8 @@ def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
 
 
 @njit(cache=True)
-def weights_at(state, params, rounds, rows):
-    return weights_loop(weight, state, params, rounds, rows)
+def weights_at(table, settings, rows):
+    return weights_loop(weight, table, settings, rows)
 
 
 # ---------------------------------------------------------------------------

@@ -41,7 +41,8 @@ def _weight(state, i):
 
 
 @njit
-def predict(state, index, value, lo, hi, offset, params, rounds, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
+    state, params = table.state, settings.params
     epsilon = params[P_EPSILON]
     p = 0.0
     for j in range(lo, hi):
@@ -54,7 +55,8 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
 
 
 @njit
-def update(state, index, value, lo, hi, offset, g, params, rounds):
+def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
+    state = table.state
     for j in range(lo, hi):
         gx = g * value[j]
         i = offset + index[j]
@@ -64,8 +66,9 @@ def update(state, index, value, lo, hi, offset, g, params, rounds):
 
 
 @njit
-def weight(state, i, params, rounds):
+def weight(table, settings, i):
     """Row i's weight from the stored state (M as it is: not raised for an example)."""
+    state = table.state
     return _weight(state, i)
 
 
@@ -82,8 +85,8 @@ def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
 
 
 @njit(cache=True)
-def weights_at(state, params, rounds, rows):
-    return weights_loop(weight, state, params, rounds, rows)
+def weights_at(table, settings, rows):
+    return weights_loop(weight, table, settings, rows)
 
 
 # ---------------------------------------------------------------------------

@@ -1,7 +1,16 @@
-"""Plain online (sub)gradient descent with a 1/sqrt(t) rate (``--sgd``).
+"""Plain online (sub)gradient descent with a decaying rate (``--sgd``).
 
 The baseline the AdaGrad and ScInOL papers compare against (ScInOL §4: "SGD
-with eta_t ~ 1/sqrt(t)"): w_i <- w_i - (eta / sqrt(t)) g_i, t the round number.
+with eta_t ~ 1/sqrt(t)"): w_i <- w_i - eta_t g_i with
+
+    eta_t = eta / (initial_t + t)^power_t,   t the round number (1 for the first update),
+
+by default (power_t 1/2, initial_t 0) eta / sqrt(t). VW's ``--sgd`` (its gd with
+none of --adaptive/--normalized/--invariant, registry._vw_gd_rules) is this rule
+with eta * initial_t^power_t as eta, initial_t 1 and -l 10 by default, when every
+example has importance 1 (VW's t is the importance sum, olcli's the update count):
+so ``olcli --sgd -l 10 --initial-t 1`` is VW's ``--sgd`` (tests/test_algorithms.py
+compares it with ``--gd`` with all switches off).
 """
 
 import math
@@ -12,15 +21,17 @@ from numba import njit
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop
 from olcli.engine.multiclass import run_multiclass
+from olcli.engine.records import C_ROUNDS
 
 SLOTS = ("w",)
 W = 0
-PARAMS = ("eta",)
-P_ETA = 0
+PARAMS = ("eta", "power_t", "initial_t")
+P_ETA, P_POWER_T, P_INITIAL_T = 0, 1, 2
 
 
 @njit
-def predict(state, index, value, lo, hi, offset, params, rounds, learning):
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
+    state = table.state
     p = 0.0
     for j in range(lo, hi):
         p += state[offset + index[j], W] * value[j]
@@ -28,14 +39,18 @@ def predict(state, index, value, lo, hi, offset, params, rounds, learning):
 
 
 @njit
-def update(state, index, value, lo, hi, offset, g, params, rounds):
-    rate = params[P_ETA] / math.sqrt(rounds + 1.0)
+def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
+    state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
+    t = params[P_INITIAL_T] + (rounds + 1.0)
+    power_t = params[P_POWER_T]
+    rate = params[P_ETA] / (math.sqrt(t) if power_t == 0.5 else t ** power_t)
     for j in range(lo, hi):
         state[offset + index[j], W] -= rate * g * value[j]
 
 
 @njit
-def weight(state, i, params, rounds):
+def weight(table, settings, i):
+    state = table.state
     return state[i, W]
 
 
@@ -52,8 +67,8 @@ def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
 
 
 @njit(cache=True)
-def weights_at(state, params, rounds, rows):
-    return weights_loop(weight, state, params, rounds, rows)
+def weights_at(table, settings, rows):
+    return weights_loop(weight, table, settings, rows)
 
 
 # ---------------------------------------------------------------------------
@@ -95,8 +110,8 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights):
     lifetime example counts, so a base's examples count once per model and a
     model that learned nothing still pulls toward the base; here the weights
     are what each shard learned, so an idle shard weighs nothing. The rate
-    eta / sqrt(t) then continues from t = the merged rounds, as if all
-    examples had been seen in one run. The cost of having no per-coordinate
+    eta / (initial_t + t)^power_t then continues from t = the merged rounds,
+    as if all examples had been seen in one run. The cost of having no per-coordinate
     weights: a feature only shard k saw moves by p_k of what k learned
     (w_base + p_k (w_k - w_base)); the adaptive learners avoid that.
 

@@ -1,0 +1,257 @@
+"""Coin betting, VW's ``--coin`` (``--coin``): no learning rate.
+
+Per coordinate, a Krichevsky-Trofimov bettor (Orabona & Pál 2016, "Coin
+Betting and Parameter-Free Online Learning": online linear optimisation as
+betting on the outcomes -g_i of a coin, the KT bet being a signed fraction of
+the bettor's wealth, the fraction the average of the past outcomes), with the
+round count replaced by the data-dependent
+(L M + G)/(L M) of COCOB (Orabona & Tommasi 2017), as VW's ``reductions/ftrl.cc``
+implements it (``learn_coin_betting`` = ``coin_betting_predict`` then
+``coin_betting_update_after_prediction``; written out and checked against VW
+9.11.9 in tests/naive_vw.py ``VWCoin`` and benchmarks/results/vw_learners.md):
+
+    bet_i(M) = (alpha + wealth_i) / (L_i M (L_i M + G_i)) Z_i      (0 while L_i M = 0)
+    Z_i = -sum g_i,   G_i = sum |g_i|,   wealth_i = sum -g_i bet_i,   g_i = k loss'(p) x_i
+    M_i = largest |x_i|,   L_i = largest |k loss'(p)| (at least beta)
+
+Predicting an example that is learned from (``coin_betting_predict``): with
+M' = max(M_i, |x_i|) (not stored), p = sum_i bet_i(M') x_i / A, where A is the
+running average of the examples' normalised squared norms, including this one:
+
+    normalized_sum_norm_x += k sum_i (x_i / M')^2,   total_weight += k
+    A = (normalized_sum_norm_x + 1e-6) / total_weight
+
+Update (every labeled example with k > 0, whatever its loss), with d = k
+loss'(p) at the clipped p, for each feature: M_i = max(M_i, |x_i|); if |d| > L_i:
+L_i = max(|d|, beta); w = bet_i(M_i) with the new M_i, L_i; Z_i -= d x_i;
+G_i += |d x_i|; wealth_i -= d x_i w; and the stored weight w_i = w / A.
+A test, held-out or unlabeled example is predicted with the stored weights,
+p = sum_i w_i x_i (VW's ``predict``): not the progressive prediction above.
+
+alpha (``--coin-alpha``, 4) is the initial wealth per coordinate and beta
+(``--coin-beta``, 1) the floor of the gradient-size estimate L; VW spells them
+--ftrl_alpha and --ftrl_beta (with --coin their defaults are 4 and 1).
+
+Scale: multiplying a feature by c > 0 multiplies its M_i, Z_i and G_i by c and
+leaves its wealth, L_i and x_i / M_i unchanged, so its bet is divided by c and
+every prediction is unchanged, from the first example on (M' includes the
+current |x_i|); exactly, bit for bit, for powers of two (tests/test_algorithms.py).
+Scaling the labels is another matter: alpha and beta are in the loss's units.
+
+Where olcli differs from VW: float64 instead of float32; the base (VW's initial
+value) is added to the progressive prediction, which VW leaves out while
+learning (it adds it at test time); an example of importance 0 is not learned
+from (VW's --coin raises M_i and rewrites w_i for it).
+"""
+
+import numpy as np
+from numba import njit
+
+from olcli.engine import merge_common
+from olcli.engine.driver import run_binary, weights_loop
+from olcli.engine.multiclass import run_multiclass
+
+SLOTS = ("w", "Z", "G", "M", "wealth", "L")
+W, Z, G, M, WEALTH, L = range(6)   # VW's W_XT, W_ZT, W_G2, W_MX, W_WE, W_MG
+PARAMS = ("alpha", "beta")
+P_ALPHA, P_BETA = 0, 1
+SCALARS = ("normalized_sum_norm_x", "total_weight")
+NORM_X_SUM, TOTAL_WEIGHT = 0, 1
+
+
+@njit(inline="always")
+def _bet(state, i, m, alpha):
+    """The KT/COCOB bet of coordinate i at scale m (0 while L m is 0, or so
+    small that (L m)^2 underflows)."""
+    lm = state[i, L] * m
+    denominator = lm * (lm + state[i, G])
+    if denominator > 0.0:
+        return (alpha + state[i, WEALTH]) / denominator * state[i, Z]
+    return 0.0
+
+
+@njit(inline="always")
+def _average_norm(scalars):
+    return (scalars[NORM_X_SUM] + 1e-6) / scalars[TOTAL_WEIGHT]
+
+
+@njit
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
+    state = table.state
+    p = 0.0
+    if not learning:  # VW's predict: the stored weights
+        for j in range(lo, hi):
+            p += state[offset + index[j], W] * value[j]
+        return p
+    alpha = settings.params[P_ALPHA]
+    norm_x = 0.0
+    for j in range(lo, hi):
+        i = offset + index[j]
+        x = value[j]
+        m = max(state[i, M], abs(x))
+        p += _bet(state, i, m, alpha) * x
+        if m > 0.0:
+            ratio = x / m
+            norm_x += ratio * ratio
+    scalars = table.scalars
+    scalars[NORM_X_SUM] += h * norm_x
+    scalars[TOTAL_WEIGHT] += h
+    return p / _average_norm(scalars)
+
+
+@njit
+def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
+    state, params = table.state, settings.params
+    alpha, beta = params[P_ALPHA], params[P_BETA]
+    average = _average_norm(table.scalars)
+    d = g
+    for j in range(lo, hi):
+        i = offset + index[j]
+        x = value[j]
+        gradient = d * x
+        if abs(x) > state[i, M]:
+            state[i, M] = abs(x)
+        if abs(d) > state[i, L]:
+            state[i, L] = abs(d) if abs(d) > beta else beta
+        w = _bet(state, i, state[i, M], alpha)
+        state[i, Z] -= gradient
+        state[i, G] += abs(gradient)
+        state[i, WEALTH] -= gradient * w
+        state[i, W] = w / average
+
+
+@njit
+def weight(table, settings, i):
+    return table.state[i, W]
+
+
+# Entry points, compiled and cached for this algorithm (the loops are in driver.py).
+
+@njit(cache=True, nogil=True)
+def run_chunk(table, settings, batch, tally, predictions):
+    return run_binary(predict, update, table, settings, batch, tally, predictions)
+
+
+@njit(cache=True, nogil=True)
+def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
+    return run_multiclass(predict, update, table, settings, batch, tally, predictions, scores)
+
+
+@njit(cache=True)
+def weights_at(table, settings, rows):
+    return weights_loop(weight, table, settings, rows)
+
+
+# ---------------------------------------------------------------------------
+# Merging learners trained on separate shards (plain NumPy, not compiled).
+
+def all_weights(state, params, rounds, scalars=None):
+    """Every row's weight (the stored w slot)."""
+    return state[:, W].copy()
+
+
+def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_scalars=None,
+          shard_scalars=None):
+    """Combine --coin learners that all started from ``base``.
+
+    Arguments as the other modules' ``merge``, plus each learner's scalars
+    (``base_scalars``, ``shard_scalars``: normalized_sum_norm_x, total_weight;
+    needed, since the merged bettors must bet the merged weight times the merged
+    A). Returns a NEW state array; ``merge_scalars`` gives the scalars that go
+    with it. The inputs are not modified. Shards whose rounds did not move are
+    left out; with one shard left the result is a copy of it
+    (merge_common.prepare).
+
+    Rule, per coordinate, over the shards k that changed its row, with
+    dG_k = G_k - G_base (the gradient mass shard k put on it) and
+    f_k = |Z_k| / (L_k M_k + G_k) shard k's betting fraction:
+
+        M = max M_k,   L = max L_k                 (running maxima: exact for the union)
+        G = G_base + sum_k dG_k                     (a sum over examples: the union's)
+        w = sum_k dG_k w_k / sum_k dG_k             (the stored, test-time weight)
+        a = sum_k dG_k f_k / sum_k dG_k             (the mean betting fraction)
+        Z = sign(w) a (L M + G)
+        wealth = |w| A L M / a - alpha             (A from the merged scalars)
+
+    and w = 0 gives Z = 0 and the dG-weighted mean of the shards' wealth. A row
+    no shard changed keeps the base's row.
+
+    Why. A bettor's state is a wealth and a fraction of it to bet; the weight is
+    their product over L M. As in scinol2.merge (a bet fraction times a wealth)
+    the weights are averaged, by gradient mass as AdaGrad's by squared-gradient
+    mass (a shard that never saw the feature does not dilute it), and the bettor
+    is rebuilt to hold the averaged weight: it keeps the shards' mean fraction
+    (so it bets as boldly as they did; |f| < 1, so the wealth stays positive:
+    a bet never exceeds the wealth) and gets the wealth that makes its bet, over
+    the merged A, equal to the averaged weight. So the merged learner's
+    progressive and test-time predictions both start from the averaged weights.
+    The sums Z and wealth cannot simply be added: with K shards they would count
+    each shard's approach to the optimum once per shard (Z/(LM + G) keeps its
+    size while the wealth grows K-fold: the weight overshoots K-fold), the
+    failure measured for FTRL and ScInOL in benchmarks/results/merge_rules.md.
+
+    VW: ftrl.cc (--ftrl, --pistol, --coin) has no merge function and no
+    allreduce in end_pass; VW's merge_models refuses it.
+
+    Tested invariants (tests/test_merge.py): one shard = a copy; idle shards
+    change nothing; rows no shard changed keep the base; a row one shard
+    changed gets that shard's weight; the merged weight lies between the
+    shards' weights; symmetric in the shard order, and associative up to
+    rounding.
+    """
+    result, active = merge_common.prepare(base, shards, base_rounds, shard_rounds, shard_weights)
+    if result is not None:
+        return result
+    if base_scalars is None or shard_scalars is None:
+        raise ValueError("merging --coin learners needs their scalars (normalized_sum_norm_x, total_weight)")
+    touched = np.stack([(shards[k] != base).any(axis=1) for k in active])
+    changed = touched.any(axis=0)
+    m = np.max(np.stack([base[:, M]] + [shards[k][:, M] for k in active]), axis=0)
+    lipschitz = np.max(np.stack([base[:, L]] + [shards[k][:, L] for k in active]), axis=0)
+    grown = np.where(touched, np.stack([shards[k][:, G] for k in active]) - base[:, G], 0.0)
+    grown = np.maximum(grown, 0.0)
+    weights = np.stack([shards[k][:, W] for k in active])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fractions = np.stack([np.abs(s[:, Z]) / (s[:, L] * s[:, M] + s[:, G]) for s in (shards[k] for k in active)])
+    fractions = np.where(np.isfinite(fractions), fractions, 0.0)
+    w, total = merge_common.weighted_mean(weights, grown)
+    fraction, _ = merge_common.weighted_mean(fractions, grown)
+    wealth, _ = merge_common.weighted_mean(np.stack([shards[k][:, WEALTH] for k in active]), grown)
+    # rows changed without gradient mass (only M or L moved): the plain mean over those shards
+    count = np.maximum(touched.sum(axis=0), 1)
+    fallback = total <= 0.0
+    w = np.where(fallback, np.where(touched, weights, 0.0).sum(axis=0) / count, w)
+    g_sum = base[:, G] + total
+    lm = lipschitz * m
+    merged = merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds, shard_weights)
+    average = (merged[NORM_X_SUM] + 1e-6) / merged[TOTAL_WEIGHT]
+    bets = (w != 0.0) & (fraction > 0.0) & (lm > 0.0) & ~fallback
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(bets, np.copysign(fraction * (lm + g_sum), w), 0.0)
+        rebuilt = np.where(bets, np.abs(w) * average * lm / fraction - params[P_ALPHA], wealth)
+    out = np.array(base, dtype=np.float64, copy=True)
+    out[changed, W] = w[changed]
+    out[changed, Z] = z[changed]
+    out[changed, G] = g_sum[changed]
+    out[changed, M] = m[changed]
+    out[changed, WEALTH] = rebuilt[changed]
+    out[changed, L] = lipschitz[changed]
+    return out
+
+
+def merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds, shard_weights):
+    """The scalars that go with ``merge``'s state: the base's sums plus every
+    shard's increments (sums over examples: the union's). One shard, or at most
+    one that learned: that learner's scalars (as merge_common.prepare returns
+    its state)."""
+    if len(shard_scalars) == 1:
+        return np.array(shard_scalars[0], dtype=np.float64, copy=True)
+    active = [k for k, r in enumerate(shard_rounds) if r > base_rounds]
+    if not active:
+        return np.array(base_scalars, dtype=np.float64, copy=True)
+    if len(active) == 1:
+        return np.array(shard_scalars[active[0]], dtype=np.float64, copy=True)
+    out = np.array(base_scalars, dtype=np.float64, copy=True)
+    for slot in (NORM_X_SUM, TOTAL_WEIGHT):
+        out[slot] = base_scalars[slot] + sum(shard_scalars[k][slot] - base_scalars[slot] for k in active)
+    return out

@@ -1,0 +1,454 @@
+"""VW's default learner (``--gd``): normalized, adaptive, importance-invariant SGD.
+
+VW's ``gd`` reduction (vowpal_wabbit ``reductions/gd.cc``), as written out and
+checked against VW 9.11.9 in tests/naive_vw.py (``VWGradientDescent``) and
+benchmarks/results/vw_learners.md. Three switches, each a paper:
+
+- ``adaptive``: AdaGrad's per-feature rate 1/sqrt(G_i), G_i = sum of squared
+  gradients (Duchi, Hazan & Singer 2011, diagonal form);
+- ``normalized``: per-feature normalisation by N_i, the largest |x_i| seen,
+  and a global factor from the average normalised squared norm of the examples
+  (Ross, Mineiro & Langford 2013, "Normalized Online Learning", algorithms NG
+  and NAG; VW's ``pred_per_update_feature`` and ``average_update``);
+- ``invariant``: the importance-invariant update (Karampatziakis & Langford
+  2011, "Online Importance Weight Aware Updates"), the closed form of the
+  gradient flow over the example's whole importance (losses.invariant_update;
+  VW's ``loss_function::get_update``).
+
+VW's rule for the switches (registry._vw_gd_rules): none given = all three on;
+any given = exactly those. Example (x, y), importance k, g = dloss/dp at the
+clipped prediction p, q = power_t, eta the rate, t0 = initial_t. Per feature,
+with x2 = max(x_i^2, X_MIN^2) (gd.cc ``pred_per_update_feature``):
+
+    adaptive:    G_i += k g^2 x2                      (G_i starts at t0)
+    normalized:  if |x_i| > N_i: w_i *= (N_i/|x_i|) (adaptive, q = 1/2) or
+                 (N_i/|x_i|)^2 (not adaptive, q = 1/2) or (|x_i|/N_i)^(2(q-1))
+                 (q != 1/2), then N_i = |x_i|     (NG: as if it had always been the scale)
+                 norm_x += x2 / N_i^2
+    rate_i:      q = 1/2: 1/(N_i sqrt(G_i)), 1/sqrt(G_i), 1/N_i^2 (both, adaptive, normalized)
+                 q != 1/2: G_i^-q (if adaptive) times (N_i^2)^(q-1) (if normalized)
+    h = sum_i x2 rate_i  (plain SGD: sum_i x_i^2)
+
+globally (``get_pred_per_update``, ``average_update``, ``get_scale``), normalized:
+
+    normalized_sum_norm_x += k norm_x,  total_weight += k    (both start at t0)
+    m = sqrt(total_weight / normalized_sum_norm_x) (adaptive, q = 1/2), that ratio
+        (not adaptive, q = 1/2), (normalized_sum_norm_x / total_weight)^(q-1) (q != 1/2)
+    h *= m
+    s = eta k, times (t + k)^-q without adaptive (t = t0 + the importance of the
+        labeled examples before; plain SGD: eta *= t0^q, t0 = 1 unless given)
+    u = invariant_update(p, y, s, h)   or   -s g   (invariant off)
+    w_i += m u rate_i x_i   (plain SGD: u x_i)
+
+The update happens only when the loss at p is > 0, decided as VW decides it in
+float32: a logistic loss whose exp(-y p) <= 2^-24 is 0 there, and VW then skips
+the example entirely (benchmarks/results/vw_learners.md, "float32 loss gate").
+VW's --l1/--l2 (``compute_update``): with eta_bar = -u/g, L2 multiplies a global
+``contraction`` by 1 - l2 eta_bar and u is divided by it; L1 adds l1 eta_bar to a
+global ``gravity`` (truncated gradient, Langford, Li & Zhang 2009), by which every
+weight is truncated toward 0 when read. Both are folded into the weights when
+contraction < 1e-9 or gravity > 1e3 (``sync_weights``).
+
+State: slots w (VW's weight, before gravity and contraction), G (adaptive
+accumulator) and N (normaliser); the globals normalized_sum_norm_x,
+total_weight, gravity and contraction are the table's scalars (registry), and
+t comes from the model's counters (weighted_examples), so -i continues exactly.
+The per-feature rate (VW's "spare" slot) is computed twice, in the sensitivity
+pass and in the update pass, from the same G_i and N_i, instead of being stored.
+
+Where olcli differs from VW: float64 instead of float32 arithmetic; the base
+(VW's initial value) is added after the contraction, not scaled by it; VW's
+absolute loss is 0.5|y - p| (its quantile loss at tau 0.5) where olcli's is
+|y - p|, whose invariant update stops at y in the same way; with --softmax a
+class has no loss of its own, so its update is the gradient step -s g (as with
+the invariant update off), after the same adaptive and normalised bookkeeping.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from olcli.engine import merge_common
+from olcli.engine.driver import run_binary, weights_loop
+from olcli.engine.losses import LOGISTIC, invariant_update, loss_derivative, loss_value
+from olcli.engine.multiclass import run_multiclass
+from olcli.engine.records import C_WEIGHT
+
+SLOTS = ("w", "G", "N")
+W, G, N = 0, 1, 2
+PARAMS = ("eta", "power_t", "initial_t", "adaptive", "normalized", "invariant", "l1", "l2")
+P_ETA, P_POWER_T, P_INITIAL_T, P_ADAPTIVE, P_NORMALIZED, P_INVARIANT, P_L1, P_L2 = range(8)
+SCALARS = ("normalized_sum_norm_x", "total_weight", "gravity", "contraction")
+NORM_X_SUM, TOTAL_WEIGHT, GRAVITY, CONTRACTION = range(4)
+
+FLT_MAX = 3.4028234663852886e38   # VW skips features this large in the update (float32's largest)
+X_MIN = 1.084202e-19              # gd.cc X_MIN, about sqrt(FLT_MIN): smaller |x| count as X_MIN
+X2_MIN = X_MIN * X_MIN
+X2_MAX = FLT_MAX
+LOGISTIC_FLOAT32_ZERO = 2.0 ** -24  # log(1 + e) is 0 in float32 once e <= 2^-24
+
+
+@njit(inline="always")
+def _truncated(w, gravity):
+    """VW's trunc_weight: w moved toward 0 by gravity, 0 if it would cross."""
+    if gravity < abs(w):
+        return w - math.copysign(gravity, w)
+    return 0.0
+
+
+@njit(inline="always")
+def _rate(g2, n, power_t, adaptive, normalized):
+    """gd.cc compute_rate_decay: the per-feature factor of the step."""
+    rate = 1.0
+    if power_t == 0.5:
+        if adaptive:
+            rate = 1.0 / math.sqrt(g2) if g2 > 0.0 else math.inf
+        if normalized:
+            inv_norm = 1.0 / n
+            rate *= inv_norm if adaptive else inv_norm * inv_norm
+    else:
+        if adaptive:
+            rate = g2 ** -power_t if g2 > 0.0 else math.inf
+        if normalized:
+            rate *= (n * n) ** (power_t - 1.0)
+    return rate
+
+
+@njit(inline="always")
+def _average_update(scalars, power_t, adaptive):
+    """gd.cc average_update: NG/NAG's global factor (1 before any normalised update)."""
+    if scalars[TOTAL_WEIGHT] == 0.0 or scalars[NORM_X_SUM] == 0.0:
+        return 1.0
+    if power_t == 0.5:
+        ratio = scalars[TOTAL_WEIGHT] / scalars[NORM_X_SUM]
+        return math.sqrt(ratio) if adaptive else ratio
+    return (scalars[NORM_X_SUM] / scalars[TOTAL_WEIGHT]) ** (power_t - 1.0)
+
+
+@njit
+def _sensitivity(state, params, scalars, index, value, lo, hi, offset, h, d, adaptive, normalized):
+    """gd.cc sensitivity (get_pred_per_update with pred_per_update_feature):
+    updates G, N (rescaling w) and the normalised sums, and returns (h, m): the
+    change of the prediction per unit of update, and the global factor m."""
+    power_t = params[P_POWER_T]
+    if not adaptive and not normalized:
+        total = 0.0
+        for j in range(lo, hi):
+            total += value[j] * value[j]
+        return total, 1.0
+    grad_squared = h * (d * d)
+    if grad_squared == 0.0:  # VW returns at once: nothing changes
+        return 1.0, _average_update(scalars, power_t, adaptive)
+    g2_start = params[P_INITIAL_T] if adaptive else 0.0
+    norm_x = 0.0
+    per_update = 0.0
+    for j in range(lo, hi):
+        i = offset + index[j]
+        x = value[j]
+        x2 = x * x
+        if x2 < X2_MIN:
+            x = X_MIN if x > 0.0 else -X_MIN
+            x2 = X2_MIN
+        if adaptive:
+            if state[i, G] == 0.0:  # first touch: VW's G starts at initial_t
+                state[i, G] = g2_start
+            state[i, G] += grad_squared * x2
+        if normalized:
+            x_abs = abs(x)
+            n = state[i, N]
+            if x_abs > n:
+                if n > 0.0:  # a larger scale: rescale w as if it had always been the scale
+                    if power_t == 0.5:
+                        rescale = n / x_abs
+                        state[i, W] *= rescale if adaptive else rescale * rescale
+                    else:
+                        rescale = x_abs / n
+                        state[i, W] *= (rescale * rescale) ** (power_t - 1.0)
+                state[i, N] = x_abs
+                n = x_abs
+            norm_x += 1.0 if x2 > X2_MAX else x2 / (n * n)
+        per_update += x2 * _rate(state[i, G], state[i, N], power_t, adaptive, normalized)
+    multiplier = 1.0
+    if normalized:
+        scalars[NORM_X_SUM] += h * norm_x
+        scalars[TOTAL_WEIGHT] += h
+        multiplier = _average_update(scalars, power_t, adaptive)
+        per_update *= multiplier
+    return per_update, multiplier
+
+
+@njit(inline="always")
+def _loss_is_positive(loss, p, y, tau):
+    """VW updates only when its float32 loss is > 0 (gd.cc compute_update)."""
+    if not loss_value(loss, p, y, tau) > 0.0:
+        return False
+    return not (loss == LOGISTIC and math.exp(-y * p) <= LOGISTIC_FLOAT32_ZERO)
+
+
+@njit
+def _sync(state, scalars):
+    """gd.cc sync_weights: fold gravity and contraction into every weight."""
+    gravity, contraction = scalars[GRAVITY], scalars[CONTRACTION]
+    for i in range(state.shape[0]):
+        w = state[i, W]
+        if w != 0.0:
+            state[i, W] = _truncated(w, gravity) * contraction
+    scalars[GRAVITY] = 0.0
+    scalars[CONTRACTION] = 1.0
+
+
+@njit
+def predict(table, settings, index, value, lo, hi, offset, learning, h):
+    """gd.cc predict: sum_i w_i x_i (with --l1 each w_i truncated by gravity), times contraction."""
+    state, scalars = table.state, table.scalars
+    gravity = scalars[GRAVITY]
+    truncate = settings.params[P_L1] > 0.0
+    p = 0.0
+    for j in range(lo, hi):
+        w = state[offset + index[j], W]
+        if truncate:
+            w = _truncated(w, gravity)
+        p += w * value[j]
+    return p * scalars[CONTRACTION]
+
+
+@njit
+def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
+    """gd.cc update (compute_update, then train); see the module docstring."""
+    state, params, scalars = table.state, settings.params, table.scalars
+    adaptive = params[P_ADAPTIVE] > 0.0
+    normalized = params[P_NORMALIZED] > 0.0
+    power_t = params[P_POWER_T]
+    softmax_class = np.isnan(y)  # no loss of its own: the gradient g is given
+    if softmax_class:
+        d = g / h
+        if d == 0.0:
+            return
+    else:
+        if not _loss_is_positive(settings.loss, p, y, settings.tau):
+            return
+        d = loss_derivative(settings.loss, p, y, settings.tau)
+    per_update, multiplier = _sensitivity(state, params, scalars, index, value, lo, hi, offset, h, d,
+                                          adaptive, normalized)
+    eta = params[P_ETA]
+    scale = eta * h
+    if not adaptive:
+        t0 = params[P_INITIAL_T]
+        if not normalized:
+            scale = eta * t0 ** power_t * h
+        scale *= (t0 + table.counters[C_WEIGHT]) ** -power_t  # C_WEIGHT includes this example
+    if softmax_class or params[P_INVARIANT] <= 0.0:
+        u = -scale * d
+    else:
+        u = invariant_update(settings.loss, p, y, settings.tau, scale, per_update)
+    l1, l2 = params[P_L1], params[P_L2]
+    if (l1 > 0.0 or l2 > 0.0) and abs(u) > 1e-8:
+        eta_bar = 0.0
+        if abs(d) > 1e-8:
+            eta_bar = -u / d
+            scalars[CONTRACTION] *= 1.0 - l2 * eta_bar
+            if scalars[CONTRACTION] == 0.0:  # every weight is 0 now: fold that in (VW divides by 0)
+                _sync(state, scalars)
+        u /= scalars[CONTRACTION]
+        scalars[GRAVITY] += eta_bar * l1
+    if np.isnan(u):  # VW: "update is NAN, replacing with 0"
+        u = 0.0
+    if u != 0.0:
+        if normalized:
+            u *= multiplier
+        for j in range(lo, hi):
+            x = value[j]
+            if -FLT_MAX < x < FLT_MAX:  # VW skips features too large for float32
+                i = offset + index[j]
+                if adaptive or normalized:
+                    state[i, W] += u * x * _rate(state[i, G], state[i, N], power_t, adaptive, normalized)
+                else:
+                    state[i, W] += u * x
+    if scalars[CONTRACTION] < 1e-9 or scalars[GRAVITY] > 1e3:
+        _sync(state, scalars)
+
+
+@njit
+def weight(table, settings, i):
+    scalars = table.scalars
+    return _truncated(table.state[i, W], scalars[GRAVITY]) * scalars[CONTRACTION]
+
+
+# Entry points, compiled and cached for this algorithm (the loops are in driver.py).
+
+@njit(cache=True, nogil=True)
+def run_chunk(table, settings, batch, tally, predictions):
+    return run_binary(predict, update, table, settings, batch, tally, predictions)
+
+
+@njit(cache=True, nogil=True)
+def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
+    return run_multiclass(predict, update, table, settings, batch, tally, predictions, scores)
+
+
+@njit(cache=True)
+def weights_at(table, settings, rows):
+    return weights_loop(weight, table, settings, rows)
+
+
+# ---------------------------------------------------------------------------
+# Merging learners trained on separate shards (plain NumPy, not compiled).
+
+def all_weights(state, params, rounds, scalars=None):
+    """Every row's weight: ``weight`` for all rows at once (gravity and
+    contraction from ``scalars``; None = none, as without --l1/--l2)."""
+    w = state[:, W]
+    if scalars is None:
+        return w.copy()
+    gravity = scalars[GRAVITY]
+    truncated = np.where(gravity < np.abs(w), w - np.copysign(gravity, w), 0.0)
+    return truncated * scalars[CONTRACTION]
+
+
+def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_scalars=None,
+          shard_scalars=None):
+    """Combine --gd learners that all started from ``base``.
+
+    Arguments as the other modules' ``merge``, plus each learner's scalars
+    (``base_scalars``, ``shard_scalars``; None: the initial ones, i.e. no
+    --l1/--l2 state). Returns a NEW state array; ``merge_scalars`` gives the
+    scalars that go with it. The inputs are not modified. Shards whose rounds
+    did not move are left out; with one shard left the result is a copy of it
+    (merge_common.prepare).
+
+    Rule, per coordinate, over the shards k that changed its row (w, G or N):
+
+    1. each shard's weight is the one it predicts with, w_k = trunc(w, gravity_k)
+       contraction_k (``all_weights``);
+    2. normalized: N = max of the N_k, the largest |x| any shard saw (exact for
+       the union of the examples). The weights are not rescaled to it, although
+       NG rescales a weight when a larger value arrives (Ross et al. 2013; gd.cc
+       pred_per_update_feature): that guards the worst case of one learner, and
+       at a merge it shrinks weights a shard learned well because another shard
+       met one larger value; measured in benchmarks/results/merge_rules.md
+       (cod-rna, whose features are unscaled: test loss 0.4952 rescaled, 0.4772
+       not, after one merge of 4 shards; a9a and phishing: no difference);
+    3. adaptive: with dG_k = G_k - G_base (G_base = initial_t for a row the
+       base never touched: VW's G starts there),
+           w = sum_k dG_k w_k / sum_k dG_k,   G = G_base + sum_k dG_k
+       (AdaGrad's rule, adagrad.merge: a shard's squared-gradient mass is how
+       much it learned about the feature, a shard that never saw it does not
+       dilute it, and the increments add up to the G of one learner that saw
+       every example); not adaptive: w = w_base + sum_k p_k (w_k - w_base,k)
+       over all shards that learned, p_k their importance shares and w_base,k
+       the base's weight as shard k sees it (sgd.merge's sum_k p_k w_k: there is
+       nothing per coordinate to weigh by; anchored at the base so that L1/L2
+       shrinkage is counted as in 4);
+    4. --l1/--l2: the merged learner's gravity and contraction are what one
+       learner that saw every shard's examples would hold (``merge_scalars``:
+       gravity adds the shards' increments, contraction multiplies their
+       ratios). A row no shard changed keeps the base's row, so it undergoes
+       every shard's L1/L2 shrinkage, as after sequential training, while a row
+       a shard changed carries that shard's own (adagrad.merge treats its lazy
+       shrinkage the same way); for such a row the stored w is the one that
+       gives the merged weight under the merged gravity and contraction,
+       w = sign(w_merged) (|w_merged| / contraction + gravity) (the weight
+       formula inverted, as ftrl.merge inverts its own; exact up to the rounding
+       of gravity, the precision of VW's own representation). When the merged
+       contraction is below 1e-9 or the gravity above 1e3, both are folded into
+       every weight instead, as VW's sync_weights does during training.
+
+    VW: its gd.cc merge uses do_weighting (the G-weighted mean of the totals,
+    see adagrad.merge) for adaptive weights and the plain mean otherwise, adds
+    total_weight and normalized_sum_norm_x over models without subtracting the
+    base (benchmarks/results/merge_rules.md, "What VW does"), and averages N
+    with the same weights as w.
+
+    Tested invariants (tests/test_merge.py): one shard = a copy; idle shards
+    change nothing; rows no shard changed keep the base's row; a row one shard
+    changed gets that shard's weight; the merged weight lies between the
+    shards' weights; symmetric in the shard order, and associative up to
+    rounding.
+    """
+    result, active = merge_common.prepare(base, shards, base_rounds, shard_rounds, shard_weights)
+    if result is not None:
+        return result
+    base_scalars, shard_scalars = _scalars_or_initial(params, base_scalars, shard_scalars, len(shards))
+    touched = np.stack([(shards[k] != base).any(axis=1) for k in active])
+    changed = touched.any(axis=0)
+    n = np.max(np.stack([base[:, N]] + [shards[k][:, N] for k in active]), axis=0)
+    weights = np.stack([all_weights(shards[k], params, shard_rounds[k], shard_scalars[k]) for k in active])
+    out = np.array(base, dtype=np.float64, copy=True)
+    if params[P_ADAPTIVE] > 0.0:
+        start = np.where(base[:, G] > 0.0, base[:, G], params[P_INITIAL_T])
+        grown = np.where(touched, np.stack([shards[k][:, G] for k in active]) - start, 0.0)
+        w, total = merge_common.weighted_mean(weights, np.maximum(grown, 0.0))
+        # a row changed with no squared gradient to weigh by: the plain mean of the changers
+        plain = np.where(touched, weights, 0.0).sum(axis=0) / np.maximum(touched.sum(axis=0), 1)
+        w = np.where(total > 0.0, w, plain)
+        out[changed, G] = (start + total)[changed]
+    gravity, contraction = merged_regularization(base_scalars, [shard_scalars[k] for k in active])
+    if params[P_ADAPTIVE] <= 0.0:
+        # sgd.merge's w = sum_k p_k w_k, anchored at the base: w = base + sum_k p_k (w_k - base_k),
+        # each weight as its learner sees it (base_k: the base row under shard k's L1/L2), so that a
+        # shard that left a row alone adds nothing, and pairwise merging equals merging at once
+        counts = np.array([float(shard_weights[k]) for k in active])
+        share = counts / counts.sum() if counts.sum() > 0.0 else np.full(len(active), 1.0 / len(active))
+
+        def seen(scalars):
+            return all_weights(base, params, base_rounds, scalars)
+
+        moved = np.stack([weights[a] - seen(shard_scalars[k]) for a, k in enumerate(active)])
+        w = seen(np.array([0.0, 0.0, gravity, contraction])) + (share[:, None] * moved).sum(axis=0)
+    if _folds(gravity, contraction):
+        out[:, W] = all_weights(base, params, base_rounds, np.array([0.0, 0.0, gravity, contraction]))
+        stored = w
+    else:
+        with np.errstate(over="ignore"):
+            stored = np.where(w != 0.0, np.copysign(np.abs(w) / contraction + gravity, w), 0.0)
+    out[changed, W] = stored[changed]
+    out[changed, N] = n[changed]
+    return out
+
+
+def _folds(gravity, contraction):
+    """sync_weights' condition: fold them into the weights."""
+    return contraction < 1e-9 or gravity > 1e3
+
+
+def _scalars_or_initial(params, base_scalars, shard_scalars, count):
+    initial = np.array([params[P_INITIAL_T], params[P_INITIAL_T], 0.0, 1.0])
+    base_scalars = initial if base_scalars is None else base_scalars
+    shard_scalars = [initial if sc is None else sc for sc in (shard_scalars or [None] * count)]
+    return base_scalars, shard_scalars
+
+
+def merged_regularization(base_scalars, active_scalars):
+    """(gravity, contraction) of one learner that saw the base's and every shard's
+    examples: the base's gravity plus the shards' increments, its contraction
+    times the shards' ratios. After a shard folded them into its weights
+    (sync_weights, at contraction < 1e-9 or gravity > 1e3) its increments are
+    unknown and count as none."""
+    gravity = base_scalars[GRAVITY] + sum(max(sc[GRAVITY] - base_scalars[GRAVITY], 0.0) for sc in active_scalars)
+    contraction = base_scalars[CONTRACTION]
+    for sc in active_scalars:
+        contraction *= min(sc[CONTRACTION] / base_scalars[CONTRACTION], 1.0)
+    return gravity, contraction
+
+
+def merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds, shard_weights):
+    """The scalars that go with ``merge``'s state: the normalised sums are the
+    base's plus every shard's increments (sums over examples: the union's);
+    gravity and contraction as ``merged_regularization`` (0 and 1 where merge
+    folds them into the weights). One shard, or at most one that learned: that
+    learner's scalars (as merge_common.prepare returns its state)."""
+    base_scalars, shard_scalars = _scalars_or_initial(params, base_scalars, shard_scalars, len(shard_rounds))
+    if len(shard_scalars) == 1:
+        return np.array(shard_scalars[0], dtype=np.float64, copy=True)
+    active = [k for k, r in enumerate(shard_rounds) if r > base_rounds]
+    if not active:
+        return np.array(base_scalars, dtype=np.float64, copy=True)
+    if len(active) == 1:
+        return np.array(shard_scalars[active[0]], dtype=np.float64, copy=True)
+    out = np.array(base_scalars, dtype=np.float64, copy=True)
+    for slot in (NORM_X_SUM, TOTAL_WEIGHT):
+        out[slot] = base_scalars[slot] + sum(shard_scalars[k][slot] - base_scalars[slot] for k in active)
+    gravity, contraction = merged_regularization(base_scalars, [shard_scalars[k] for k in active])
+    out[GRAVITY], out[CONTRACTION] = (0.0, 1.0) if _folds(gravity, contraction) else (gravity, contraction)
+    return out
