@@ -194,6 +194,16 @@ def _end_pass(learner, options, best: _BestPass, pass_number: int) -> bool:
 
 
 def _report(learner, options, elapsed, progress, bad_lines, best, pass_number, examples) -> dict:
+    return report_of(learner, options, elapsed, bad_lines=bad_lines.count, bad_line_samples=bad_lines.samples,
+                     progress=progress.records, passes=pass_number, best=best,
+                     cache=None if examples.cache_temporary else examples.cache_path,
+                     cache_reused=examples.cache_reused)
+
+
+def report_of(learner, options, elapsed, *, bad_lines, bad_line_samples, progress, passes, best, cache,
+              cache_reused) -> dict:
+    """The report's numbers of a run (one machine, or a cluster: olcli/scaleout.py):
+    the learner's summary, the settings, and the passes with their holdout losses."""
     model = learner.model
     report = summarize(learner.tally.stats, learner.tally.auc, model.loss, model.classes)
     report.update({
@@ -207,15 +217,15 @@ def _report(learner, options, elapsed, progress, bad_lines, best, pass_number, e
         "bits": model.bits,
         "multiclass": model.multiclass or None,
         "classes": model.classes or None,
-        "bad_lines": bad_lines.count,
-        "bad_line_samples": bad_lines.samples,
-        "progress": progress.records,
-        "passes": pass_number,
+        "bad_lines": bad_lines,
+        "bad_line_samples": bad_line_samples,
+        "progress": progress,
+        "passes": passes,
         "holdout_period": options.holdout,
         "holdout_losses": [x if x != float("inf") else None for x in best.losses],
         "best_pass": best.number,
-        "cache": None if examples.cache_temporary else examples.cache_path,
-        "cache_reused": examples.cache_reused,
+        "cache": cache,
+        "cache_reused": cache_reused,
     })
     if best.number is not None:
         # After several passes the honest number is the holdout loss of the kept model.

@@ -917,42 +917,15 @@ class ScaleOut:
         self.stderr.flush()
 
     def report(self) -> dict:
-        """The JSON report's numbers, as olcli/run.py's ``_report`` gives them, plus ``scale_out``."""
-        from olcli import __version__
-        from olcli.report import summarize
+        """The JSON report's numbers, as olcli/run.py gives them (run.report_of), plus ``scale_out``."""
+        from olcli.run import report_of
 
         learner, options = self.learner, self.options
-        model = learner.model
         elapsed = time.perf_counter() - self.started
-        best = self.best
-        report = summarize(learner.tally.stats, learner.tally.auc, model.loss, model.classes)
-        report.update({
-            "elapsed_seconds": elapsed,
-            "examples_per_second": report["examples"] / elapsed if elapsed > 0 else None,
-            "olcli_version": __version__,
-            "format": model.input_format,
-            "algorithm": model.algorithm,
-            "params": dict(model.params),
-            "loss": model.loss,
-            "bits": model.bits,
-            "multiclass": model.multiclass or None,
-            "classes": model.classes or None,
-            "bad_lines": self.bad_lines,
-            "bad_line_samples": list(self.bad_samples),
-            "progress": [],
-            "passes": len(self.passes),
-            "holdout_period": options.holdout,
-            "holdout_losses": [x if x != float("inf") else None for x in best.losses],
-            "best_pass": best.number,
-            "cache": None,
-            "cache_reused": False,
-            "scale_out": self.scale_out_report(),
-        })
-        if best.number is not None:
-            report["average_loss"] = best.loss
-            report["average_loss_is_holdout"] = True
-        else:
-            report["average_loss_is_holdout"] = False
+        report = report_of(learner, options, elapsed, bad_lines=self.bad_lines,
+                           bad_line_samples=list(self.bad_samples), progress=[], passes=len(self.passes),
+                           best=self.best, cache=None, cache_reused=False)
+        report["scale_out"] = self.scale_out_report()
         return report
 
     def scale_out_report(self) -> dict:
