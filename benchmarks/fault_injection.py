@@ -112,10 +112,12 @@ def one_run(plan: dict, signum: int, delay: float) -> dict:
     if after - before:
         problems.append(f"files left: {sorted(after - before)}")
     if "Traceback" in err:
-        problems.append("traceback" if "/olcli/" in err else "Python's KeyboardInterrupt traceback")
-    python_only = "Traceback" in err and "/olcli/" not in err  # Python's own KeyboardInterrupt at start-up
-    if code == -signum or python_only:  # the signal came before olcli's first line
-        phase = "before olcli's first line (Python's start-up)"
+        problems.append("Python's KeyboardInterrupt traceback" if "KeyboardInterrupt" in err else "traceback")
+    # olcli's handler never raises KeyboardInterrupt: one means Python's own handler was
+    # still in place, i.e. the signal came before olcli installed its handlers.
+    before_handlers = "KeyboardInterrupt" in err or "Failed to import the site module" in err
+    if code == -signum or before_handlers:
+        phase = "before olcli's handlers (Python's start-up, ~first 50 ms)"
         if (folder / "model.olm").read_bytes() != previous:
             problems.append("model changed by a process that never ran olcli")
         return {"phase": phase, "problems": problems, "code": code, "err": err[-3000:]}

@@ -30,7 +30,6 @@ raising happens only between kernel calls.
 """
 
 import signal
-import threading
 from contextlib import contextmanager
 
 NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
@@ -71,6 +70,8 @@ class _Controller:
                 # An exception raised in a __del__, a weakref callback or a callback from
                 # C (numba's and llvmlite's objects have them) is printed as "Exception
                 # ignored" and lost: deliver the signal again a moment later, outside it.
+                import threading  # here, not at the top: nothing may delay installing the handlers
+
                 self.redelivering = True
                 timer = threading.Timer(0.02, signal.raise_signal, (signum,))
                 timer.daemon = True
