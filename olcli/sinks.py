@@ -8,6 +8,7 @@ import sys
 import numpy as np
 
 from olcli.engine.format import format_predictions
+from olcli.learner import logistic
 from olcli.names import name_of
 from olcli.paths import Output, OutputError, PipeClosed, check_output, error_name, open_in_place, write_all
 from olcli.report import ProgressBar, ProgressTable, progress_records
@@ -65,7 +66,7 @@ class PredictionWriter:
             return
         values = predictions
         if not self.classes and self.link == "logistic":
-            values = 1.0 / (1.0 + np.exp(-np.clip(values, -700.0, 700.0)))
+            values = logistic(values)
         write_all(self.stream, format_predictions(values, n, tags, data, bool(self.classes)))
 
     def _write_probabilities(self, scores, tags, data) -> None:
