@@ -85,8 +85,13 @@ def run(kind: str, total: int, folder: Path, seed: int) -> list:
             crashed = folder / f"crash-{kind}-{attempt}.bin"
             if (folder / "current.bin").exists():
                 (folder / "current.bin").rename(crashed)
-            done.append({"kind": kind, "outcome": "problem",
-                         "details": f"child died (exit {process.returncode}): {process.stderr[-300:]}"})
+            # A negative code is a signal (a segmentation fault is -11): olcli crashed.
+            # A positive one is an exception that escaped the harness; its last line
+            # says which (an olcli traceback or the harness' own error).
+            last = (process.stderr.strip().splitlines() or [""])[-1][:300]
+            how = (f"child died (signal {-process.returncode})" if process.returncode < 0
+                   else f"child failed (exit {process.returncode}, traceback)")
+            done.append({"kind": kind, "outcome": "problem", "details": f"{how}: {last}"})
         if len(done) == before:
             raise SystemExit(f"no progress: {process.stderr[-2000:]}")
         print(f"{kind}: {len(done)} of {total}", flush=True)
@@ -110,13 +115,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("models", nargs="?", type=int, default=10_000)
     parser.add_argument("caches", nargs="?", type=int, default=2_000)
-    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--seed", default="13",
+                        help="one seed, or several separated by commas (each runs MODELS and CACHES files)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "crafted_files.md"))
     options = parser.parse_args()
     started = time.perf_counter()
+    seeds = [int(s) for s in options.seed.split(",")]
     with tempfile.TemporaryDirectory(prefix="crafted-files-") as folder:
-        results = run("model", options.models, Path(folder), options.seed)
-        results += run("cache", options.caches, Path(folder), options.seed + 1000)
+        results = []
+        for seed in seeds:
+            results += run("model", options.models, Path(folder), seed)
+            results += run("cache", options.caches, Path(folder), seed + 1000)
         crashes = []
         for crash in Path(folder).glob("crash-*"):
             kept = Path(tempfile.gettempdir()) / "crafted-files-crashes"
@@ -130,7 +139,8 @@ def main() -> None:
         "# Crafted model files and example caches",
         "",
         f"`python benchmarks/crafted_files.py {options.models} {options.caches} --seed {options.seed}` "
-        f"({time.strftime('%Y-%m-%d')}, {elapsed:.0f} s): the Hypothesis harness of",
+        f"({time.strftime('%Y-%m-%d')}, {elapsed:.0f} s; seeds {', '.join(map(str, seeds))}, "
+        f"each {options.models} models and {options.caches} caches): the Hypothesis harness of",
         "`tests/test_safety_models.py`, each file examined in a child process (a segmentation fault",
         "would be counted, not fatal). Checksums are recomputed, so validation has to catch every file.",
         "",
@@ -141,7 +151,7 @@ def main() -> None:
         n = sum(v for (k, _), v in counts.items() if k == kind)
         lines.append(f"| {kind} | {n} | {counts[(kind, 'refused')]} | {counts[(kind, 'accepted')]} | "
                      f"{counts[(kind, 'problem')]} |")
-    lines += ["", f"Segmentation faults: {sum('child died' in r['details'] for r in problems)}; "
+    lines += ["", f"Crashes (killed by a signal, e.g. segmentation faults): {sum('child died' in r['details'] for r in problems)}; "
                   f"tracebacks: {sum('traceback' in r['details'] for r in problems)}; "
                   f"inconsistent files accepted or non-finite predictions: "
                   f"{sum('accepted' in r['details'] for r in problems)}.", ""]

@@ -10,6 +10,7 @@ in a child process (so that a segmentation fault is counted, not fatal); the tes
 here run a few hundred, plus the issue's named cases one by one.
 """
 
+import copy
 import hashlib
 import json
 import math
@@ -134,7 +135,10 @@ def crafted_models(draw, bases):
             current = header
             for part in path.split("."):
                 current = current[part] if isinstance(current, dict) and part in current else None
-            value = draw(st.sampled_from(WEIRD_VALUES + _numbers_near(current)))
+            # a copy: WEIRD_VALUES holds lists and dicts, and a later draw may set a
+            # field inside the one just placed; mutating the shared list would change
+            # what later examples (and Hypothesis' replays) draw
+            value = copy.deepcopy(draw(st.sampled_from(WEIRD_VALUES + _numbers_near(current))))
             try:
                 _set(header, path, value)
             except (KeyError, TypeError):
@@ -145,7 +149,7 @@ def crafted_models(draw, bases):
     elif kind == "add":
         path = draw(st.sampled_from([p for p in paths if isinstance(_get(header, p), dict)] or ["state"]))
         _set(header, f"{path}.{draw(st.sampled_from(['extra', 'rows', 'scale', 'nonzero_rows']))}",
-             draw(st.sampled_from(WEIRD_VALUES)))
+             copy.deepcopy(draw(st.sampled_from(WEIRD_VALUES))))
     elif kind == "payload":
         action = draw(st.sampled_from(["cut", "extend", "flip"]))
         k = draw(st.integers(1, 64))
