@@ -174,6 +174,22 @@ def train(
                                              help="Use only the namespaces starting with these letters."),
     ignore_linear: Optional[List[str]] = typer.Option(None, "--ignore-linear", rich_help_panel=_features, show_default=False,
                                                       help="Use these namespaces only inside interactions."),
+    ngram: Optional[List[str]] = typer.Option(None, "--ngram", rich_help_panel=_features, show_default=False,
+                                              help="N-grams of the tokens of every namespace (N) or of one (aN), "
+                                                   "N 2-7, as VW. Repeatable."),
+    skips: Optional[List[str]] = typer.Option(None, "--skips", rich_help_panel=_features, show_default=False,
+                                              help="Skip-grams: up to K tokens skipped inside an n-gram (K or aK, "
+                                                   "0-16), as VW."),
+    hash_seed: Optional[int] = typer.Option(None, "--hash-seed", rich_help_panel=_features, show_default=False,
+                                            help="Seed of the namespace hashes (VW's --hash_seed; default 0)."),
+    permutations: bool = typer.Option(False, "--permutations", rich_help_panel=_features,
+                                      help="-q aa pairs every feature with every one, not i <= j (VW's --permutations)."),
+    leave_duplicate_interactions: bool = typer.Option(
+        False, "--leave-duplicate-interactions", rich_help_panel=_features,
+        help="Keep interactions that repeat an earlier one in another order (-q ab -q ba; -q :: gives ab and ba)."),
+    predict_only_model: bool = typer.Option(False, "--predict-only-model", show_default=False,
+                                            help="-f writes the weights only, without the optimizer state: the "
+                                                 "model predicts (test, serve) but cannot be trained further."),
     passes: int = typer.Option(1, "--passes", rich_help_panel=_passes,
                                help="Passes over the data (the first builds an example cache)."),
     holdout_period: int = typer.Option(10, "--holdout-period", rich_help_panel=_passes,
@@ -232,7 +248,9 @@ def train(
         loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
         input_format=input_format.value, constant=None if not noconstant else False,
         prediction_range=(min_prediction, max_prediction),
-        features=_feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear),
+        features={**_feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear),
+                  **_generated_options(ngram, skips, hash_seed, permutations, leave_duplicate_interactions)},
+        predict_only_model=predict_only_model,
         report=report, quiet=quiet, progress=progress, strict=strict,
         passes=dict(passes=passes, holdout_period=0 if holdout_off else holdout_period,
                     early_terminate=early_terminate, cache_path=cache, kill_cache=kill_cache),
@@ -249,6 +267,13 @@ def _multiclass_option(oaa, softmax) -> tuple:
     if softmax is not None:
         return "softmax", softmax
     return "", 0
+
+
+def _generated_options(ngram, skips, hash_seed, permutations, leave_duplicate_interactions) -> dict:
+    """--ngram, --skips, --hash-seed and the interaction flags as given (None: not given, so -i can tell)."""
+    return {"ngram": list(ngram) if ngram else None, "skips": list(skips) if skips else None,
+            "hash_seed": hash_seed, "permutations": True if permutations else None,
+            "leave_duplicate_interactions": True if leave_duplicate_interactions else None}
 
 
 def _feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear) -> dict:

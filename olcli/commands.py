@@ -115,6 +115,10 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
     """Load -i and refuse options that contradict it (it carries its own)."""
     learner = load_learner(path, input_format)
     model = learner.model
+    if model.predict_only:
+        from olcli.learner import predict_only_refusal
+
+        raise UsageError(predict_only_refusal(path, model))
     if algorithm is not None and algorithm != model.algorithm:
         raise UsageError(f"{path} was trained with --{model.algorithm}; drop --{algorithm} to continue it")
     given = registry.get(model.algorithm).resolve(hyper_parameters(model.algorithm, options))
@@ -123,7 +127,9 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
     held = {"bits": model.bits, "loss": model.loss, "quantile_tau": model.loss_tau, "link": model.link,
             "constant": model.constant, "interactions": model.interactions, "ignore": model.ignore,
             "keep": model.keep, "ignore_linear": model.ignore_linear, "min_prediction": model.min_prediction,
-            "max_prediction": model.max_prediction, **model.params}
+            "max_prediction": model.max_prediction, "ngram": model.ngram, "skips": model.skips,
+            "hash_seed": model.hash_seed, "permutations": model.permutations,
+            "leave_duplicate_interactions": model.leave_duplicate_interactions, **model.params}
     for name, value in given.items():
         if value is not None and value != held[name]:
             raise UsageError(f"{path} was trained with {name} = {held[name]!r}, not {value!r}; "
@@ -134,7 +140,7 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
 def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
           loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
           passes=None, progress=False, multiclass=("", 0), probabilities=False, text_outputs=None,
-          scale_out=None, prediction_range=(None, None)) -> None:
+          scale_out=None, prediction_range=(None, None), predict_only_model=False) -> None:
     text_outputs = text_outputs or {}
     features = {name: value for name, value in (features or {}).items()}
     mode, classes = multiclass
@@ -161,6 +167,7 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
         _stdout_for(bool(text_outputs.get("audit")), outputs)
         check_distinct(inputs, outputs, allowed=(("model (-f)", "initial model (-i)"),))
     session = _Session("train", sources, report, final_model, quiet)
+    session.predict_only_model = bool(predict_only_model)
     with session:
         with signals.immediate():  # loading and compiling: nothing to lose, a signal stops at once
             if initial_model:
@@ -185,6 +192,10 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                                   softmax=classes if mode == "softmax" else None,
                                   quantile_tau=quantile_tau, min_prediction=prediction_range[0],
                                   max_prediction=prediction_range[1], copies=copies,
+                                  ngram=features.get("ngram") or (), skips=features.get("skips") or (),
+                                  hash_seed=features.get("hash_seed") or 0,
+                                  permutations=bool(features.get("permutations")),
+                                  leave_duplicate_interactions=bool(features.get("leave_duplicate_interactions")),
                                   **hyper_parameters(algorithm, options))
                 learner = Learner.from_model(model, input_format)
             session.learner = learner
@@ -263,6 +274,7 @@ class _Session:
         self.report_path, self.model_path, self.quiet = report_path, model_path, quiet
         self.learner = None
         self.finished = False
+        self.predict_only_model = False   # -f writes the weights only (--predict-only-model)
 
     def __enter__(self):
         return self  # a signal during start-up (imports, options, checks) stops the first immediate phase
@@ -361,7 +373,10 @@ class _Session:
         write_model = bool(model_path) and not isinstance(outcome, Diverged) and (outcome is None or learned > 0)
         if write_model:
             try:
-                atomic_write(model_path, model_file.encode(model), role="model (-f)")
+                saved = model
+                if self.predict_only_model:  # --predict-only-model: the weights, without the optimizer's state
+                    saved = model_file.weights_only(model, learner.weights_at(np.arange(model.rows, dtype=np.int64)))
+                atomic_write(model_path, model_file.encode(saved), role="model (-f)")
             except OlcliError as exc:
                 write_model = False
                 if outcome is None:
@@ -463,6 +478,14 @@ def _inspect(learner, path, top, readable, invert_hash) -> None:
     if model.interactions or model.ignore or model.keep or model.ignore_linear:
         out.write(f"interactions: {' '.join(model.interactions) or '-'}  ignore: {model.ignore or '-'}  "
                   f"keep: {model.keep or '-'}  ignore-linear: {model.ignore_linear or '-'}\n")
+    extras = [f"ngram: {' '.join(model.ngram)}" if model.ngram else "",
+              f"skips: {' '.join(model.skips)}" if model.skips else "",
+              f"hash-seed: {model.hash_seed}" if model.hash_seed else "",
+              "permutations" if model.permutations else "",
+              "leave-duplicate-interactions" if model.leave_duplicate_interactions else "",
+              f"predict-only (weights of --{model.predict_only})" if model.predict_only else ""]
+    if any(extras):
+        out.write("  ".join(e for e in extras if e) + "\n")
     out.write(f"state slots: {', '.join(model.slots)}  rows: {model.rows} "
               f"(constant at row {model.rows - 1})\n")
     out.write("counters: " + ", ".join(f"{k}={v:g}" for k, v in learner.counters.items()) + "\n")

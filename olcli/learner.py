@@ -147,8 +147,15 @@ INITIAL_LABEL_RANGE = {"logistic": (-50.0, 50.0)}
 
 def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=None, constant=True,
               ignore="", keep="", ignore_linear="", oaa=None, softmax=None, quantile_tau=None,
-              min_prediction=None, max_prediction=None, copies: int = 1, **hyper) -> model_file.Model:
+              min_prediction=None, max_prediction=None, copies: int = 1, ngram=(), skips=(), hash_seed=0,
+              permutations=False, leave_duplicate_interactions=False, **hyper) -> model_file.Model:
     """A fresh model, every option checked (the messages name the CLI spelling too)."""
+    from olcli.parsing import check_grams
+
+    ngram, skips = [str(v) for v in ngram or ()], [str(v) for v in skips or ()]
+    check_grams(ngram, skips)
+    if not isinstance(hash_seed, (int, np.integer)) or not 0 <= hash_seed < 2 ** 32:
+        raise UsageError(f"hash_seed (--hash-seed) must be a whole number 0 to 2^32-1 (got {hash_seed})")
     spec = registry.get(algorithm or registry.DEFAULT_ALGORITHM)
     params = spec.resolve(hyper)
     if oaa is not None and softmax is not None:
@@ -187,7 +194,8 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
         state=np.zeros((max(1, classes) * model_file.table_rows(bits), len(spec.slots))), slots=spec.slots,
         interactions=_interaction_specs(interactions), ignore=_letters("ignore (--ignore)", ignore),
         keep=_letters("keep (--keep)", keep), ignore_linear=_letters("ignore_linear (--ignore-linear)", ignore_linear),
-        classes=int(classes), multiclass=mode)
+        classes=int(classes), multiclass=mode, ngram=ngram, skips=skips, hash_seed=int(hash_seed),
+        permutations=bool(permutations), leave_duplicate_interactions=bool(leave_duplicate_interactions))
 
 
 class Learner:
@@ -204,11 +212,14 @@ class Learner:
 
     def __init__(self, algorithm=None, loss=None, bits=18, interactions=(), *, link="identity",
                  constant=True, ignore="", keep="", ignore_linear="", oaa=None, softmax=None,
-                 quantile_tau=0.5, min_prediction=None, max_prediction=None, input_format="auto", **hyper):
+                 quantile_tau=0.5, min_prediction=None, max_prediction=None, input_format="auto", ngram=(),
+                 skips=(), hash_seed=0, permutations=False, leave_duplicate_interactions=False, **hyper):
         model = new_model(algorithm, loss, bits, interactions, link=link, constant=constant, ignore=ignore,
                           keep=keep, ignore_linear=ignore_linear, oaa=oaa, softmax=softmax,
                           quantile_tau=quantile_tau, min_prediction=min_prediction,
-                          max_prediction=max_prediction, **hyper)
+                          max_prediction=max_prediction, ngram=ngram, skips=skips, hash_seed=hash_seed,
+                          permutations=permutations, leave_duplicate_interactions=leave_duplicate_interactions,
+                          **hyper)
         self._attach(model, input_format)
 
     @classmethod
@@ -275,7 +286,8 @@ class Learner:
             from olcli.parsing import FeatureSpec
 
             m = self.model
-            self._features = FeatureSpec.build(m.interactions, m.ignore, m.keep, m.ignore_linear)
+            self._features = FeatureSpec.build(m.interactions, m.ignore, m.keep, m.ignore_linear, m.ngram, m.skips,
+                                               m.hash_seed, m.permutations, m.leave_duplicate_interactions)
         return self._features
 
     def settings(self, learn: bool) -> Settings:
@@ -424,6 +436,8 @@ class Learner:
         return self._run(examples, False, skip_bad_lines)
 
     def _run(self, examples, learn: bool, skip_bad_lines: bool) -> BatchResult:
+        if learn and self.model.predict_only:
+            raise UsageError(predict_only_refusal("this learner", self.model))
         batch, bad_lines = self.to_batch(examples, skip_bad_lines)
         before_loss, before_weight = self.tally.stats[S_LOSS], self.tally.stats[S_WEIGHT]
         done = self.process(batch, learn)
@@ -582,12 +596,19 @@ def logistic(x: np.ndarray) -> np.ndarray:
 
 def _check_compatible(a: model_file.Model, b: model_file.Model) -> None:
     for what in ("algorithm", "params", "bits", "loss", "loss_tau", "constant", "interactions", "ignore",
-                 "keep", "ignore_linear", "classes", "multiclass"):
+                 "keep", "ignore_linear", "classes", "multiclass", "ngram", "skips", "hash_seed", "permutations",
+                 "leave_duplicate_interactions", "predict_only"):
         if getattr(a, what) != getattr(b, what):
             raise UsageError(f"cannot merge learners with different {what}: "
                              f"{getattr(a, what)!r} and {getattr(b, what)!r}")
     if a.input_format and b.input_format and a.input_format != b.input_format:
         raise UsageError(f"cannot merge learners of {a.input_format} and {b.input_format} input")
+def predict_only_refusal(what: str, model: model_file.Model) -> str:
+    return (f"{what} was saved with --predict-only-model: it holds the weights of --{model.predict_only} "
+            "without its optimizer state, so it predicts (test, serve) but cannot learn further; "
+            "continue from the full model instead")
+
+
 
 
 def _vector(values, n: int, what: str) -> np.ndarray:

@@ -29,7 +29,8 @@ from olcli.engine.registry import ALGORITHMS
 from olcli.errors import ModelError, UsageError
 
 MAGIC = b"OLCLIMDL"
-FORMAT_VERSION = 2   # 2: counters min_label/max_label, prediction range, algorithm scalars
+FORMAT_VERSION = 3   # 2: counters min_label/max_label, prediction range, algorithm scalars;
+                     # 3: n-grams, hash seed, interaction flags, predict-only models
 _PREFIX = struct.Struct("<8sII")
 _CHECKSUM_BYTES = 32
 
@@ -55,6 +56,12 @@ class Model:
     scalars: np.ndarray = field(default_factory=lambda: np.zeros(0))   # the algorithm's (registry scalars)
     min_prediction: float | None = None   # --min-prediction: a fixed clipping range (None: labels seen)
     max_prediction: float | None = None
+    ngram: list = field(default_factory=list)   # VW's --ngram values: ["2"] (every namespace), ["a3", "b2"]
+    skips: list = field(default_factory=list)   # VW's --skips values, same form
+    hash_seed: int = 0                          # --hash-seed: seeds the namespace hashes (VW's --hash_seed)
+    permutations: bool = False                  # --permutations: equal namespaces pair every feature with every one
+    leave_duplicate_interactions: bool = False  # --leave-duplicate-interactions
+    predict_only: str = ""     # --predict-only-model: the algorithm the weights came from (state: weights, --sgd)
     file_header: dict | None = None   # the header as read from a file, for inspect
 
     @property
@@ -84,8 +91,14 @@ class Model:
                 "ignore": self.ignore,
                 "keep": self.keep,
                 "ignore_linear": self.ignore_linear,
-                "hash": "murmur3_x86_32(feature, seed=murmur3_x86_32(namespace, 0)) & (2**bits - 1)",
+                "ngram": list(self.ngram),
+                "skips": list(self.skips),
+                "hash_seed": self.hash_seed,
+                "permutations": self.permutations,
+                "leave_duplicate_interactions": self.leave_duplicate_interactions,
+                "hash": "murmur3_x86_32(feature, seed=murmur3_x86_32(namespace, hash_seed)) & (2**bits - 1)",
             },
+            "predict_only": {"trained_with": self.predict_only} if self.predict_only else None,
             "multiclass": {"mode": self.multiclass, "classes": self.classes},
             "counters": dict(zip(COUNTER_NAMES, self.counters.tolist())),
             "scalars": dict(zip((name for name, _ in getattr(ALGORITHMS.get(self.algorithm), "scalars", ())),
@@ -233,6 +246,40 @@ def _interactions(value, header):
             return f"{spec!r:.80} is not 2 to {longest} namespace letters"
 
 
+def _grams(what, largest):
+    def check(value, header):
+        from olcli.parsing import gram_table
+
+        if not all(isinstance(spec, str) for spec in value):
+            return "expected a list of strings such as \"2\" or \"a3\""
+        try:
+            gram_table(value, what, largest)
+        except UsageError as exc:
+            return str(exc)
+    return check
+
+
+def _skips(value, header):
+    from olcli.parsing import MAX_SKIPS, check_grams
+
+    problem = _grams("skips", MAX_SKIPS)(value, header)
+    if problem:
+        return problem
+    try:
+        check_grams(header["input"]["ngram"], value)
+    except UsageError as exc:
+        return str(exc)
+
+
+def _predict_only(value, header):
+    if value is None:
+        return None
+    if set(value) != {"trained_with"} or value["trained_with"] not in ALGORITHMS:
+        return f"{value!r:.80} is not null or {{\"trained_with\": an algorithm}}"
+    if header["algorithm"] != "sgd":
+        return f"a predict-only model holds weights (algorithm sgd), not --{header['algorithm']} state"
+
+
 def _classes(value, header):
     mode = header["multiclass"]["mode"]
     if mode == "" and value != 0:
@@ -333,6 +380,12 @@ HEADER_FIELDS = (
     Field("input.ignore", "str", required=False, default=""),
     Field("input.keep", "str", required=False, default=""),
     Field("input.ignore_linear", "str", required=False, default=""),
+    Field("input.ngram", "list", _grams("ngram", 7), required=False, default=[]),
+    Field("input.skips", "list", _skips, required=False, default=[]),
+    Field("input.hash_seed", "int", _in_range(0, 2 ** 32 - 1), required=False, default=0),
+    Field("input.permutations", "bool", required=False, default=False),
+    Field("input.leave_duplicate_interactions", "bool", required=False, default=False),
+    Field("predict_only", "dict|null", _predict_only, required=False),
     Field("multiclass", "dict", required=False, default={"mode": "", "classes": 0}),
     Field("multiclass.mode", "str", _one_of("", "oaa", "softmax")),
     Field("multiclass.classes", "int", _classes),
@@ -354,9 +407,11 @@ _KINDS = {
     "list": lambda v: type(v) is list,
     "dict": lambda v: type(v) is dict,
     "str|null": lambda v: v is None or type(v) is str,
+    "dict|null": lambda v: v is None or type(v) is dict,
 }
 _KIND_NAMES = {"int": "a whole number", "number": "a finite number", "str": "a string", "bool": "true or false",
-               "list": "a list", "dict": "an object", "str|null": "a string or null"}
+               "list": "a list", "dict": "an object", "str|null": "a string or null",
+               "dict|null": "an object or null"}
 
 # Per-coordinate state that the formulas need in range (square roots, the lazy
 # shrinkage's exponent): (algorithm, slot) -> rule.
@@ -366,6 +421,7 @@ SLOT_RULES = {
     ("ftrl", "n"): "nonnegative",
     ("scinol1", "S2"): "nonnegative", ("scinol1", "M"): "nonnegative", ("scinol1", "beta"): "nonnegative",
     ("scinol2", "S2"): "nonnegative", ("scinol2", "M"): "nonnegative",
+    ("mix", "scinol2.S2"): "nonnegative", ("mix", "scinol2.M"): "nonnegative",
 }
 
 
@@ -467,8 +523,26 @@ def decode(raw: bytes, path: str) -> Model:
                           for name, _ in ALGORITHMS[header["algorithm"]].scalars]),
         min_prediction=_optional_float(header.get("prediction_range", {}).get("min")),
         max_prediction=_optional_float(header.get("prediction_range", {}).get("max")),
+        ngram=list(inputs["ngram"]), skips=list(inputs["skips"]), hash_seed=inputs["hash_seed"],
+        permutations=inputs["permutations"], leave_duplicate_interactions=inputs["leave_duplicate_interactions"],
+        predict_only=(header.get("predict_only") or {}).get("trained_with", ""),
         file_header=header,
     )
+
+
+def weights_only(model: Model, weights: np.ndarray) -> Model:
+    """VW's --predict_only_model: the model without the optimizer's state. The
+    weights (every row's, as the algorithm computes them) become the state of
+    --sgd, whose prediction is the dot product w.x, so the file predicts what the
+    model predicts; the algorithm it came from is recorded (``predict_only``)."""
+    from dataclasses import replace
+
+    from olcli.engine.registry import get
+
+    sgd = get("sgd")
+    return replace(model, algorithm="sgd", params=sgd.resolve({}), slots=sgd.slots,
+                   state=np.asarray(weights, np.float64).reshape(-1, 1).copy(),
+                   scalars=np.zeros(0), predict_only=model.predict_only or model.algorithm, file_header=None)
 
 
 # Format 1 had no label range: its models never clipped predictions, and go on not to.

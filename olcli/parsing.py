@@ -5,7 +5,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from olcli.engine import parse as kernels
-from olcli.engine.features import IGNORED, LINEAR_IGNORED, MAX_INTERACTION, WILDCARD, namespace_letters
+from olcli.engine.features import (
+    FLAGS_AT, IGNORED, LEAVE_DUPLICATES, LINEAR_IGNORED, MAX_INTERACTION, NGRAM_AT, PERMUTATIONS, SEED_AT, SKIPS_AT,
+    SPEC_SIZE, WILDCARD, namespace_letters)
+from olcli.errors import UsageError
 from olcli.engine.records import Batch
 from olcli.inputs import Chunk
 
@@ -62,29 +65,75 @@ class ParsedChunk:
     consumed: int = 0          # bytes of the chunk parsed (less than all of it when the call's budget ran out)
 
 
+MAX_NGRAM = MAX_INTERACTION   # an n-gram names its n tokens in the record-mode names table
+MAX_SKIPS = 16
+
+
+def gram_table(specs, what: str, largest: int) -> dict:
+    """VW's --ngram/--skips values: ``N`` for every namespace, ``aN`` for the
+    namespaces starting with a (a later value wins, as in VW) -> {letter byte or
+    None (all): N}."""
+    table = {}
+    for spec in specs or ():
+        text = str(spec)
+        digits = text if text[:1].isdigit() else text[1:]
+        if not digits.isdigit() or not text:
+            raise UsageError(f"--{what} {text!r}: expected N (every namespace) or a namespace letter and N, e.g. a2")
+        number = int(digits)
+        if number > largest:
+            raise UsageError(f"--{what} {text!r}: at most {largest}")
+        if text[:1].isdigit():
+            table = {None: number}
+        else:
+            table[namespace_letters(text[0])[0]] = number
+    return table
+
+
+def check_grams(ngram, skips) -> None:
+    """The --ngram/--skips values (UsageError naming the option)."""
+    grams = gram_table(ngram, "ngram", MAX_NGRAM)
+    gram_table(skips, "skips", MAX_SKIPS)
+    if skips and not any(n >= 2 for n in grams.values()):
+        raise UsageError("--skips needs --ngram 2 or more (a skip is a gap inside an n-gram)")
+
+
 @dataclass(frozen=True)
 class FeatureSpec:
     """What the parser keeps and generates, as kernel arrays (see engine/features.py)."""
-    namespace_mode: np.ndarray   # uint8[256] by namespace letter
+    namespace_mode: np.ndarray   # int64[SPEC_SIZE]: mode by namespace letter, then n-grams, skips, flags, seed
     interactions: np.ndarray     # int64[n, MAX_INTERACTION] letters, WILDCARD for ':'
     lengths: np.ndarray          # int64[n]
 
     @staticmethod
-    def build(interactions=(), ignore="", keep="", ignore_linear="") -> "FeatureSpec":
-        mode = np.zeros(256, np.uint8)
+    def build(interactions=(), ignore="", keep="", ignore_linear="", ngram=(), skips=(), hash_seed=0,
+              permutations=False, leave_duplicates=False) -> "FeatureSpec":
+        mode = np.zeros(SPEC_SIZE, np.int64)
+        for at, table in ((NGRAM_AT, gram_table(ngram, "ngram", MAX_NGRAM)),
+                          (SKIPS_AT, gram_table(skips, "skips", MAX_SKIPS))):
+            for letter, number in table.items():
+                if letter is None:
+                    mode[at:at + 256] = number
+                else:
+                    mode[at + letter] = number
+        mode[FLAGS_AT] = (PERMUTATIONS if permutations else 0) | (LEAVE_DUPLICATES if leave_duplicates else 0)
+        mode[SEED_AT] = int(hash_seed) & 0xFFFFFFFF
+        modes = mode[:256]
         if keep:
-            mode[:] = IGNORED
+            modes[:] = IGNORED
             for letter in namespace_letters(keep):
-                mode[letter] = 0
+                modes[letter] = 0
         for letter in namespace_letters(ignore):
-            mode[letter] = IGNORED
+            modes[letter] = IGNORED
         for letter in namespace_letters(ignore_linear):
-            mode[letter] = LINEAR_IGNORED
+            modes[letter] = LINEAR_IGNORED
         table = np.zeros((len(interactions), MAX_INTERACTION), np.int64)
         lengths = np.zeros(len(interactions), np.int64)
         for row, spec in enumerate(interactions):
-            for position, letter in enumerate(namespace_letters(spec)):
-                table[row, position] = WILDCARD if letter == ord(":") else letter
+            letters = [WILDCARD if letter == ord(":") else letter for letter in namespace_letters(spec)]
+            fixed = [letter for letter in letters if letter != WILDCARD]
+            if len(set(fixed)) < len(fixed) and WILDCARD not in letters:
+                letters.sort()  # VW 9: an interaction with a repeated namespace is generated sorted (aba -> aab)
+            table[row, :len(letters)] = letters
             lengths[row] = len(spec)
         return FeatureSpec(mode, table, lengths)
 

@@ -109,7 +109,10 @@ class Examples:
                 "parse": {"format_option": self.options.input_format, "bits": model.bits,
                           "constant": model.constant, "label_kind": self.learner.label_kind,
                           "interactions": list(model.interactions), "ignore": model.ignore,
-                          "keep": model.keep, "ignore_linear": model.ignore_linear}}
+                          "keep": model.keep, "ignore_linear": model.ignore_linear, "ngram": list(model.ngram),
+                          "skips": list(model.skips), "hash_seed": model.hash_seed,
+                          "permutations": model.permutations,
+                          "leave_duplicate_interactions": model.leave_duplicate_interactions}}
 
     def _cache_location(self) -> tuple:
         """(path, temporary): --cache, else beside the first data file, else a temporary file."""

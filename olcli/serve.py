@@ -233,6 +233,10 @@ class Served:
         model = model_file.load(path)
         learner = Learner.from_model(model, model.input_format or "auto")
         _warm_up(learner)
+        if model.predict_only and self.options.learn:
+            from olcli.learner import predict_only_refusal
+
+            raise UsageError(predict_only_refusal(path, model).replace("(test, serve)", "(serve without --learn)"))
         info = {"path": os.path.abspath(path), "size": stat.st_size, "modified": _iso(stat.st_mtime)}
         return learner, time.time(), info
 
@@ -440,8 +444,10 @@ class Served:
 
 def _warm_up(learner: Learner) -> None:
     """Load the kernels a request needs (Numba's cache, or a compile for a new algorithm)
-    before the model serves, so that no request pays for it."""
-    parsed = learner.parse(np.frombuffer(b"", np.uint8), "<warm-up>")
+    before the model serves, so that no request pays for it. The buffers are read-only, as
+    a request's (``np.frombuffer`` of bytes): Numba compiles per argument type."""
+    empty = np.frombuffer(b"", np.uint8)
+    parsed = learner.parse(empty, "<warm-up>")
     learner.process(batch_of(parsed), False, new_tally())
     format_predictions(np.zeros(0), 0, parsed.tags, np.zeros(0, np.uint8), False)
 

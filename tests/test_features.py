@@ -66,8 +66,12 @@ def test_total_feature_number_equals_vw(cli, sample, args, expected):
     assert f"total feature number = {expected}" in err
 
 
-def naive_interactions(features, specs, bits):
-    """VW's rules, written out: features are (letter, index, value) in order."""
+def naive_interactions(features, specs, bits, permutations=False, leave=False):
+    """VW 9's rules, written out: features are (letter, index, value) in order.
+    A letter sequence with a repeated letter is sorted; without --leave_duplicate_
+    interactions a wildcard sequence is sorted too and a sequence whose sorted
+    letters were generated before is skipped; equal neighbours take j >= i unless
+    --permutations."""
     mask = (1 << bits) - 1
     letters = sorted({f[0] for f in features})
     groups = {letter: [f for f in features if f[0] == letter] for letter in letters}
@@ -75,18 +79,21 @@ def naive_interactions(features, specs, bits):
     for spec in specs:
         choices = [letters if c == ":" else [c] for c in spec]
         for combo in product(*choices):
-            if ":" in spec:
+            if len(set(combo)) < len(combo) or (":" in spec and not leave):
                 combo = tuple(sorted(combo))
-            if any(c not in groups for c in combo) or tuple(sorted(combo)) in seen:
+            if any(c not in groups for c in combo):
                 continue
-            seen.add(tuple(sorted(combo)))
+            if not leave:
+                if tuple(sorted(combo)) in seen:
+                    continue
+                seen.add(tuple(sorted(combo)))
 
             def walk(p, start, h, x):
                 if p == len(combo):
                     out.append((h & mask, x))
                     return
                 members = groups[combo[p]]
-                first = start if p > 0 and combo[p] == combo[p - 1] else 0
+                first = start if p > 0 and combo[p] == combo[p - 1] and not permutations else 0
                 for k in range(first, len(members)):
                     i = members[k][1]
                     walk(p + 1, k, i if p == 0 else ((FNV * h) ^ i), x * members[k][2])
@@ -111,6 +118,63 @@ def test_interactions_match_the_naive_generator(features, specs, bits):
     merged = naive.merge_repeats([(i, v) for _, i, v in linear] + expected)
     assert indices == [i for i, _ in merged]
     assert count == len(linear) + len(expected)
+
+
+@settings(max_examples=150, deadline=None)
+@given(features_st, spec_st, st.sampled_from([4, 18]), st.booleans(), st.booleans())
+def test_interaction_flags_match_the_naive_generator(features, specs, bits, permutations, leave):
+    line = "1 " + " ".join(f"|{ns} {name}:{value}" for ns, name, value in features) + "\n"
+    ((indices, count),) = parse(line, specs, bits, permutations=permutations, leave_duplicates=leave)
+    linear = [(ns, naive.vw_feature_index(ns, name, bits), value) for ns, name, value in features]
+    expected = naive_interactions(linear, specs, bits, permutations, leave)
+    merged = naive.merge_repeats([(i, v) for _, i, v in linear] + expected)
+    assert indices == [i for i, _ in merged]
+    assert count == len(linear) + len(expected)
+
+
+def naive_ngrams(features, ngram, skips, bits):
+    """VW's n-grams (parse_example.cc addgrams), written out: for each namespace
+    letter l with n = ngram[l] >= 2 and its tokens t_0.. in line order, for every
+    g = 1..n-1 and gap tuple (s_1..s_g) with sum <= skips[l], in lexicographic
+    order, the tokens at i, i + 1 + s_1, i + 2 + s_1 + s_2, ...: index
+    h = h * 27942141 + next index (64-bit), value 1."""
+    mask = (1 << bits) - 1
+    out = []
+    for letter in sorted({f[0] for f in features}):
+        tokens = [f[1] for f in features if f[0] == letter]
+        n, k = ngram.get(letter, 0), skips.get(letter, 0)
+        for g in range(1, n):
+            for gaps in product(range(k + 1), repeat=g):
+                if sum(gaps) > k:
+                    continue
+                offsets = [p + 1 + sum(gaps[:p + 1]) for p in range(g)]
+                for i in range(len(tokens) - offsets[-1]):
+                    h = tokens[i]
+                    for offset in offsets:
+                        h = (h * 27942141 + tokens[i + offset]) % (1 << 64)
+                    out.append((letter, h & mask, 1.0))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(features_st, st.sampled_from([4, 18]), st.dictionaries(st.sampled_from("abcT"), st.integers(0, 4)),
+       st.dictionaries(st.sampled_from("abcT"), st.integers(0, 3)), st.lists(st.sampled_from(["ab", "::", "aa"]),
+                                                                              max_size=2))
+def test_ngrams_match_the_naive_generator(features, bits, ngram, skips, specs):
+    line = "1 " + " ".join(f"|{ns} {name}:{value}" for ns, name, value in features) + "\n"
+    ngram_specs = [f"{letter}{n}" for letter, n in ngram.items()]
+    skip_specs = [f"{letter}{k}" for letter, k in skips.items()] if any(n >= 2 for n in ngram.values()) else []
+    ((indices, count),) = parse(line, specs, bits, ngram=ngram_specs, skips=skip_specs)
+    linear = [(ns, naive.vw_feature_index(ns, name, bits), value) for ns, name, value in features]
+    grams = naive_ngrams(linear, ngram, skips if skip_specs else {}, bits)
+    # n-grams join their namespace: interactions take them in (a's tokens, then a's n-grams)
+    with_grams = []
+    for letter in sorted({f[0] for f in linear}):
+        with_grams += [f for f in linear if f[0] == letter] + [f for f in grams if f[0] == letter]
+    generated = naive_interactions(with_grams, specs, bits)
+    expected = [(i, v) for _, i, v in linear] + [(i, v) for _, i, v in grams] + generated
+    assert count == len(expected)
+    assert sorted(indices) == sorted(i for i, _ in naive.merge_repeats(expected))
 
 
 def test_namespace_filters():

@@ -17,6 +17,16 @@ WILDCARD (':') matching any namespace present in the example. For each example:
   indices, ``h = i1; h = (FNV_PRIME * h) ^ i_k`` for each next feature, masked,
   and its value is the product of the values.
 
+With ``--leave-duplicate-interactions`` (flag LEAVE_DUPLICATES) nothing is
+skipped and wildcards expand to every sequence of present letters (``-q ::``
+gives ab and ba); with ``--permutations`` (flag PERMUTATIONS) equal letters pair
+every feature with every feature (``-q ff``: i with all j). An interaction with a
+repeated letter is generated with its letters sorted (``--cubic aba`` is aab),
+in every mode, as VW 9 does (FeatureSpec.build sorts the explicit ones).
+
+N-grams (``--ngram``, ``--skips``, add_ngrams): VW's n-grams over the token
+sequence of a namespace, added to that namespace before interactions.
+
 The result matches ``vw --audit`` indices and VW's feature counts.
 """
 
@@ -29,6 +39,15 @@ FNV_PRIME = np.uint64(16777619)
 
 # namespace_mode values (per first letter)
 NORMAL, IGNORED, LINEAR_IGNORED = 0, 1, 2
+
+# The parser's feature spec vector (parsing.FeatureSpec.namespace_mode, int64): the
+# 256 namespace modes, then per namespace letter its n-gram length and skips, the
+# interaction flags and the hash seed.
+NGRAM_AT, SKIPS_AT, FLAGS_AT, SEED_AT = 256, 512, 768, 769
+SPEC_SIZE = 770
+PERMUTATIONS, LEAVE_DUPLICATES = 1, 2   # bits of spec[FLAGS_AT]
+NGRAM_PRIME = np.uint64(27942141)       # VW's quadratic_constant: h = h * P + next token's index
+NGRAM_NAME = -2                          # names[:, N_NAME_START] of an n-gram (its tokens are its components)
 
 # Columns of the `names` table kept in record mode (--audit, --invert-hash): for a
 # linear feature the byte spans of its namespace and name in the chunk; for a
@@ -152,7 +171,7 @@ def _multisets(count, m):
 
 
 @njit
-def interaction_size(letters, lo, hi, interactions, lengths):
+def interaction_size(letters, lo, hi, interactions, lengths, flags=0):
     """How many features the interactions generate for the linear features [lo, hi),
     computed without generating them (an upper bound: combinations an earlier
     interaction already generated are counted again). Explicit interactions: the
@@ -163,6 +182,16 @@ def interaction_size(letters, lo, hi, interactions, lengths):
         return 0.0
     counts, present, n_present = _letter_counts(letters, lo, hi)
     total = 0.0
+    if flags != 0:
+        # --permutations / --leave-duplicate-interactions: the product of the
+        # namespaces' sizes (every feature of a wildcard position), a bound
+        for s in range(len(lengths)):
+            product = 1.0
+            for p in range(lengths[s]):
+                letter = interactions[s, p]
+                product *= (hi - lo) if letter == WILDCARD else counts[letter + 1]
+            total += product
+        return total
     dp = np.empty(MAX_INTERACTION + 1)
     step = np.empty(MAX_INTERACTION + 1)
     for s in range(len(lengths)):
@@ -213,7 +242,16 @@ def interaction_size(letters, lo, hi, interactions, lengths):
 
 
 @njit
-def interact(index, value, letters, names, lo, hi, n_features, interactions, lengths, mask):
+def _has_repeat(combo, length):
+    for p in range(1, length):
+        for q in range(p):
+            if combo[p] == combo[q]:
+                return True
+    return False
+
+
+@njit
+def interact(index, value, letters, names, lo, hi, n_features, interactions, lengths, mask, flags=0):
     """Append the interaction features of the linear features [lo, hi) at n_features.
 
     Returns (index, value, letters, names, n_features): the arrays grow when needed.
@@ -221,8 +259,11 @@ def interact(index, value, letters, names, lo, hi, n_features, interactions, len
     sequences in order (the first wildcard varying slowest): exactly the distinct
     sorted combinations, in the order of their first appearance among all
     sequences, so no combination is visited twice and the work is proportional
-    to the features generated (see interaction_size).
+    to the features generated (see interaction_size). ``flags``: PERMUTATIONS,
+    LEAVE_DUPLICATES (module docstring).
     """
+    permutations = (flags & PERMUTATIONS) != 0
+    leave = (flags & LEAVE_DUPLICATES) != 0
     n = hi - lo
     if n == 0 or len(lengths) == 0:
         return index, value, letters, names, n_features
@@ -257,7 +298,11 @@ def interact(index, value, letters, names, lo, hi, n_features, interactions, len
                     w += 1
                 else:
                     combo[p] = interactions[s, p]
-            if n_wild > 0:
+            if leave:
+                if _has_repeat(combo, length):
+                    _sort_small(combo, length)
+                covered = False
+            elif n_wild > 0:
                 _sort_small(combo, length)
                 covered = _covered_by_earlier(combo, length, s, interactions, lengths, fixed)
             else:
@@ -266,8 +311,9 @@ def interact(index, value, letters, names, lo, hi, n_features, interactions, len
                 covered = _covered_by_earlier(ordered, length, s, interactions, lengths, fixed)
             if not covered:
                 index, value, letters, names, n_features = _emit(
-                    index, value, letters, names, n_features, combo, length, counts, starts, order, mask)
-            # the next non-decreasing sequence of wildcard letters
+                    index, value, letters, names, n_features, combo, length, counts, starts, order, mask,
+                    permutations)
+            # the next sequence of wildcard letters: every one (leave), else the non-decreasing ones
             w = n_wild - 1
             while w >= 0 and digits[w] == n_present - 1:
                 w -= 1
@@ -275,18 +321,15 @@ def interact(index, value, letters, names, lo, hi, n_features, interactions, len
                 break
             digits[w] += 1
             for v in range(w + 1, n_wild):
-                digits[v] = digits[w]
+                digits[v] = 0 if leave else digits[w]
     return index, value, letters, names, n_features
 
 
 @njit
-def _emit(index, value, letters, names, n_features, combo, length, counts, starts, order, mask):
+def _emit(index, value, letters, names, n_features, combo, length, counts, starts, order, mask, permutations):
     """All features of one letter combination (combinations with repetition for
-    consecutive equal letters)."""
+    consecutive equal letters, every pair with ``permutations``)."""
     position = np.zeros(length, np.int64)
-    for p in range(1, length):
-        if combo[p] == combo[p - 1]:
-            position[p] = position[p - 1]
     mask64 = np.uint64(mask)
     while True:
         h = np.uint64(0)
@@ -315,7 +358,84 @@ def _emit(index, value, letters, names, n_features, combo, length, counts, start
         if p < 0:
             break
         for q in range(p + 1, length):
-            position[q] = position[q - 1] if combo[q] == combo[q - 1] else 0
+            position[q] = position[q - 1] if combo[q] == combo[q - 1] and not permutations else 0
+    return index, value, letters, names, n_features
+
+
+@njit
+def add_ngrams(index, value, letters, names, lo, hi, n_features, spec, mask):
+    """Append VW's n-grams and skip-grams of the linear features [lo, hi) at
+    n_features (VW's generateGrams/addgrams, parse_example.cc).
+
+    For each namespace letter l with n = spec[NGRAM_AT + l] >= 2, over the
+    sequence t_0, t_1, ... of its features in the order of the line (all
+    namespaces starting with l, as VW's feature group): for g = 1 .. n-1 extra
+    tokens and every gap vector (s_1..s_g) with s_1 + ... + s_g <= the letter's
+    skips (in lexicographic order), the features t_i, t_{i+m_1}, ..., t_{i+m_g}
+    with m_k = k + s_1 + ... + s_k, for every i where the last one exists. Index
+    ``h = i_0; h = h * 27942141 + i_k`` (uint64, masked), value 1, namespace l.
+    Returns (index, value, letters, names, n_features)."""
+    record = names.shape[0] > 0
+    mask64 = np.uint64(mask)
+    gaps = np.zeros(MAX_INTERACTION, np.int64)
+    offsets = np.zeros(MAX_INTERACTION, np.int64)
+    for letter in range(256):
+        n = spec[NGRAM_AT + letter]
+        if n < 2:
+            continue
+        count = 0
+        for j in range(lo, hi):
+            if letters[j] == letter:
+                count += 1
+        if count < 2:
+            continue
+        positions = np.empty(count, np.int64)
+        c = 0
+        for j in range(lo, hi):
+            if letters[j] == letter:
+                positions[c] = j
+                c += 1
+        skips = spec[SKIPS_AT + letter]
+        for g in range(1, n):
+            for k in range(g):
+                gaps[k] = 0
+            while True:
+                total = 0
+                for k in range(g):
+                    total += gaps[k]
+                    offsets[k] = k + 1 + total
+                last = count - offsets[g - 1]
+                if last > 0:
+                    needed = n_features + last
+                    if needed > len(index):
+                        index, value, letters, names = grow(index, value, letters, names, needed)
+                    for i in range(last):
+                        h = np.uint64(index[positions[i]])
+                        for k in range(g):
+                            h = h * NGRAM_PRIME + np.uint64(index[positions[i + offsets[k]]])
+                        index[n_features] = np.int32(h & mask64)
+                        value[n_features] = 1.0
+                        letters[n_features] = letter
+                        if record:
+                            clear_names(names, n_features)
+                            names[n_features, N_NAME_START] = NGRAM_NAME
+                            names[n_features, N_COMPONENTS] = positions[i]
+                            for k in range(g):
+                                names[n_features, N_COMPONENTS + 1 + k] = positions[i + offsets[k]]
+                        n_features += 1
+                # the next gap vector with sum <= skips (lexicographic)
+                k = g - 1
+                while k >= 0:
+                    gaps[k] += 1
+                    total = 0
+                    for q in range(g):
+                        total += gaps[q]
+                    if total <= skips:
+                        break
+                    gaps[k] = 0
+                    k -= 1
+                if k < 0:
+                    break
     return index, value, letters, names, n_features
 
 
@@ -363,6 +483,9 @@ def _sort_pairs(keys, values):
             values[k] = source_values[k]
 
 
+_SIGN = 1 << 31  # int32 indices + _SIGN: non-negative, in the same order
+
+
 @njit
 def merge_duplicates(index, value, lo, hi, bloom):
     """Sum the values of repeated indices in [lo, hi) (a repeated token, or two
@@ -387,29 +510,31 @@ def merge_duplicates(index, value, lo, hi, bloom):
             word = bit >> 6
             flag = np.uint64(1) << np.uint64(bit & 63)
             if bloom[word] & flag:
-                repeated = True
-                break
+                # A hit of the filter, checked against the entries before it: a
+                # false alarm leaves the example as it is.
+                for k in range(lo, j):
+                    if index[k] == index[j]:
+                        repeated = True
+                        break
+                if repeated:
+                    break
             bloom[word] |= flag
     if not repeated:
         return hi
-    sorted_index = index[lo:hi].copy()
-    sorted_value = value[lo:hi].copy()
-    _sort_pairs(sorted_index, sorted_value)
-    real_repeat = False
-    for k in range(1, hi - lo):
-        if sorted_index[k] == sorted_index[k - 1]:
-            real_repeat = True
-            break
-    if not real_repeat:  # a false alarm of the filter: keep the example as it is
-        return hi
-    out = lo
-    for k in range(hi - lo):
-        if out > lo and sorted_index[k] == index[out - 1]:
-            value[out - 1] += sorted_value[k]
-        else:
-            index[out] = sorted_index[k]
-            value[out] = sorted_value[k]
-            out += 1
+    if hi - lo <= len(bloom):
+        out = _merge_sorted_small(index, value, lo, hi, bloom)
+    else:
+        sorted_index = index[lo:hi].copy()
+        sorted_value = value[lo:hi].copy()
+        _sort_pairs(sorted_index, sorted_value)
+        out = lo  # repeats summed in the order they appear (the sort is stable)
+        for k in range(hi - lo):
+            if out > lo and sorted_index[k] == index[out - 1]:
+                value[out - 1] += sorted_value[k]
+            else:
+                index[out] = sorted_index[k]
+                value[out] = sorted_value[k]
+                out += 1
     kept = lo
     for j in range(lo, out):
         if value[j] != 0.0:
@@ -417,3 +542,31 @@ def merge_duplicates(index, value, lo, hi, bloom):
             value[kept] = value[j]
             kept += 1
     return kept
+
+
+@njit
+def _merge_sorted_small(index, value, lo, hi, order):
+    """merge_duplicates' sort and sum for at most 64 entries: an insertion sort
+    of (index + 2^31, position) packed in one word of ``order`` (the position breaks
+    ties, so the order is the stable one _sort_pairs gives), then the sums, in
+    the order the repeats appear. Returns the end of the merged entries."""
+    n = hi - lo
+    for j in range(n):
+        key = (np.uint64(np.int64(index[lo + j]) + _SIGN) << np.uint64(6)) | np.uint64(j)
+        k = j - 1
+        while k >= 0 and order[k] > key:
+            order[k + 1] = order[k]
+            k -= 1
+        order[k + 1] = key
+    values = value[lo:hi].copy()
+    out = lo
+    for k in range(n):
+        i = np.int32(np.int64(order[k] >> np.uint64(6)) - _SIGN)
+        x = values[np.int64(order[k] & np.uint64(63))]
+        if out > lo and i == index[out - 1]:
+            value[out - 1] += x
+        else:
+            index[out] = i
+            value[out] = x
+            out += 1
+    return out

@@ -30,8 +30,8 @@ import numpy as np
 from numba import njit
 
 from olcli.engine.features import (
-    IGNORED, LINEAR_IGNORED, N_NAME_END, N_NAME_START, N_NS_END, N_NS_START, NAME_COLUMNS, clear_names, grow,
-    interact, interaction_size, merge_duplicates)
+    FLAGS_AT, IGNORED, LINEAR_IGNORED, N_NAME_END, N_NAME_START, N_NS_END, N_NS_START, NAME_COLUMNS, NGRAM_AT,
+    SEED_AT, add_ngrams, clear_names, grow, interact, interaction_size, merge_duplicates)
 from olcli.engine.murmur import murmur3_32
 from olcli.engine.numbers import NUMBER_OK, NUMBER_NONFINITE, parse_number
 
@@ -243,7 +243,9 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
     of --ignore'd namespaces are checked but not kept.
     Returns (n_features, error code, error token start, error token end)."""
     k = bar
-    namespace_hash = np.uint64(0)
+    seed = np.uint64(namespace_mode[SEED_AT]) if len(namespace_mode) > SEED_AT else np.uint64(0)
+    default_hash = murmur3_32(buf, bar, bar, seed)  # the default namespace's: murmur3("", seed), 0 unseeded
+    namespace_hash = default_hash
     scale = 1.0
     letter = _SPACE
     namespace_start = namespace_end = bar
@@ -257,7 +259,7 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
             name_start = k
             while k < end and not _is_ws(buf[k]) and buf[k] != _COLON and buf[k] != _BAR:
                 k += 1
-            namespace_hash = murmur3_32(buf, name_start, k, np.uint64(0)) if k > name_start else np.uint64(0)
+            namespace_hash = murmur3_32(buf, name_start, k, seed) if k > name_start else default_hash
             letter = buf[name_start] if k > name_start else _SPACE
             namespace_start, namespace_end = name_start, k
             scale = 1.0
@@ -407,9 +409,17 @@ def _chunk_parser(libsvm, interacting):
         (n_lines, labels, importance, base, tags, example_line, row_ptr,
          index, value, letters, names, feature_count, errors) = _allocate(buf, record)
         some_linear_ignored = False
-        for mode in namespace_mode:
-            if mode == LINEAR_IGNORED:
+        for letter in range(256):
+            if namespace_mode[letter] == LINEAR_IGNORED:
                 some_linear_ignored = True
+        # the feature spec's tail (features.NGRAM_AT...): n-grams of some namespace, interaction flags
+        has_ngrams = False
+        flags = np.int64(0)
+        if len(namespace_mode) > FLAGS_AT:
+            flags = np.int64(namespace_mode[FLAGS_AT])
+            for letter in range(256):
+                if namespace_mode[NGRAM_AT + letter] >= 2:
+                    has_ngrams = True
         bloom = np.zeros(64, np.uint64)
         scratch = np.empty(10, np.int64)
         # np.int64(0), not 0: a literal 0 would make Numba type (and compile) each
@@ -446,10 +456,13 @@ def _chunk_parser(libsvm, interacting):
                 n_features = first_feature
                 n_errors = _record_error(errors, n_errors, line, code, bad_start, bad_end, start, end)
                 continue
+            if has_ngrams:  # --ngram: n-grams join their namespace, so interactions and --ignore-linear see them
+                index, value, letters, names, n_features = add_ngrams(
+                    index, value, letters, names, first_feature, n_features, n_features, namespace_mode, mask)
             linear_end = n_features
             work += linear_end - first_feature + 1
             if interacting:
-                generated = interaction_size(letters, first_feature, linear_end, interactions, lengths)
+                generated = interaction_size(letters, first_feature, linear_end, interactions, lengths, flags)
                 if generated > max_generated:
                     n_features = first_feature
                     n_errors = _record_error(errors, n_errors, line, ERR_TOO_MANY_FEATURES, start, start, start, end)
@@ -461,7 +474,7 @@ def _chunk_parser(libsvm, interacting):
                     index, value, letters, names = grow(index, value, letters, names, needed)
                 index, value, letters, names, n_features = interact(
                     index, value, letters, names, first_feature, linear_end, n_features, interactions, lengths,
-                    mask)
+                    mask, flags)
             linear_ignored = 0
             if some_linear_ignored and not record:
                 # --ignore-linear: such features only feed interactions; VW still counts them.
