@@ -396,3 +396,66 @@ def oaa_gradient(loss_name):
     def gradient(scores, label):
         return [dloss(loss_name, s, 1.0 if k == label else -1.0) for k, s in enumerate(scores)]
     return gradient
+
+
+class Mixture:
+    """The exponentially weighted average of three learners' predictions
+    (Cesa-Bianchi & Lugosi 2006, §2.1; Vovk's aggregating algorithm with the
+    weighted average as substitution): members VW's default learner, VW's
+    --coin (tests/naive_vw.py, adapted to olcli's base and losses by the test)
+    and ScInOL2 (above), each learning as if alone from its own prediction
+    clipped to the label range. With L_k member k's importance-weighted loss
+    (``loss`` above) over the examples learned from before this one:
+
+        pi_k = exp(-eta L_k) / sum_j exp(-eta L_j),   p = sum_k pi_k p_k
+
+    eta = 1 (logistic), 1/(2 R^2) (squared), 1/R (the others), R the width of
+    the label range seen (0 when R = 0). ``learn``/``predict`` take VW-style
+    features (index, value) pairs and return the prediction, base included."""
+
+    def __init__(self, gd, coin, dim, epsilon, loss_name, tau=0.5):
+        self.gd, self.coin = gd, coin
+        self.scinol2 = ScInOL2(dim, {"epsilon": epsilon})
+        self.loss_name, self.tau = loss_name, tau
+        self.low, self.high = (-50.0, 50.0) if loss_name == "logistic" else (0.0, 0.0)
+        self.L = [0.0, 0.0, 0.0]
+
+    def rate(self) -> float:
+        if self.loss_name == "logistic":
+            return 1.0
+        width = self.high - self.low
+        if not width > 0:
+            return 0.0
+        return 1.0 / (2.0 * width * width) if self.loss_name == "squared" else 1.0 / width
+
+    def pi(self) -> list:
+        low = min(self.L)
+        e = [math.exp(-self.rate() * (x - low)) for x in self.L]
+        return [x / sum(e) for x in e]
+
+    def clip(self, p: float) -> float:
+        return min(max(p, self.low), self.high)
+
+    def see_label(self, y: float) -> None:
+        self.low, self.high = min(self.low, y), max(self.high, y)
+
+    def learn(self, features, y, importance, base=0.0) -> float:
+        self.see_label(y)
+        pi = self.pi()
+        members = [self.gd.learn(features, y, importance, base), self.coin.learn(features, y, importance, base),
+                   base + self.scinol2.learn(dict(features), y, importance, self.loss_name, self.tau, base,
+                                             self.loss_name == "squared", (self.low, self.high))]
+        for k, p_k in enumerate(members):
+            self.L[k] += importance * loss(self.loss_name, p_k, y, self.tau)
+        return self.clip(sum(w * p for w, p in zip(pi, members)))
+
+    def predict(self, features, base=0.0) -> float:
+        members = [self.gd.predict(features, base), self.coin.predict(features, base),
+                   self.clip(base + self.scinol2.predict(dict(features)))]
+        return self.clip(sum(w * p for w, p in zip(self.pi(), members)))
+
+    def weights(self, gd_weights, coin_weights) -> list:
+        """sum_k pi_k w_k, given the VW members' weights (their own accessors)."""
+        pi = self.pi()
+        return [pi[0] * a + pi[1] * b + pi[2] * c
+                for a, b, c in zip(gd_weights, coin_weights, self.scinol2.weights())]

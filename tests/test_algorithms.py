@@ -23,7 +23,7 @@ from olcli.learner import Learner
     (["--scinol1", "--epsilon", "0"], "must be > 0"),
     (["--loss", "quantile", "--quantile-tau", "1.5"], "between 0 and 1"),
     (["--adaptive", "--ftrl"], "--adaptive does not apply to --ftrl (it applies to: --gd)"),
-    (["--coin-alpha", "2"], "--coin-alpha does not apply to --adagrad (it applies to: --coin)"),
+    (["--coin-alpha", "2"], "--coin-alpha does not apply to --adagrad (it applies to: --coin, --mix)"),
     (["--coin", "--coin-alpha", "0"], "must be > 0"),
     (["--gd", "--power-t", "-1"], "must be >= 0"),
     (["--min-prediction", "2", "--max-prediction", "1"], "above max_prediction"),

@@ -128,7 +128,8 @@ def test_engine_matches_the_paper_step_by_step(name, variant, loss):
 
 
 def test_every_algorithm_has_a_step_by_step_reference():
-    assert set(ALGORITHMS) == set(naive.REFERENCES) | set(VW_VARIANTS)
+    # --mix: naive.Mixture, in tests/test_mixture.py
+    assert set(ALGORITHMS) == set(naive.REFERENCES) | set(VW_VARIANTS) | {"mix"}
 
 
 class AbsoluteLoss(naive_vw.QuantileLoss):

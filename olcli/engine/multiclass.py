@@ -49,6 +49,19 @@ def log_probabilities(scores, softmax, out):
         out[k] = -log1p_exp(-scores[k]) - math.log(total)  # log sigma(p) = -log(1 + e^-p)
 
 
+@njit(inline="always")
+def class_gradients(scores, label, log_probs, softmax, loss, tau, clip, g):
+    """g[k] = dloss/dp_k of every class for the true class ``label`` (0-based):
+    softmax(p)_k - [k == label] (``log_probs`` the softmax's logs), or the binary
+    loss of class k against label +1/-1 (OAA; clipped to [-1, 1] when ``clip``)."""
+    for k in range(len(scores)):
+        if softmax:
+            g[k] = math.exp(log_probs[k]) - (1.0 if k == label else 0.0)
+        else:
+            derivative = loss_derivative(loss, scores[k], 1.0 if k == label else -1.0, tau)
+            g[k] = min(max(derivative, -1.0), 1.0) if clip else derivative
+
+
 @njit(inline="always")  # the dispatcher arguments must be inlined for the entry point to be cached
 def run_multiclass(predict, update, table, settings, batch, tally, predictions, scores):
     """Like driver.run_binary for K classes; ``scores[e, k]`` receives p_k and
@@ -78,25 +91,21 @@ def run_multiclass(predict, update, table, settings, batch, tally, predictions, 
         if not np.all(np.isfinite(scores[e])):  # diverged: stop before this example counts
             stats[S_DIVERGED] = e + 1
             return n_rows
-        count_example(stats, counters, learn, batch.feature_count[e])
+        if not (held_out and not np.isnan(y)):  # VW: a held-out labeled example counts only in the holdout sums
+            count_example(stats, counters, learn, batch.feature_count[e])
         if np.isnan(y):
             stats[S_UNLABELED_WEIGHT] += h
         else:
             label = int(y) - 1
             error = 0.0 if best == label else 1.0
             log_probabilities(scores[e], softmax, log_probs)
-            count_loss(stats, error, y, h)
-            stats[S_CORRECT] += h * (1.0 - error)
-            stats[S_LOG_LOSS] -= h * log_probs[label]
+            if not held_out:
+                count_loss(stats, error, y, h)
+                stats[S_CORRECT] += h * (1.0 - error)
+                stats[S_LOG_LOSS] -= h * log_probs[label]
             count_labeled(holdout, counters, learn, held_out, h, y, error)
             if learning:
-                for k in range(n_classes):
-                    if softmax:
-                        g[k] = math.exp(log_probs[k]) - (1.0 if k == label else 0.0)
-                    else:
-                        derivative = loss_derivative(settings.loss, scores[e, k], 1.0 if k == label else -1.0,
-                                                     settings.tau)
-                        g[k] = min(max(derivative, -1.0), 1.0) if settings.clip else derivative
+                class_gradients(scores[e], label, log_probs, softmax, settings.loss, settings.tau, settings.clip, g)
                 for k in range(n_classes):
                     # OAA: class k's binary label; softmax has none (NaN): its gradient is g[k]
                     y_k = (1.0 if k == label else -1.0) if not softmax else np.nan

@@ -249,6 +249,25 @@ ALGORITHMS = {a.name: a for a in [
         paper="Orabona & Pál 2016 (KT betting), Orabona & Tommasi 2017 (COCOB); VW ftrl.cc",
         scalars=(("normalized_sum_norm_x", 0.0), ("total_weight", 0.0)),
     ),
+    Algorithm(
+        name="mix", module="mixture",
+        slots=("gd.w", "gd.G", "gd.N", "coin.w", "coin.Z", "coin.G", "coin.M", "coin.wealth", "coin.L",
+               "scinol2.G", "scinol2.S2", "scinol2.M", "scinol2.eta"),
+        params=(Param("eta", 0.5, "learning_rate", help="the gd member's learning rate"),
+                Param("power_t", 0.5, "power_t", low_inclusive=True, help="the gd member's rate decay power"),
+                Param("initial_t", 0.0, "initial_t", low_inclusive=True, help="the gd member's initial t"),
+                Param("alpha", 4.0, "coin_alpha", help="the coin member's initial wealth alpha"),
+                Param("beta", 1.0, "coin_beta", low_inclusive=True, help="the coin member's floor beta"),
+                Param("epsilon", 1.0, "epsilon", help="the scinol2 member's initial wealth epsilon")),
+        summary="--gd, --coin and --scinol2 on the same features, mixed by exponential weights on their losses.",
+        paper="exponentially weighted average forecaster (Cesa-Bianchi & Lugosi 2006, §2.1, §3.3; "
+              "Vovk 1990, aggregating algorithm); members as --gd, --coin, --scinol2",
+        unbounded_loss_clipped=True,   # the scinol2 member's derivative, as alone
+        scalars=(("gd.normalized_sum_norm_x", "initial_t"), ("gd.total_weight", "initial_t"),
+                 ("gd.gravity", 0.0), ("gd.contraction", 1.0),
+                 ("coin.normalized_sum_norm_x", 0.0), ("coin.total_weight", 0.0),
+                 ("loss.gd", 0.0), ("loss.coin", 0.0), ("loss.scinol2", 0.0)),
+    ),
 ]}
 
 DEFAULT_ALGORITHM = "adagrad"

@@ -1,0 +1,383 @@
+"""A mixture of learners by exponential weights (``--mix``): VW's default learner
+(``--gd``), coin betting (``--coin``) and ScInOL2 (``--scinol2``) on the same hashed
+features, their predictions mixed with weights from their past losses.
+
+The rule is the exponentially weighted average forecaster (Cesa-Bianchi &
+Lugosi 2006, "Prediction, Learning, and Games", §2.1; for exp-concave losses
+§3.3, Proposition 3.1), which is Vovk's aggregating algorithm (Vovk 1990,
+"Aggregating strategies"; 2001, "Competitive on-line statistics") with the
+weighted average as substitution function. Neither text is in the project's
+papers; the section numbers are from the book as the author remembers it. For
+example t, member k's (clipped) prediction p_k and its cumulative loss L_k over
+the examples learned from so far:
+
+    pi_k = exp(-eta L_k) / sum_j exp(-eta L_j)
+    p    = sum_k pi_k p_k                       (then clipped, as every learner's)
+
+eta is fixed by the loss, not tuned: 1 for the logistic loss and for the
+multiclass log loss (the loss is 1-exp-concave in the probability; here the
+margins are mixed, not the probabilities, so Vovk's bound ln k is a guide, not
+a guarantee); 1/(2 R^2) for the squared loss, R = the width of the label range
+seen (the square loss of predictions clipped to a range of width R is
+1/(2 R^2)-exp-concave, Cesa-Bianchi & Lugosi §3.3), and 1/R for the absolute,
+quantile and hinge losses (bounded by R; Hedge's scale). R = 0 (one label seen):
+every clipped prediction is that label, every loss 0, eta does not matter.
+
+Every member learns exactly as it does alone: from its own clipped prediction,
+its own derivative (ScInOL2's clipped for the squared loss, as alone), with its
+own state, and the label range and counters are the model's, as alone. So each
+member, run alone by its flag, ends bit for bit where it ends inside the
+mixture (tests/test_mixture.py), and the mixture's only own state is the three
+cumulative losses L_k (the table's scalars ``loss.gd``, ``loss.coin``,
+``loss.scinol2``; a held-out example adds to none).
+
+Multiclass (--oaa K, --softmax K): each member predicts its K class scores and
+learns from them as alone (OAA: the binary loss of each class; softmax: the
+cross entropy of its own softmax); its loss for the weights is the multiclass
+log loss of its own scores (normalized sigmoids for OAA, softmax), eta = 1; the
+mixture's class scores are sum_k pi_k scores_k (not clipped, as no class score
+is).
+
+The mixture is a linear model: its weight for a row is sum_k pi_k w_k (each
+member's weight as it reports it), so ``weights()``, readable models, inspect
+and serve read one weight per feature. A prediction from those weights can
+differ from the progressive one: while learning each member's prediction is
+clipped to the label range before mixing, and --coin predicts with bets at the
+example's scale divided by its running norm (its stored weights are its test
+predictor, coin.py).
+
+State: the members' slots side by side (``gd.w gd.G gd.N``, then coin's six,
+then scinol2's four), so the model is the members' tables together; the
+scalars are gd's four, coin's two and the three losses. Hyper-parameters: the
+members' untuned defaults, each settable (-l/--power-t/--initial-t for gd,
+--coin-alpha/--coin-beta for coin, --epsilon for ScInOL2).
+
+Scale: gd (normalized) is invariant to the scale of each feature only
+approximately (its rescaling when a larger value arrives), coin and ScInOL2
+exactly (coin.py, scinol2.py); the mixture weights depend only on the losses,
+so the mixture is as scale invariant as its members are.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from olcli.engine import coin, gd, scinol2
+from olcli.engine.driver import (_account, clip_prediction, count_example, count_labeled, progress_row,
+                                 start_example, widen_label_range)
+from olcli.engine.losses import LOGISTIC, SQUARED, loss_derivative, loss_value
+from olcli.engine.multiclass import class_gradients, log_probabilities
+from olcli.engine.records import (C_MAX_LABEL, C_MIN_LABEL, C_ROUNDS, S_CORRECT, S_DIVERGED, S_LOG_LOSS,
+                                  S_UNLABELED_WEIGHT, Settings, Table)
+from olcli.engine.driver import count_loss
+
+MEMBERS = ("gd", "coin", "scinol2")
+N_MEMBERS = 3
+SLOTS = (tuple(f"gd.{s}" for s in gd.SLOTS) + tuple(f"coin.{s}" for s in coin.SLOTS)
+         + tuple(f"scinol2.{s}" for s in scinol2.SLOTS))
+GD_COLUMNS = (0, len(gd.SLOTS))
+COIN_COLUMNS = (GD_COLUMNS[1], GD_COLUMNS[1] + len(coin.SLOTS))
+SCINOL2_COLUMNS = (COIN_COLUMNS[1], COIN_COLUMNS[1] + len(scinol2.SLOTS))
+PARAMS = ("eta", "power_t", "initial_t", "alpha", "beta", "epsilon")
+P_ETA, P_POWER_T, P_INITIAL_T, P_ALPHA, P_BETA, P_EPSILON = range(6)
+SCALARS = (tuple(f"gd.{s}" for s in gd.SCALARS) + tuple(f"coin.{s}" for s in coin.SCALARS)
+           + tuple(f"loss.{m}" for m in MEMBERS))
+GD_SCALARS = (0, len(gd.SCALARS))
+COIN_SCALARS = (GD_SCALARS[1], GD_SCALARS[1] + len(coin.SCALARS))
+LOSSES = COIN_SCALARS[1]          # scalars[LOSSES + k]: member k's cumulative loss
+
+_GD0, _GD1 = GD_COLUMNS
+_CO0, _CO1 = COIN_COLUMNS
+_SC0, _SC1 = SCINOL2_COLUMNS
+_GS0, _GS1 = GD_SCALARS
+_CS0, _CS1 = COIN_SCALARS
+
+
+def member_params(params):
+    """The members' parameter arrays (gd's in gd.PARAMS order: adaptive,
+    normalized and invariant on, no --l1/--l2; coin's; ScInOL2's) from the
+    mixture's, in PARAMS order. Plain Python and NumPy; the kernels do the same."""
+    p = np.asarray(params, dtype=np.float64)
+    return (np.array([p[P_ETA], p[P_POWER_T], p[P_INITIAL_T], 1.0, 1.0, 1.0, 0.0, 0.0]),
+            np.array([p[P_ALPHA], p[P_BETA]]), np.array([p[P_EPSILON]]))
+
+
+@njit(inline="always")
+def _member_settings(settings, params, clip):
+    return Settings(params, settings.loss, settings.tau, clip, settings.learn, settings.block_rows,
+                    settings.classes, settings.softmax, settings.min_prediction, settings.max_prediction)
+
+
+@njit(inline="always")
+def _members(table, settings):
+    """Each member's Table (its columns of the state, its scalars, the model's
+    counters) and Settings (its parameters; ScInOL2 clips the derivative of an
+    unbounded loss as alone: settings.clip, registry unbounded_loss_clipped)."""
+    p = settings.params
+    gd_params = np.array([p[P_ETA], p[P_POWER_T], p[P_INITIAL_T], 1.0, 1.0, 1.0, 0.0, 0.0])
+    coin_params = np.array([p[P_ALPHA], p[P_BETA]])
+    scinol_params = np.array([p[P_EPSILON]])
+    state, scalars, counters = table.state, table.scalars, table.counters
+    return (Table(state[:, _GD0:_GD1], counters, scalars[_GS0:_GS1]),
+            _member_settings(settings, gd_params, False),
+            Table(state[:, _CO0:_CO1], counters, scalars[_CS0:_CS1]),
+            _member_settings(settings, coin_params, False),
+            Table(state[:, _SC0:_SC1], counters, scalars[_GS0:_GS0]),
+            _member_settings(settings, scinol_params, settings.clip))
+
+
+@njit(inline="always")
+def mixing_rate(settings, counters):
+    """eta of the exponential weights (module docstring)."""
+    if settings.classes > 0 or settings.loss == LOGISTIC:
+        return 1.0
+    width = counters[C_MAX_LABEL] - counters[C_MIN_LABEL]
+    if not width > 0.0:
+        return 0.0
+    if settings.loss == SQUARED:
+        return 1.0 / (2.0 * width * width)
+    return 1.0 / width
+
+
+@njit(inline="always")
+def mixture_weights(scalars, rate, out):
+    """out[k] = exp(-rate L_k) / sum_j exp(-rate L_j), computed from the smallest L."""
+    low = scalars[LOSSES]
+    for k in range(1, N_MEMBERS):
+        low = min(low, scalars[LOSSES + k])
+    total = 0.0
+    for k in range(N_MEMBERS):
+        out[k] = math.exp(-rate * (scalars[LOSSES + k] - low))
+        total += out[k]
+    for k in range(N_MEMBERS):
+        out[k] /= total
+
+
+@njit(inline="always")
+def _learn_member(k, update, member_table, member_settings, settings, index, value, lo, hi, offset, p, y, h,
+                  scalars):
+    """Member k learns from its own clipped prediction p, as alone; its loss is counted."""
+    scalars[LOSSES + k] += h * loss_value(settings.loss, p, y, settings.tau)
+    derivative = loss_derivative(settings.loss, p, y, settings.tau)
+    if member_settings.clip:
+        derivative = min(max(derivative, -1.0), 1.0)
+    update(member_table, member_settings, index, value, lo, hi, offset, p, y, h, h * derivative)
+
+
+@njit(inline="always")
+def _run_binary(table, settings, batch, tally, predictions):
+    """driver.run_binary for the mixture (the same bookkeeping, from driver's helpers)."""
+    t_gd, s_gd, t_coin, s_coin, t_sc, s_sc = _members(table, settings)
+    counters, scalars = table.counters, table.scalars
+    stats, holdout, progress = tally.stats, tally.holdout, tally.progress
+    learn = settings.learn
+    index, value = batch.index, batch.value
+    member = np.empty(N_MEMBERS)
+    pi = np.empty(N_MEMBERS)
+    n_rows = np.int64(0)
+    for e in range(len(batch.labels)):
+        lo = batch.row_ptr[e]
+        hi = batch.row_ptr[e + 1]
+        y = batch.labels[e]
+        h = batch.importance[e]
+        held_out, learning = start_example(holdout, learn, h, y)
+        if learn and not np.isnan(y):
+            widen_label_range(counters, settings, y)
+        base = batch.base[e]
+        member[0] = base + gd.predict(t_gd, s_gd, index, value, lo, hi, 0, learning, h)
+        member[1] = base + coin.predict(t_coin, s_coin, index, value, lo, hi, 0, learning, h)
+        member[2] = base + scinol2.predict(t_sc, s_sc, index, value, lo, hi, 0, learning, h)
+        if not (np.isfinite(member[0]) and np.isfinite(member[1]) and np.isfinite(member[2])):
+            predictions[e] = np.nan
+            stats[S_DIVERGED] = e + 1
+            return n_rows
+        mixture_weights(scalars, mixing_rate(settings, counters), pi)
+        p = 0.0
+        for k in range(N_MEMBERS):
+            member[k] = clip_prediction(member[k], counters, settings)
+            p += pi[k] * member[k]
+        p = clip_prediction(p, counters, settings)
+        predictions[e] = p
+        count_example(stats, counters, learn, batch.feature_count[e])
+        if np.isnan(y):
+            stats[S_UNLABELED_WEIGHT] += h
+        else:
+            example_loss = loss_value(settings.loss, p, y, settings.tau)
+            _account(stats, tally.auc, example_loss, y, h, p)
+            count_labeled(holdout, counters, learn, held_out, h, y, example_loss)
+            if learning:
+                _learn_member(0, gd.update, t_gd, s_gd, settings, index, value, lo, hi, 0, member[0], y, h, scalars)
+                _learn_member(1, coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[1], y, h,
+                              scalars)
+                _learn_member(2, scinol2.update, t_sc, s_sc, settings, index, value, lo, hi, 0, member[2], y, h,
+                              scalars)
+                counters[C_ROUNDS] += 1.0
+        n_rows = progress_row(progress, n_rows, stats, holdout, y, p, batch.feature_count[e])
+    return n_rows
+
+
+@njit(inline="always")
+def _learn_member_classes(k, update, member_table, member_settings, settings, index, value, lo, hi, block_rows,
+                          scores, label, h, log_probs, g, scalars):
+    """Member k's K classes learn from its own scores, as in multiclass.run_multiclass;
+    its multiclass log loss is counted."""
+    n_classes = settings.classes
+    log_probabilities(scores, settings.softmax, log_probs)
+    scalars[LOSSES + k] -= h * log_probs[label]
+    class_gradients(scores, label, log_probs, settings.softmax, settings.loss, settings.tau,
+                    member_settings.clip, g)
+    for c in range(n_classes):
+        y_c = (1.0 if c == label else -1.0) if not settings.softmax else np.nan
+        update(member_table, member_settings, index, value, lo, hi, c * block_rows, scores[c], y_c, h, h * g[c])
+
+
+@njit(inline="always")
+def _run_multiclass(table, settings, batch, tally, predictions, scores):
+    """multiclass.run_multiclass for the mixture."""
+    t_gd, s_gd, t_coin, s_coin, t_sc, s_sc = _members(table, settings)
+    counters, scalars = table.counters, table.scalars
+    stats, holdout, progress = tally.stats, tally.holdout, tally.progress
+    learn, softmax = settings.learn, settings.softmax
+    n_classes, block_rows = settings.classes, settings.block_rows
+    index, value = batch.index, batch.value
+    log_probs = np.empty(n_classes)
+    g = np.empty(n_classes)
+    member = np.empty((N_MEMBERS, n_classes))
+    pi = np.empty(N_MEMBERS)
+    n_rows = np.int64(0)
+    for e in range(len(batch.labels)):
+        lo = batch.row_ptr[e]
+        hi = batch.row_ptr[e + 1]
+        y = batch.labels[e]
+        h = batch.importance[e]
+        held_out, learning = start_example(holdout, learn, h, y)
+        base = batch.base[e]
+        for c in range(n_classes):
+            offset = c * block_rows
+            member[0, c] = base + gd.predict(t_gd, s_gd, index, value, lo, hi, offset, learning, h)
+            member[1, c] = base + coin.predict(t_coin, s_coin, index, value, lo, hi, offset, learning, h)
+            member[2, c] = base + scinol2.predict(t_sc, s_sc, index, value, lo, hi, offset, learning, h)
+        mixture_weights(scalars, 1.0, pi)
+        best = np.int64(0)
+        for c in range(n_classes):
+            scores[e, c] = pi[0] * member[0, c] + pi[1] * member[1, c] + pi[2] * member[2, c]
+            if scores[e, c] > scores[e, best]:
+                best = c
+        predictions[e] = best + 1
+        if not (np.all(np.isfinite(member)) and np.all(np.isfinite(scores[e]))):
+            stats[S_DIVERGED] = e + 1
+            return n_rows
+        count_example(stats, counters, learn, batch.feature_count[e])
+        if np.isnan(y):
+            stats[S_UNLABELED_WEIGHT] += h
+        else:
+            label = int(y) - 1
+            error = 0.0 if best == label else 1.0
+            log_probabilities(scores[e], softmax, log_probs)
+            count_loss(stats, error, y, h)
+            stats[S_CORRECT] += h * (1.0 - error)
+            stats[S_LOG_LOSS] -= h * log_probs[label]
+            count_labeled(holdout, counters, learn, held_out, h, y, error)
+            if learning:
+                _learn_member_classes(0, gd.update, t_gd, s_gd, settings, index, value, lo, hi, block_rows,
+                                      member[0], label, h, log_probs, g, scalars)
+                _learn_member_classes(1, coin.update, t_coin, s_coin, settings, index, value, lo, hi, block_rows,
+                                      member[1], label, h, log_probs, g, scalars)
+                _learn_member_classes(2, scinol2.update, t_sc, s_sc, settings, index, value, lo, hi, block_rows,
+                                      member[2], label, h, log_probs, g, scalars)
+                counters[C_ROUNDS] += 1.0
+        n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, batch.feature_count[e])
+    return n_rows
+
+
+@njit(inline="always")
+def _weights(table, settings, rows):
+    """sum_k pi_k w_k for each row (the members' weight() as they report it)."""
+    t_gd, s_gd, t_coin, s_coin, t_sc, s_sc = _members(table, settings)
+    pi = np.empty(N_MEMBERS)
+    mixture_weights(table.scalars, mixing_rate(settings, table.counters), pi)
+    out = np.empty(len(rows))
+    for r in range(len(rows)):
+        i = rows[r]
+        out[r] = (pi[0] * gd.weight(t_gd, s_gd, i) + pi[1] * coin.weight(t_coin, s_coin, i)
+                  + pi[2] * scinol2.weight(t_sc, s_sc, i))
+    return out
+
+
+# Entry points, compiled and cached for this algorithm.
+
+@njit(cache=True, nogil=True)
+def run_chunk(table, settings, batch, tally, predictions):
+    return _run_binary(table, settings, batch, tally, predictions)
+
+
+@njit(cache=True, nogil=True)
+def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
+    return _run_multiclass(table, settings, batch, tally, predictions, scores)
+
+
+@njit(cache=True)
+def weights_at(table, settings, rows):
+    return _weights(table, settings, rows)
+
+
+# ---------------------------------------------------------------------------
+# Merging learners trained on separate shards (plain NumPy, not compiled).
+
+def _slices():
+    return ((gd, slice(*GD_COLUMNS), slice(*GD_SCALARS)), (coin, slice(*COIN_COLUMNS), slice(*COIN_SCALARS)),
+            (scinol2, slice(*SCINOL2_COLUMNS), None))
+
+
+def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_scalars=None, shard_scalars=None):
+    """Combine mixtures that all started from ``base``: each member's columns by
+    that member's own ``merge`` rule (gd.merge, coin.merge, scinol2.merge, with
+    their own parameters and scalars). Arguments and result as those; the
+    mixture's scalars come from ``merge_scalars``."""
+    base_scalars, shard_scalars = _scalars_or_initial(params, base_scalars, shard_scalars, len(shards))
+    out = np.array(base, dtype=np.float64, copy=True)
+    for (module, columns, scalar_slice), member in zip(_slices(), member_params(params)):
+        arguments = (base[:, columns], [s[:, columns] for s in shards], member, base_rounds, shard_rounds,
+                     shard_weights)
+        if scalar_slice is None:
+            out[:, columns] = module.merge(*arguments)
+        else:
+            out[:, columns] = module.merge(*arguments, base_scalars=base_scalars[scalar_slice],
+                                           shard_scalars=[s[scalar_slice] for s in shard_scalars])
+    return out
+
+
+def merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds, shard_weights):
+    """gd's and coin's scalars by their own ``merge_scalars``; each member's
+    cumulative loss is the base's plus every shard's increment (the loss it
+    incurred on the union of the shards' examples, each learned from where it was),
+    so the merged mixture weights are those of the members' total losses."""
+    base_scalars, shard_scalars = _scalars_or_initial(params, base_scalars, shard_scalars, len(shard_rounds))
+    out = np.array(base_scalars, dtype=np.float64, copy=True)
+    for (module, _, scalar_slice), member in zip(_slices(), member_params(params)):
+        if scalar_slice is not None:
+            out[scalar_slice] = module.merge_scalars(base_scalars[scalar_slice],
+                                                     [s[scalar_slice] for s in shard_scalars], member,
+                                                     base_rounds, shard_rounds, shard_weights)
+    if len(shard_scalars) == 1:
+        out[LOSSES:] = shard_scalars[0][LOSSES:]
+        return out
+    active = [k for k, r in enumerate(shard_rounds) if r > base_rounds]
+    losses = slice(LOSSES, LOSSES + N_MEMBERS)
+    out[losses] = base_scalars[losses] + sum((shard_scalars[k][losses] - base_scalars[losses] for k in active),
+                                             np.zeros(N_MEMBERS))
+    return out
+
+
+def initial_scalars(params):
+    p = np.asarray(params, dtype=np.float64)
+    return np.array([p[P_INITIAL_T], p[P_INITIAL_T], 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+
+
+def _scalars_or_initial(params, base_scalars, shard_scalars, count):
+    initial = initial_scalars(params)
+    base_scalars = initial if base_scalars is None else np.asarray(base_scalars, dtype=np.float64)
+    shard_scalars = [initial if sc is None else np.asarray(sc, dtype=np.float64)
+                     for sc in (shard_scalars or [None] * count)]
+    return base_scalars, shard_scalars

@@ -1,0 +1,202 @@
+"""--mix (olcli/engine/mixture.py): the exponentially weighted mixture of --gd,
+--coin and --scinol2, against tests/naive.py's Mixture step by step, its members
+against themselves run alone, resume, merge and its model header."""
+
+import math
+
+import numpy as np
+import pytest
+
+from olcli import model as model_file
+from olcli.engine import mixture
+from olcli.engine.records import C_LOSS, COUNTER_NAMES, Batch
+from olcli.errors import ModelError
+from olcli.learner import Learner
+from tests import naive
+from tests.test_engine import (LOSSES, ROWS, assert_close, case_seed, learner, pack, run, sparse_stream,
+                               vw_reference, vw_scalars, vw_state, vw_weights)
+
+MEMBER_COLUMNS = {"gd": mixture.GD_COLUMNS, "coin": mixture.COIN_COLUMNS, "scinol2": mixture.SCINOL2_COLUMNS}
+
+
+def reference_for(fast, loss, tau):
+    params = fast.params
+    gd_params = {"eta": params["eta"], "power_t": params["power_t"], "initial_t": params["initial_t"],
+                 "adaptive": 1.0, "normalized": 1.0, "invariant": 1.0, "l1": 0.0, "l2": 0.0}
+    return naive.Mixture(vw_reference("gd", gd_params, loss, tau),
+                         vw_reference("coin", {"alpha": params["alpha"], "beta": params["beta"]}, loss, tau),
+                         ROWS, params["epsilon"], loss, tau)
+
+
+@pytest.mark.parametrize("variant", [{}, {"epsilon": 0.3, "alpha": 1.0, "eta": 0.2}])
+@pytest.mark.parametrize("loss", LOSSES)
+def test_mixture_matches_the_reference_step_by_step(loss, variant):
+    """Every prediction, the VW members' state and scalars, the three cumulative
+    losses and the mixture's weights after every example, against naive.Mixture
+    (which composes naive_vw's gd and coin and naive's ScInOL2): same stream as
+    the members' own step-by-step tests (scales over six decades, importance 0,
+    unlabeled examples, a base)."""
+    tau = 0.3
+    fast = learner("mix", loss, variant, tau)
+    reference = reference_for(fast, loss, tau)
+    examples = sparse_stream(seed=case_seed("mix", loss, variant), n=150, loss=loss)
+    for step, (index, value, label, importance, base) in enumerate(examples):
+        (p,), _ = run(fast, [(index, value, label, importance, base)])
+        features = list(zip(index.tolist(), value.tolist()))
+        if math.isnan(label):
+            expected = reference.predict(features, base)
+        elif importance > 0:
+            expected = reference.learn(features, label, importance, base)
+        else:
+            for member in (reference.gd, reference.coin):
+                member.sd.see_label(label)
+            reference.see_label(label)
+            expected = reference.predict(features, base)
+        assert p == pytest.approx(expected, rel=1e-9, abs=1e-9), f"prediction {step}"
+        state = fast.model.state
+        assert_close(state[:, slice(*mixture.GD_COLUMNS)], vw_state(reference.gd, ROWS), f"gd state after {step}")
+        assert_close(state[:, slice(*mixture.COIN_COLUMNS)], vw_state(reference.coin, ROWS),
+                     f"coin state after {step}")
+        scalars = fast.model.scalars
+        assert_close(scalars[:mixture.LOSSES], vw_scalars(reference.gd) + vw_scalars(reference.coin),
+                     f"scalars after {step}")
+        assert_close(scalars[mixture.LOSSES:], reference.L, f"losses after {step}")
+        want = reference.weights(vw_weights(reference.gd, ROWS), vw_weights(reference.coin, ROWS))
+        assert_close(fast.weights(), np.array(want), f"weights after {step}")
+
+
+def _stream(seed, n, classes=0, loss="logistic"):
+    """A seeded batch over 2^8 rows: 6 features each, scales 0.5..2, labels from a
+    hidden linear model (+-1, real, or 1..classes)."""
+    rng = np.random.default_rng(seed)
+    index = rng.integers(0, 256, size=(n, 6)).astype(np.int32)
+    value = rng.normal(size=(n, 6)) * rng.choice([0.5, 1.0, 2.0], size=(n, 6))
+    score = (rng.normal(size=256)[index] * value).sum(axis=1)
+    if classes:
+        labels = (np.abs(score * 2).astype(int) % classes + 1).astype(float)
+    else:
+        labels = np.where(score > 0, 1.0, -1.0) if loss == "logistic" else score
+    return Batch(labels, rng.choice([0.5, 1.0, 2.0], size=n), np.zeros(n), np.arange(0, 6 * n + 1, 6, dtype=np.int64),
+                 index.ravel(), value.ravel(), np.full(n, 6, np.int64))
+
+
+def _part(batch, lo, hi):
+    return Batch(batch.labels[lo:hi], batch.importance[lo:hi], batch.base[lo:hi],
+                 batch.row_ptr[lo:hi + 1] - batch.row_ptr[lo], batch.index[batch.row_ptr[lo]:batch.row_ptr[hi]],
+                 batch.value[batch.row_ptr[lo]:batch.row_ptr[hi]], batch.feature_count[lo:hi])
+
+
+MODES = [("logistic", {}), ("squared", {}), ("hinge", {}), ("logistic", {"oaa": 4}), (None, {"softmax": 4})]
+
+
+@pytest.mark.parametrize("loss,multiclass", MODES)
+def test_each_member_learns_exactly_as_alone(loss, multiclass):
+    """Inside the mixture each member's columns (and scalars) end bit for bit
+    where the member alone (--gd, --coin, --scinol2) ends on the same stream."""
+    batch = _stream(3, 1500, classes=max(multiclass.values(), default=0), loss=loss or "logistic")
+    mix = Learner("mix", loss=loss, bits=8, **multiclass)
+    mix.process(batch, True)
+    scalars = {"gd": mix.model.scalars[slice(*mixture.GD_SCALARS)],
+               "coin": mix.model.scalars[slice(*mixture.COIN_SCALARS)], "scinol2": np.zeros(0)}
+    for name, columns in MEMBER_COLUMNS.items():
+        alone = Learner(name, loss=loss, bits=8, **multiclass)
+        alone.process(batch, True)
+        assert np.array_equal(alone.model.state, mix.model.state[:, slice(*columns)]), name
+        assert np.array_equal(alone.model.scalars, scalars[name]), name
+        same = np.arange(len(COUNTER_NAMES)) != C_LOSS   # the loss sum is the mixture's own
+        assert np.array_equal(alone.model.counters[same], mix.model.counters[same]), name
+
+
+@pytest.mark.parametrize("loss,multiclass", MODES[-2:])
+def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass):
+    """The mixture's class scores are sum_k pi_k scores_k, with pi from each
+    member's multiclass log loss (normalized sigmoids for OAA, softmax) of the
+    examples before; recomputed here from the members run alone."""
+    classes = max(multiclass.values())
+    batch = _stream(4, 400, classes=classes)
+    mix = Learner("mix", loss=loss, bits=8, **multiclass)
+    got = mix.process(batch, True).scores
+    member_scores = []
+    for name in MEMBER_COLUMNS:
+        alone = Learner(name, loss=loss, bits=8, **multiclass)
+        member_scores.append(alone.process(batch, True).scores)
+    softmax = "softmax" in multiclass
+    cumulative = np.zeros(3)
+    for e in range(len(batch.labels)):
+        pi = np.exp(-(cumulative - cumulative.min()))
+        pi /= pi.sum()
+        want = sum(pi[k] * member_scores[k][e] for k in range(3))
+        np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"example {e}")
+        label = int(batch.labels[e]) - 1
+        for k in range(3):
+            s = member_scores[k][e]
+            if softmax:
+                log_p = s - (s.max() + math.log(np.exp(s - s.max()).sum()))
+            else:
+                sig = 1.0 / (1.0 + np.exp(-s))
+                log_p = np.log(sig) - math.log(sig.sum())
+            cumulative[k] -= batch.importance[e] * log_p[label]
+
+
+@pytest.mark.parametrize("loss,multiclass", [("logistic", {}), ("squared", {}), ("logistic", {"oaa": 3}),
+                                             (None, {"softmax": 3})])
+def test_save_and_continue_is_bit_identical(loss, multiclass):
+    """Saved mid-stream, loaded and continued equals the uninterrupted run, bit for bit."""
+    batch = _stream(5, 900, classes=max(multiclass.values(), default=0), loss=loss or "logistic")
+    whole = Learner("mix", loss=loss, bits=8, **multiclass)
+    expected = whole.process(batch, True).predictions
+    first = Learner("mix", loss=loss, bits=8, **multiclass)
+    head = first.process(_part(batch, 0, 400), True).predictions
+    resumed = Learner.from_bytes(first.to_bytes())
+    tail = resumed.process(_part(batch, 400, 900), True).predictions
+    assert np.array_equal(np.concatenate([head, tail]), expected)
+    assert np.array_equal(resumed.model.state, whole.model.state)
+    assert np.array_equal(resumed.model.scalars, whole.model.scalars)
+
+
+def test_merge_merges_each_member_by_its_own_rule():
+    """Learner.merge of mixtures: each member's columns and scalars are what that
+    member's own merge gives for the members run alone on the same shards; each
+    cumulative loss is the sum of the shards' (here from an empty base)."""
+    batch = _stream(6, 1200)
+    shards = [_part(batch, 0, 600), _part(batch, 600, 1200)]
+    mixes = []
+    for shard in shards:
+        m = Learner("mix", loss="logistic", bits=8)
+        m.process(shard, True)
+        mixes.append(m)
+    merged = Learner.merge(mixes)
+    for name, columns in MEMBER_COLUMNS.items():
+        alone = []
+        for shard in shards:
+            a = Learner(name, loss="logistic", bits=8)
+            a.process(shard, True)
+            alone.append(a)
+        assert np.array_equal(Learner.merge(alone).model.state, merged.model.state[:, slice(*columns)]), name
+        if name in ("gd", "coin"):
+            part = slice(*(mixture.GD_SCALARS if name == "gd" else mixture.COIN_SCALARS))
+            assert np.array_equal(Learner.merge(alone).model.scalars, merged.model.scalars[part]), name
+    losses = slice(mixture.LOSSES, None)
+    np.testing.assert_allclose(merged.model.scalars[losses],
+                               mixes[0].model.scalars[losses] + mixes[1].model.scalars[losses], rtol=1e-15)
+    # the merged learner predicts with sum_k pi_k w_k of the merged members
+    assert np.all(np.isfinite(merged.weights()))
+
+
+@pytest.mark.parametrize("field,value,message", [
+    (("scalars",), {"gd.total_weight": 1.0}, "scalars"),
+    (("state", "slots"), ["w", "G", "N"], "state slots"),
+    (("params",), {"eta": 0.5}, "hyper-parameters"),
+    (("params",), {"eta": 0.5, "power_t": 0.5, "initial_t": 0.0, "alpha": -1.0, "beta": 1.0, "epsilon": 1.0},
+     "alpha"),
+])
+def test_crafted_headers_are_refused(field, value, message):
+    m = Learner("mix", loss="logistic", bits=8)
+    m.process(_stream(7, 20), True)
+    header = m.model.header()
+    holder = header
+    for key in field[:-1]:
+        holder = holder[key]
+    holder[field[-1]] = value
+    with pytest.raises(ModelError, match=message):
+        model_file.validate(header, "crafted.olm")
