@@ -184,7 +184,7 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights):
     shard k's weight as of its own rounds (lazy L1/L2 shrinkage paid):
 
         w_i    = sum_k dG_k w_k / sum_k dG_k
-        G_i    = G_base + sum_k dG_k
+        G_i    = G_base + sum_k dG_k^2 / sum_k dG_k
         last_i = merged rounds            (only with --l1/--l2; else as the base)
 
     A coordinate no shard updated (every dG_k = 0) keeps the base's row.
@@ -202,26 +202,30 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights):
     total G_k = G_base + dG_k, not by its increment: from a zero base that is the
     same; from a trained base the base's G enters every node's weight, pulling
     the result toward the base, and a node that learned nothing still weighs
-    G_base. Increments make idle shards weightless and the rule associative:
-    the merged learner carries dG_a + dG_b, so merging (a, b) and then c gives
-    merge(a, b, c) up to rounding, and a tree of pairwise merges equals one
-    flat merge.
+    G_base. Increments make idle shards weightless.
 
-    Why G is the base plus the sum of increments. That is the G of one learner
-    that received every shard's gradients: after the merge the steps
-    eta / sqrt(G) are those of a learner that has seen all the examples, which
-    is also what the rounds counter says. VW instead scales each node's G by
-    its share G_k / sum_j G_j before summing (its comment: "a crude max"), so
-    its G is sum_k G_k**2 / sum_k G_k, a G-weighted mean of the nodes' totals:
-    the base is not counted twice, but the increments are averaged, not added,
-    so steps after the merge stay as large as after one node's data, and the
-    result depends on how the shards are grouped. (VW's gd merge does count
-    the base once per model in its ``--normalized`` sums total_weight and
-    normalized_sum_norm_x, which it adds over models without subtracting the
-    base; olcli has no such state.) Measured in
-    benchmarks/results/merge_rules.md: identical after one merge from a zero
-    base; over repeated merge rounds the sum was slightly better on a9a and
-    VW's larger steps better on phishing and cod-rna.
+    Why G grows by the dG-weighted mean of the increments, not their sum. The
+    merged weight is an average: it has moved about as far as one shard's
+    weight moved, not as far as one learner that saw every shard's examples in
+    turn. With G = G_base + sum_k dG_k (the rule until 2026-11, "the G of one
+    learner that received every gradient") the steps after the merge were those
+    of a learner K times further along, too small for weights that were not:
+    on covtype, 4 shards, the test loss after 4 passes stayed 1.023 x one
+    machine's after 3, against 1.016 with the mean (benchmarks/results/
+    scale_out.md, "Why the accumulators grow by a mean"). The mean keeps what
+    the sum had: a row one shard updated gets exactly that shard's G; an idle
+    shard (dG_k = 0) neither weighs nor counts; and it adds what the sum
+    lacked: merging K copies of one learner gives that learner back. From a
+    zero base (the first merge) it is VW's rule: ``accumulate_weighted_avg``
+    scales each node's G by its share G_k / sum_j G_j before summing (its
+    comment: "a crude max"), so its G is sum_k G_k**2 / sum_k G_k. After that
+    VW weighs totals, base included, olcli increments (above). What the mean
+    gives up: a tree of pairwise merges is no longer exactly one flat merge
+    (the pair's increment is a mean, and then weighs as one shard), so the
+    cluster's result depends on the tree, which olcli/scaleout.py fixes by the
+    shards' order. (VW's gd merge also counts the base once per model in its
+    ``--normalized`` sums total_weight and normalized_sum_norm_x, which it adds
+    over models without subtracting the base; olcli has no such state.)
 
     Lazy L1/L2. Each shard's weight is first settled to that shard's own rounds
     (``all_weights``, the shrinkage formula of ``_settled``), so the average is
@@ -236,8 +240,8 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights):
     Tested invariants (tests/test_merge.py): one shard = a copy; idle shards
     change nothing; rows no shard updated keep the base; a row one shard updated
     gets exactly that shard's settled weight; the merged weight lies between the
-    updating shards' weights; symmetric in the shard order and associative, up
-    to rounding.
+    updating shards' weights; symmetric in the shard order; merging copies of
+    one learner gives it back.
     """
     result, active = merge_common.prepare(base, shards, base_rounds, shard_rounds, shard_weights)
     if result is not None:
@@ -252,7 +256,7 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights):
     updated = total > 0.0
     out = np.array(base, dtype=np.float64, copy=True)
     out[updated, W] = w[updated]
-    out[updated, G] = base[updated, G] + total[updated]
+    out[updated, G] = base[updated, G] + merge_common.mean_increment(grown, total)[updated]
     if params[P_L1] > 0.0 or params[P_L2] > 0.0:
         out[updated, LAST] = rounds
     return out

@@ -331,11 +331,13 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
        not, after one merge of 4 shards; a9a and phishing: no difference);
     3. adaptive: with dG_k = G_k - G_base (G_base = initial_t for a row the
        base never touched: VW's G starts there),
-           w = sum_k dG_k w_k / sum_k dG_k,   G = G_base + sum_k dG_k
+           w = sum_k dG_k w_k / sum_k dG_k,   G = G_base + sum_k dG_k^2 / sum_k dG_k
        (AdaGrad's rule, adagrad.merge: a shard's squared-gradient mass is how
        much it learned about the feature, a shard that never saw it does not
-       dilute it, and the increments add up to the G of one learner that saw
-       every example); not adaptive: w = w_base + sum_k p_k (w_k - w_base,k)
+       dilute it, and G grows by the increments' dG-weighted mean, as far as
+       the averaged weight moved: one shard's increment, or VW's
+       sum G_k^2 / sum G_k from a zero base; covtype, 4 shards: 1.014 x one
+       machine after one extra pass, 1.022 with the sum); not adaptive: w = w_base + sum_k p_k (w_k - w_base,k)
        over all shards that learned, p_k their importance shares and w_base,k
        the base's weight as shard k sees it (sgd.merge's sum_k p_k w_k: there is
        nothing per coordinate to weigh by; anchored at the base so that L1/L2
@@ -363,8 +365,8 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
     Tested invariants (tests/test_merge.py): one shard = a copy; idle shards
     change nothing; rows no shard changed keep the base's row; a row one shard
     changed gets that shard's weight; the merged weight lies between the
-    shards' weights; symmetric in the shard order, and associative up to
-    rounding.
+    shards' weights; symmetric in the shard order; associative up to rounding
+    when not adaptive (adaptive: the mean increment, as adagrad.merge).
     """
     result, active = merge_common.prepare(base, shards, base_rounds, shard_rounds, shard_weights)
     if result is not None:
@@ -382,7 +384,7 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
         # a row changed with no squared gradient to weigh by: the plain mean of the changers
         plain = np.where(touched, weights, 0.0).sum(axis=0) / np.maximum(touched.sum(axis=0), 1)
         w = np.where(total > 0.0, w, plain)
-        out[changed, G] = (start + total)[changed]
+        out[changed, G] = (start + merge_common.mean_increment(np.maximum(grown, 0.0), total))[changed]
     gravity, contraction = merged_regularization(base_scalars, [shard_scalars[k] for k in active])
     if params[P_ADAPTIVE] <= 0.0:
         # sgd.merge's w = sum_k p_k w_k, anchored at the base: w = base + sum_k p_k (w_k - base_k),

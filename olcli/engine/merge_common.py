@@ -73,6 +73,17 @@ def weighted_mean(values, weights):
     return (share * values).sum(axis=0), total
 
 
+def mean_increment(increments, total):
+    """Per row, ``sum_k increments[k]**2 / total`` with ``total = sum_k
+    increments[k]``: the increments' mean weighted by themselves (0 where the
+    total is 0). The growth of an accumulator (AdaGrad's G, --gd's adaptive G)
+    across a merge: one shard's increment when one shard touched the row, the
+    common increment when K shards grew it alike (so merging K copies of one
+    learner gives that learner back), and VW's accumulate_weighted_avg
+    (sum G_k^2 / sum G_k) after a merge from a zero base."""
+    return np.divide((increments ** 2).sum(axis=0), total, out=np.zeros_like(total), where=total > 0.0)
+
+
 def libm(function, *arrays):
     """``function`` (from ``math``) over the arrays' elements, as the compiled
     kernels call the C library: NumPy's own vectorised exp and pow can differ
