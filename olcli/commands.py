@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from olcli import model as model_file
-from olcli import signals
+from olcli import signals, startup
 from olcli.atomic import atomic_write
 from olcli.engine import registry
 from olcli.engine.records import C_EXAMPLES, Batch, new_tally
@@ -129,7 +129,8 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
             "keep": model.keep, "ignore_linear": model.ignore_linear, "min_prediction": model.min_prediction,
             "max_prediction": model.max_prediction, "ngram": model.ngram, "skips": model.skips,
             "hash_seed": model.hash_seed, "permutations": model.permutations,
-            "leave_duplicate_interactions": model.leave_duplicate_interactions, **model.params}
+            "leave_duplicate_interactions": model.leave_duplicate_interactions,
+            "initial_weight": model.initial_weight, **model.params}
     for name, value in given.items():
         if value is not None and value != held[name]:
             raise UsageError(f"{path} was trained with {name} = {held[name]!r}, not {value!r}; "
@@ -140,7 +141,7 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
 def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
           loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
           passes=None, progress=False, multiclass=("", 0), probabilities=False, text_outputs=None,
-          scale_out=None, prediction_range=(None, None), predict_only_model=False) -> None:
+          scale_out=None, prediction_range=(None, None), predict_only_model=False, initial_weight=None) -> None:
     text_outputs = text_outputs or {}
     features = {name: value for name, value in (features or {}).items()}
     mode, classes = multiclass
@@ -168,13 +169,15 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
         check_distinct(inputs, outputs, allowed=(("model (-f)", "initial model (-i)"),))
     session = _Session("train", sources, report, final_model, quiet)
     session.predict_only_model = bool(predict_only_model)
+    startup.prepare_kernels(quiet)
     with session:
         with signals.immediate():  # loading and compiling: nothing to lose, a signal stops at once
             if initial_model:
                 learner = _continue_model(initial_model, algorithm, options,
                                           {"bits": bits, "loss": loss, "quantile_tau": quantile_tau, "link": link,
                                            "constant": constant, "min_prediction": prediction_range[0],
-                                           "max_prediction": prediction_range[1], **features}, input_format)
+                                           "max_prediction": prediction_range[1], "initial_weight": initial_weight,
+                                           **features}, input_format)
                 model = learner.model
                 if mode and (mode, classes) != (model.multiclass, model.classes):
                     raise UsageError(
@@ -196,7 +199,7 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                                   hash_seed=features.get("hash_seed") or 0,
                                   permutations=bool(features.get("permutations")),
                                   leave_duplicate_interactions=bool(features.get("leave_duplicate_interactions")),
-                                  **hyper_parameters(algorithm, options))
+                                  initial_weight=initial_weight, **hyper_parameters(algorithm, options))
                 learner = Learner.from_model(model, input_format)
             session.learner = learner
         names = FeatureNames(learner.model.block_rows) if text_outputs.get("invert_hash") else None
@@ -225,6 +228,7 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
         _stdout_for(audit, outputs)
         check_distinct(inputs, outputs)
     session = _Session("test", sources, report, None, quiet)
+    startup.prepare_kernels(quiet)
     with session:
         with signals.immediate():
             learner = load_learner(initial_model, input_format)

@@ -1,0 +1,356 @@
+"""The olcli command's first half-second: what it costs and how it is kept small (issue 16).
+
+A run of ``olcli train`` on a small file is mostly start-up. Measured on a 2-core VM
+with a warm kernel cache (CPU seconds): Python and NumPy/Numba's imports ~0.26 (the
+"Numba floor", ``python -c "import numba, numpy"``), and on top of that, before this
+module: typer checking each option's value with a pydantic ``TypeAdapter`` (importing
+pydantic and building ~40 adapters) ~0.06, and Numba refreshing its target context
+before the first cached kernel is loaded ~0.27 (importing every typing and lowering
+registry, and through numba.np.arraymath SciPy's BLAS when SciPy is installed).
+Three things remove most of it:
+
+- ``invoke``: the options' values (str, int, float, bool, lists of str, enums: all
+  olcli has) are checked here for the plain spellings; anything else — a malformed
+  number, a name that is not valid UTF-8, an unknown choice — goes to typer's own
+  check, so every message is typer's. Values are the same objects typer gives.
+- ``fast_kernel_loading``: a kernel found in Numba's cache is loaded with only the
+  runtime (NRT) initialised, without the registries: its machine code is complete
+  and needs none of them. A kernel that is not in the cache is compiled exactly as
+  before (Numba's compiler refreshes the context itself), after a one-line notice on
+  a terminal (``compile_notice``).
+- ``preload``: as soon as the command is known to be ``train`` or ``test``, a thread
+  imports NumPy, Numba and the engine and initialises the runtime while the main
+  thread parses the options and checks the inputs and outputs; the kernels then load
+  in a few milliseconds (reading a cached kernel's object code and linking it run in
+  LLVM without the GIL).
+
+Only the olcli command does this (``cli.main`` as the console script or
+``python -m olcli``); a program that imports olcli gets Numba's ordinary behaviour.
+"""
+
+import os
+import re
+import sys
+import threading
+
+# The commands whose first kernels are worth loading ahead.
+PRELOADED = ("train", "test", "vw")
+
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+_DECIMAL = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?")
+
+_state = {"command": False, "fast_loading": False, "notice": None, "preload": None}
+
+
+def is_command() -> bool:
+    """Whether this process is the olcli command (``invoke`` was told so)."""
+    return _state["command"]
+
+
+# --- options without pydantic ---
+
+def _plain_value(annotation, value):
+    """``value`` coerced to ``annotation`` when it is a plain spelling, else _DEFER."""
+    if annotation is str:
+        if type(value) is str:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # a surrogate-escaped name: typer decides
+                return _DEFER
+            return value
+        return _DEFER
+    if annotation is bool:
+        return value if type(value) is bool else _DEFER
+    if annotation is int:
+        if type(value) is int:
+            return value
+        if type(value) is str and _INTEGER.fullmatch(value):
+            return int(value)
+        return _DEFER
+    if annotation is float:
+        if type(value) is float:
+            return value
+        if type(value) is str and _DECIMAL.fullmatch(value):
+            return float(value)
+        return _DEFER
+    if isinstance(annotation, type) and issubclass(annotation, str) and hasattr(annotation, "__members__"):
+        if isinstance(value, annotation):
+            return value
+        if type(value) is str:
+            for member in annotation.__members__.values():
+                if member.value == value:
+                    return member
+        return _DEFER
+    return _DEFER
+
+
+_DEFER = object()
+
+
+def _light_coercion(group) -> None:
+    """Give every option of every command a coercion that checks the plain spellings
+    here and hands anything else to typer's own (built on first need). Does nothing
+    with a typer that has no such coercion layer (those never imported pydantic)."""
+    try:
+        from typing import get_args, get_origin
+
+        from typer._coercion import RuntimeParam, build_runtime_param
+    except ImportError:
+        return
+
+    class Light(RuntimeParam):
+        __slots__ = ()
+
+        def _coerce_value(self, value, param, ctx):
+            descriptor = param.type_descriptor
+            annotation = descriptor.annotation
+            if get_origin(annotation) is list and isinstance(value, (list, tuple)):
+                (item,) = get_args(annotation) or (None,)
+                items = [_plain_value(item, one) for one in value]
+                if all(one is not _DEFER for one in items):
+                    return items
+            else:
+                result = _plain_value(annotation, value)
+                if result is not _DEFER:
+                    return result
+            full = build_runtime_param(descriptor)
+            param._runtime_param = full
+            return full._coerce_value(value, param=param, ctx=ctx)
+
+    def lighten(param) -> None:
+        descriptor = getattr(param, "type_descriptor", None)
+        if descriptor is None or getattr(param, "_runtime_param", 0) is not None:
+            return
+        info = descriptor.parameter_info
+        if (descriptor.file_annotation is not None or getattr(info, "parser", None) is not None
+                or getattr(info, "min", None) is not None or getattr(info, "max", None) is not None
+                or not getattr(info, "case_sensitive", True)):
+            return
+        annotation = descriptor.annotation
+        item = get_args(annotation)[0] if get_origin(annotation) is list and get_args(annotation) else annotation
+        if item in (str, int, float, bool) or (isinstance(item, type) and hasattr(item, "__members__")):
+            try:
+                param._runtime_param = Light(parameter_info=info, annotation=annotation)
+            except TypeError:
+                pass
+
+    def lighten_help(command) -> None:
+        """The --help option is made when a command is parsed, and cached."""
+        original = command.get_help_option
+
+        def get_help_option(ctx):
+            option = original(ctx)
+            if option is not None:
+                lighten(option)
+            return option
+
+        command.get_help_option = get_help_option
+
+    for command in [group] + list(getattr(group, "commands", {}).values()):
+        for param in command.params:
+            lighten(param)
+        if hasattr(command, "get_help_option"):
+            lighten_help(command)
+
+
+def command_of(args: list) -> str | None:
+    """The subcommand named on the command line (the first argument that is not an option)."""
+    for arg in args:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def invoke(app, args: list, command_process: bool = False) -> None:
+    """Run the typer ``app`` on ``args`` as ``app(args=args, prog_name="olcli")`` does,
+    with the option checks above and, in the olcli command's own process
+    (``command_process``), the kernels of train and test loading ahead."""
+    import typer.main
+
+    _state["command"] = bool(command_process)
+    if command_process and command_of(args) in PRELOADED and "--help" not in args:
+        preload(args)
+    group = typer.main.get_command(app)
+    _light_coercion(group)
+    group(args=args, prog_name="olcli")
+
+
+# --- kernels ---
+
+def fast_kernel_loading() -> None:
+    """Load cached kernels without refreshing Numba's target context first (see the
+    module's docstring). Any failure falls back to Numba's own path.
+    OLCLI_NUMBA_REFRESH=1 keeps Numba's own path throughout (to compare, or if a
+    Numba version ever needed its registries to load a kernel)."""
+    if _state["fast_loading"] or os.environ.get("OLCLI_NUMBA_REFRESH") == "1":
+        return
+    _state["fast_loading"] = True
+    try:
+        from numba.core import caching
+        from numba.core.runtime import rtsys
+    except ImportError:
+        return
+    original = caching.Cache.load_overload
+
+    def load_overload(self, sig, target_context):
+        loaded = None
+        try:
+            rtsys.initialize(target_context)
+            loaded = self._load_overload(sig, target_context)
+        except Exception:  # anything unexpected: Numba's own path decides
+            loaded = None
+        if loaded is None:
+            if getattr(_load_only, "on", False):
+                raise NotCached(self._name)  # the preload thread never compiles
+            return original(self, sig, target_context)
+        return loaded
+
+    load_overload.__wrapped__ = original
+    caching.Cache.load_overload = load_overload
+    _state["fast_loading"] = "installed"
+
+
+class NotCached(Exception):
+    """A kernel the preload thread wanted is not in the cache (the run compiles it)."""
+
+
+_load_only = threading.local()
+
+
+_notice_lock = threading.Lock()
+
+
+def compile_notice(stream=None, enabled=None) -> None:
+    """Print one line on stderr when a kernel is about to be compiled (a cold cache),
+    once per process, when stderr is a terminal (or ``enabled``)."""
+    with _notice_lock:
+        if _state["notice"] is not None:
+            return
+        stream = stream or sys.stderr
+        if enabled is None:
+            try:
+                enabled = stream.isatty()
+            except (AttributeError, ValueError):
+                enabled = False
+        if not enabled:
+            _state["notice"] = False
+            return
+        from numba.core import event
+
+        class Notice(event.Listener):
+            printed = False
+
+            def on_start(self, ev):
+                with _notice_lock:
+                    if Notice.printed:
+                        return
+                    Notice.printed = True
+                try:
+                    stream.write("olcli: compiling kernels (once; later runs load them from Numba's cache; "
+                                 "`olcli warm` compiles them all ahead)\n")
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+
+            def on_end(self, ev):
+                pass
+
+        listener = Notice()
+        event.register("numba:compile", listener)
+        _state["notice"] = listener
+
+
+def _guess(args: list) -> dict:
+    """What the command line says about the kernels the run needs, read from the
+    words themselves (a wrong guess costs a few wasted milliseconds, nothing else)."""
+    from olcli.engine import registry
+
+    words = set(args)
+    algorithms = [name for name in registry.ALGORITHMS if f"--{name}" in words]
+    continuing = bool({"-i", "--initial-model", "--initial_regressor"} & words) or args[:1] == ["test"]
+    multiclass = bool({"--oaa", "--softmax", "--ect", "--csoaa"} & words)
+    fmt = "vw"
+    for i, word in enumerate(args[:-1]):
+        if word == "--format":
+            fmt = args[i + 1]
+    interacting = bool({"-q", "--quadratic", "--cubic", "--interactions"} & words) or any(
+        word.startswith("-q") and len(word) > 2 for word in args)
+    return {"algorithm": (algorithms[0] if len(algorithms) == 1 else
+                          None if algorithms else registry.DEFAULT_ALGORITHM),
+            "binary": not continuing and not multiclass, "format": fmt, "interacting": interacting}
+
+
+def _preload_kernels(args: list) -> None:
+    """Load the parser and, for a new binary model, the learning kernel the run will
+    most likely call, as the run calls them (the same argument types), from Numba's
+    cache only: a kernel not there is left to the run (``NotCached``)."""
+    if _state["fast_loading"] != "installed":
+        return
+    import numpy as np
+
+    from olcli.engine import parse as kernels
+    from olcli.engine import registry
+
+    guess = _guess(args)
+    _load_only.on = True
+    try:
+        if guess["format"] in ("vw", "libsvm", "auto"):
+            from olcli.inputs import Chunk
+            from olcli.parsing import FeatureSpec, parse_chunk
+
+            libsvm = guess["format"] == "libsvm"
+            spec = FeatureSpec.build(("ab",) if guess["interacting"] else ())
+            try:  # input chunks are read-only views of the bytes read (inputs.py)
+                parse_chunk(Chunk("", 1, np.frombuffer(b"", np.uint8)), "libsvm" if libsvm else "vw", 1, True,
+                            kernels.LABELS_ANY, spec)
+            except NotCached:
+                pass
+        if guess["binary"] and guess["algorithm"]:
+            from olcli.commands import _empty_batch
+            from olcli.engine.records import new_tally
+            from olcli.learner import Learner
+
+            try:
+                Learner(guess["algorithm"], bits=1).process(_empty_batch(), True, new_tally())
+            except NotCached:
+                pass
+    finally:
+        _load_only.on = False
+
+
+def preload(args: list) -> None:
+    """Import the engine, get Numba's runtime ready and load the likely kernels in a
+    background thread, while the main thread reads the options."""
+    if _state["preload"] is not None or os.environ.get("OLCLI_PRELOAD") == "0":
+        return
+    quiet = "--quiet" in args
+
+    def work():
+        try:
+            import olcli.commands  # noqa: F401  (NumPy, Numba, the learner, the run loop)
+            fast_kernel_loading()
+            if not quiet:
+                compile_notice()
+            from numba.core.registry import cpu_target
+            from numba.core.runtime import rtsys
+
+            rtsys.initialize(cpu_target.target_context)
+            _preload_kernels(args)
+        except BaseException:  # the main thread imports, loads and reports whatever failed here
+            pass
+
+    thread = threading.Thread(target=work, name="olcli-preload", daemon=True)
+    _state["preload"] = thread
+    thread.start()
+
+
+def prepare_kernels(quiet: bool) -> None:
+    """Called by a command before its first kernel, in the olcli command's process
+    only: the fast loading and, unless quiet, the compile notice."""
+    if not _state["command"]:
+        return
+    fast_kernel_loading()
+    if not quiet:
+        compile_notice()
