@@ -8,7 +8,7 @@ train ... --report R``) in a subprocess; the numbers come from the JSON reports.
 1. Loss. a9a (its test file), covtype_binary_20k (the first 16,000 lines train, the last
    4,000 test) and the text generator (``python -m olcli.datagen text``, 240,000 lines of one
    seed: the first 200,000 train, the last 40,000 test). Logistic loss, the default
-   algorithm (AdaGrad), ``--passes P`` with the default holdout (every 10th example) and
+   algorithm (registry.DEFAULT_ALGORITHM, named in the results), ``--passes P`` with the default holdout (every 10th example) and
    early stop, on one machine and on a local cluster of 2 workers (``--scheduler``) with 2
    and 4 shards, after P, P + 1 and (for information) P + 2 passes. Scored by the reported
    holdout loss (the same held-out examples as one machine) and by ``olcli test`` on the
@@ -23,8 +23,9 @@ train ... --report R``) in a subprocess; the numbers come from the JSON reports.
    >= 1.6 x faster) is only measurable on an idle machine.
 3. Merge cost: ``Learner.merge`` of two learners and their model-file encoding, at -b 18,
    22 and 24 (AdaGrad, 3 state slots), for the paper estimate in the README.
-4. Rule: covtype on 4 shards pass after pass with olcli's AdaGrad merge and with VW's G
-   (written here only), to see where the loss gap of 1. comes from.
+4. Rule: covtype on 4 shards pass after pass, AdaGrad and --gd, with olcli's merge (G grows
+   by the increments' weighted mean), with the sum of the increments, and with VW's G
+   (written here only): what the accumulators' rule does to the loss of 1.
 """
 
 import json
@@ -182,35 +183,52 @@ def _vw_adagrad_merge(base, shards, params, base_rounds, shard_rounds, shard_wei
 
 
 def rule(data: Path, work: Path, shards: int = 4, passes: int = 5) -> dict:
-    """covtype on 4 shards, pass after pass, with olcli's AdaGrad merge and with VW's G
-    (scaleout's own shard and merge tasks, run here without a cluster; no holdout): test
-    loss by pass, and one machine's."""
+    """covtype on 4 shards, pass after pass, for AdaGrad and --gd: olcli's merge (G grows by
+    the increments' weighted mean), the sum of the increments (olcli's rule before 2026-11)
+    and, for AdaGrad, VW's G (scaleout's own shard and merge tasks, run here without a
+    cluster; no holdout): test loss by pass, and one machine's."""
     from olcli import scaleout
-    from olcli.engine import adagrad
+    from olcli.engine import adagrad, merge_common
     from olcli.learner import Learner
 
     train, test = work / "covtype_train.vw", work / "covtype_test.vw"
     split(data / "covtype_binary_20k" / "train.vw", train, test, 16000)
     test_lines = test.read_bytes()
-    own = adagrad.merge
+    own_merge, own_increment = adagrad.merge, merge_common.mean_increment
+
+    def summed(grown, total):
+        return total
+
     found = {}
     try:
-        for name, merge, count in (("one machine", own, 1), ("olcli's rule", own, shards),
-                                   ("VW's G", _vw_adagrad_merge, shards)):
-            adagrad.merge = merge
-            learner = Learner(loss="logistic")
-            learner.decide_format("vw", str(train))
-            cut = scaleout.cut_shards([str(train)], count)
-            found[name] = []
-            for number in range(1, passes + 1):
-                state = learner.to_bytes()
-                parts = [scaleout.learn_shard(state, scaleout.Job(shard, number)) for shard in cut]
-                learner = Learner.from_bytes(scaleout.tree(parts, lambda a, b: scaleout.merge_parts(state, a, b)).model)
-                found[name].append(learner.copy().evaluate(test_lines).loss)
+        for algorithm in ("adagrad", "gd"):
+            variants = [("one machine", own_merge, own_increment, 1), ("olcli's rule", own_merge, own_increment, shards),
+                        ("sum of increments", own_merge, summed, shards)]
+            if algorithm == "adagrad":
+                variants.append(("VW's G", _vw_adagrad_merge, own_increment, shards))
+            for name, merge, increment, count in variants:
+                adagrad.merge, merge_common.mean_increment = merge, increment
+                learner = Learner(algorithm, loss="logistic")
+                learner.decide_format("vw", str(train))
+                cut = scaleout.cut_shards([str(train)], count)
+                key = f"{algorithm}: {name}"
+                found[key] = []
+                for number in range(1, passes + 1):
+                    state = learner.to_bytes()
+                    parts = [scaleout.learn_shard(state, scaleout.Job(shard, number)) for shard in cut]
+                    learner = Learner.from_bytes(
+                        scaleout.tree(parts, lambda a, b: scaleout.merge_parts(state, a, b)).model)
+                    found[key].append(learner.copy().evaluate(test_lines).loss)
     finally:
-        adagrad.merge = own
+        adagrad.merge, merge_common.mean_increment = own_merge, own_increment
     print(f"rule {found}", file=sys.stderr)
     return found
+
+
+def _default() -> str:
+    from olcli.engine import registry
+
+    return registry.DEFAULT_ALGORITHM
 
 
 def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list, loads: tuple,
@@ -221,7 +239,7 @@ def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list
              f"{loads[1]} after. Local Dask cluster of worker processes with one thread each, on 127.0.0.1. "
              "Raw numbers in scale_out.json.", "",
              "## Loss after P passes: 2 and 4 shards against one machine", "",
-             f"Logistic loss, AdaGrad (the default), `--passes {PASSES}` (and {PASSES + 1}) with the default "
+             f"Logistic loss, the default algorithm (`{_default()}`), `--passes {PASSES}` (and {PASSES + 1}) with the default "
              "holdout (every 10th example, the same examples on the cluster as on one machine) and early stop. "
              "`holdout` is the reported loss (the best pass's holdout loss); `test` is `olcli test` of the "
              "final model on the test part. Ratio = cluster / one machine after "
@@ -246,21 +264,24 @@ def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list
                             f"{best[0]:.4f} (holdout), {best[1]:.4f} (test): "
                             f"{'met' if max(best) <= 1.02 else 'NOT met'}")
     lines += ["", *[f"- {v}" for v in verdicts], "",
-              "## Why covtype on 4 shards falls short: the AdaGrad merge's G", "",
+              "## The accumulators' growth at a merge, on covtype with 4 shards", "",
               "covtype (16,000 train, 4,000 test), 4 shards, the shard and merge tasks of olcli/scaleout.py run "
-              "in the benchmark's process, no holdout; test loss after each pass. `olcli's rule` is "
-              "AdaGrad's merge (G = the base's plus the sum of the shards' increments); `VW's G` swaps in "
-              "VW's accumulate_weighted_avg (G = sum G_k^2 / sum G_k: larger steps after a merge), written in "
+              "in the benchmark's process, no holdout; test loss after each pass. `olcli's rule`: G grows by the "
+              "shards' increments' weighted mean, sum dG_k^2 / sum dG_k (merge_common.mean_increment); `sum of "
+              "increments`: G = G_base + sum dG_k (olcli's rule before 2026-11, swapped in here); `VW's G`: "
+              "VW's accumulate_weighted_avg (w weighted by the totals G_k, G = sum G_k^2 / sum G_k), written in "
               "this script only.", "",
               "| run | " + " | ".join(f"pass {k + 1}" for k in range(len(next(iter((rules or {"": [0]}).values()))))) + " |",
               "|---|" + "---:|" * len(next(iter((rules or {"": [0]}).values())))]
     for name, found in (rules or {}).items():
         lines.append(f"| {name} | " + " | ".join(f"{x:.4f}" for x in found) + " |")
     if rules:
-        one = rules["one machine"][PASSES - 1]
-        ours, vws = rules["olcli's rule"][PASSES] / one, rules["VW's G"][PASSES] / one
-        lines += ["", f"Against one machine after {PASSES} passes, after {PASSES + 1}: olcli's rule {ours:.4f}, "
-                      f"VW's G {vws:.4f}."]
+        lines.append("")
+        for algorithm in ("adagrad", "gd"):
+            one = rules[f"{algorithm}: one machine"][PASSES - 1]
+            ratios = ", ".join(f"{name.split(': ')[1]} {found[PASSES] / one:.4f}" for name, found in rules.items()
+                               if name.startswith(algorithm + ":") and not name.endswith("one machine"))
+            lines.append(f"- {algorithm}, after {PASSES + 1} passes against one machine after {PASSES}: {ratios}")
     lines += ["", "## Wall speed-up with 2 workers", "",
               f"`python -m olcli.datagen click --lines 2000000` ({click_bytes / 1e6:.0f} MB), one pass, logistic; "
               f"{ROUNDS} rounds, the configurations alternating. `train s` = the report's `elapsed_seconds` (the "
