@@ -73,6 +73,9 @@ def loss(name: str, p: float, y: float, tau: float = 0.5) -> float:
         return abs(p - y)
     if name == "quantile":
         return tau * (y - p) if y > p else (1 - tau) * (p - y)
+    if name == "poisson":  # VW's deviance, the prediction (log of the mean) clamped to [-44, 44] as VW 9.11.9
+        q = min(max(p, -44.0), 44.0)
+        return 2.0 * (y * (math.log(y + 1e-6) - q) - (y - math.exp(q)))
     raise ValueError(name)
 
 
@@ -88,6 +91,8 @@ def dloss(name: str, p: float, y: float, tau: float = 0.5) -> float:
         return (p > y) - (p < y)
     if name == "quantile":
         return -tau if y > p else 1.0 - tau if y < p else 0.0
+    if name == "poisson":  # VW's first derivative: of the negative log-likelihood e^p - y p
+        return math.exp(min(max(p, -44.0), 44.0)) - y
     raise ValueError(name)
 
 
@@ -409,21 +414,23 @@ class Mixture:
 
         pi_k = exp(-eta L_k) / sum_j exp(-eta L_j),   p = sum_k pi_k p_k
 
-    eta = 1 (logistic), 1/(2 R^2) (squared), 1/R (the others), R the width of
-    the label range seen (0 when R = 0). ``learn``/``predict`` take VW-style
+    eta = 1 (logistic), 1/(2 R^2) (squared), 1/R (the others), R = max - min of
+    the labels seen (0 when R = 0). ``learn``/``predict`` take VW-style
     features (index, value) pairs and return the prediction, base included."""
 
-    def __init__(self, gd, coin, dim, epsilon, loss_name, tau=0.5):
+    def __init__(self, gd, coin, dim, epsilon, loss_name, tau=0.5, scinol2_clip=False):
         self.gd, self.coin = gd, coin
+        self.scinol2_clip = scinol2_clip   # ScInOL2's derivative clipped to [-1, 1], as alone (unbounded losses)
         self.scinol2 = ScInOL2(dim, {"epsilon": epsilon})
         self.loss_name, self.tau = loss_name, tau
-        self.low, self.high = (-50.0, 50.0) if loss_name == "logistic" else (0.0, 0.0)
+        self.low, self.high = (-50.0, 50.0) if loss_name in ("logistic", "poisson") else (0.0, 0.0)
         self.L = [0.0, 0.0, 0.0]
+        self.labels = []   # every label seen while learning: eta's spread R
 
     def rate(self) -> float:
         if self.loss_name == "logistic":
             return 1.0
-        width = self.high - self.low
+        width = max(self.labels) - min(self.labels) if self.labels else 0.0
         if not width > 0:
             return 0.0
         return 1.0 / (2.0 * width * width) if self.loss_name == "squared" else 1.0 / width
@@ -438,13 +445,14 @@ class Mixture:
 
     def see_label(self, y: float) -> None:
         self.low, self.high = min(self.low, y), max(self.high, y)
+        self.labels.append(y)
 
     def learn(self, features, y, importance, base=0.0) -> float:
         self.see_label(y)
         pi = self.pi()
         members = [self.gd.learn(features, y, importance, base), self.coin.learn(features, y, importance, base),
                    base + self.scinol2.learn(dict(features), y, importance, self.loss_name, self.tau, base,
-                                             self.loss_name == "squared", (self.low, self.high))]
+                                             self.scinol2_clip, (self.low, self.high))]
         for k, p_k in enumerate(members):
             self.L[k] += importance * loss(self.loss_name, p_k, y, self.tau)
         return self.clip(sum(w * p for w, p in zip(pi, members)))

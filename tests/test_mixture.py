@@ -13,7 +13,7 @@ from olcli.engine.records import C_LOSS, COUNTER_NAMES, Batch
 from olcli.errors import ModelError
 from olcli.learner import Learner
 from tests import naive
-from tests.test_engine import (LOSSES, ROWS, assert_close, case_seed, learner, pack, run, sparse_stream,
+from tests.test_engine import (LOSSES, ROWS, assert_close, case_seed, clipped, learner, pack, run, sparse_stream,
                                vw_reference, vw_scalars, vw_state, vw_weights)
 
 MEMBER_COLUMNS = {"gd": mixture.GD_COLUMNS, "coin": mixture.COIN_COLUMNS, "scinol2": mixture.SCINOL2_COLUMNS}
@@ -25,7 +25,7 @@ def reference_for(fast, loss, tau):
                  "adaptive": 1.0, "normalized": 1.0, "invariant": 1.0, "l1": 0.0, "l2": 0.0}
     return naive.Mixture(vw_reference("gd", gd_params, loss, tau),
                          vw_reference("coin", {"alpha": params["alpha"], "beta": params["beta"]}, loss, tau),
-                         ROWS, params["epsilon"], loss, tau)
+                         ROWS, params["epsilon"], loss, tau, clipped("scinol2", loss))
 
 
 @pytest.mark.parametrize("variant", [{}, {"epsilon": 0.3, "alpha": 1.0, "eta": 0.2}])
@@ -60,7 +60,10 @@ def test_mixture_matches_the_reference_step_by_step(loss, variant):
         scalars = fast.model.scalars
         assert_close(scalars[:mixture.LOSSES], vw_scalars(reference.gd) + vw_scalars(reference.coin),
                      f"scalars after {step}")
-        assert_close(scalars[mixture.LOSSES:], reference.L, f"losses after {step}")
+        assert_close(scalars[mixture.LOSSES:mixture.LOSSES + 3], reference.L, f"losses after {step}")
+        seen = reference.labels
+        assert_close(scalars[mixture.SEEN:], [len(seen), min(seen, default=0.0), max(seen, default=0.0)],
+                     f"labels seen after {step}")
         want = reference.weights(vw_weights(reference.gd, ROWS), vw_weights(reference.coin, ROWS))
         assert_close(fast.weights(), np.array(want), f"weights after {step}")
 
@@ -154,31 +157,34 @@ def test_save_and_continue_is_bit_identical(loss, multiclass):
     assert np.array_equal(resumed.model.scalars, whole.model.scalars)
 
 
-def test_merge_merges_each_member_by_its_own_rule():
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_merge_merges_each_member_by_its_own_rule(loss):
     """Learner.merge of mixtures: each member's columns and scalars are what that
     member's own merge gives for the members run alone on the same shards; each
     cumulative loss is the sum of the shards' (here from an empty base)."""
-    batch = _stream(6, 1200)
+    batch = _stream(6, 1200, loss=loss)
     shards = [_part(batch, 0, 600), _part(batch, 600, 1200)]
     mixes = []
     for shard in shards:
-        m = Learner("mix", loss="logistic", bits=8)
+        m = Learner("mix", loss=loss, bits=8)
         m.process(shard, True)
         mixes.append(m)
     merged = Learner.merge(mixes)
     for name, columns in MEMBER_COLUMNS.items():
         alone = []
         for shard in shards:
-            a = Learner(name, loss="logistic", bits=8)
+            a = Learner(name, loss=loss, bits=8)
             a.process(shard, True)
             alone.append(a)
         assert np.array_equal(Learner.merge(alone).model.state, merged.model.state[:, slice(*columns)]), name
         if name in ("gd", "coin"):
             part = slice(*(mixture.GD_SCALARS if name == "gd" else mixture.COIN_SCALARS))
             assert np.array_equal(Learner.merge(alone).model.scalars, merged.model.scalars[part]), name
-    losses = slice(mixture.LOSSES, None)
+    losses = slice(mixture.LOSSES, mixture.SEEN + 1)   # the three losses and the label count add up
     np.testing.assert_allclose(merged.model.scalars[losses],
                                mixes[0].model.scalars[losses] + mixes[1].model.scalars[losses], rtol=1e-15)
+    assert merged.model.scalars[mixture.LOW] == min(m.model.scalars[mixture.LOW] for m in mixes)
+    assert merged.model.scalars[mixture.HIGH] == max(m.model.scalars[mixture.HIGH] for m in mixes)
     # the merged learner predicts with sum_k pi_k w_k of the merged members
     assert np.all(np.isfinite(merged.weights()))
 

@@ -17,11 +17,17 @@ the examples learned from so far:
 eta is fixed by the loss, not tuned: 1 for the logistic loss and for the
 multiclass log loss (the loss is 1-exp-concave in the probability; here the
 margins are mixed, not the probabilities, so Vovk's bound ln k is a guide, not
-a guarantee); 1/(2 R^2) for the squared loss, R = the width of the label range
-seen (the square loss of predictions clipped to a range of width R is
-1/(2 R^2)-exp-concave, Cesa-Bianchi & Lugosi §3.3), and 1/R for the absolute,
-quantile and hinge losses (bounded by R; Hedge's scale). R = 0 (one label seen):
-every clipped prediction is that label, every loss 0, eta does not matter.
+a guarantee); 1/(2 R^2) for the squared loss, R = the spread of the labels seen
+(max - min; the square loss on an interval of width R is 1/(2 R^2)-exp-concave,
+Cesa-Bianchi & Lugosi §3.3), and 1/R for the absolute, quantile and hinge
+losses (Hedge's scale for losses bounded by R). R is the labels' spread, not
+VW's clipping range, because that range starts at 0: on years (msd_year,
+labels 1922..2011) it is 2011 wide where the labels spread over 90, and eta
+from it was 500 times smaller, which left the mixture near uniform for long
+enough to cost 5.7% over its best member (benchmarks/results/defaults_vs_vw.md).
+The predictions are clipped to VW's range, so with labels far from 0 the
+exp-concavity argument is a guide there too. R = 0 (one label value so far):
+eta = 0, uniform weights.
 
 Every member learns exactly as it does alone: from its own clipped prediction,
 its own derivative (ScInOL2's clipped for the squared loss, as alone), with its
@@ -29,7 +35,9 @@ own state, and the label range and counters are the model's, as alone. So each
 member, run alone by its flag, ends bit for bit where it ends inside the
 mixture (tests/test_mixture.py), and the mixture's only own state is the three
 cumulative losses L_k (the table's scalars ``loss.gd``, ``loss.coin``,
-``loss.scinol2``; a held-out example adds to none).
+``loss.scinol2``; a held-out example adds to none) and the labels' spread
+(``labels.seen``, ``labels.low``, ``labels.high``; every labeled example seen
+while learning, as VW's label range).
 
 Multiclass (--oaa K, --softmax K): each member predicts its K class scores and
 learns from them as alone (OAA: the binary loss of each class; softmax: the
@@ -82,10 +90,11 @@ SCINOL2_COLUMNS = (COIN_COLUMNS[1], COIN_COLUMNS[1] + len(scinol2.SLOTS))
 PARAMS = ("eta", "power_t", "initial_t", "alpha", "beta", "epsilon")
 P_ETA, P_POWER_T, P_INITIAL_T, P_ALPHA, P_BETA, P_EPSILON = range(6)
 SCALARS = (tuple(f"gd.{s}" for s in gd.SCALARS) + tuple(f"coin.{s}" for s in coin.SCALARS)
-           + tuple(f"loss.{m}" for m in MEMBERS))
+           + tuple(f"loss.{m}" for m in MEMBERS) + ("labels.seen", "labels.low", "labels.high"))
 GD_SCALARS = (0, len(gd.SCALARS))
 COIN_SCALARS = (GD_SCALARS[1], GD_SCALARS[1] + len(coin.SCALARS))
 LOSSES = COIN_SCALARS[1]          # scalars[LOSSES + k]: member k's cumulative loss
+SEEN, LOW, HIGH = LOSSES + 3, LOSSES + 4, LOSSES + 5   # the labels seen: how many, their min and max
 
 _GD0, _GD1 = GD_COLUMNS
 _CO0, _CO1 = COIN_COLUMNS
@@ -128,11 +137,24 @@ def _members(table, settings):
 
 
 @njit(inline="always")
-def mixing_rate(settings, counters):
+def see_label(scalars, y):
+    """The spread of the labels seen (not VW's clipping range, which starts at 0)."""
+    if scalars[SEEN] == 0.0:
+        scalars[LOW] = y
+        scalars[HIGH] = y
+    elif y < scalars[LOW]:
+        scalars[LOW] = y
+    elif y > scalars[HIGH]:
+        scalars[HIGH] = y
+    scalars[SEEN] += 1.0
+
+
+@njit(inline="always")
+def mixing_rate(settings, scalars):
     """eta of the exponential weights (module docstring)."""
     if settings.classes > 0 or settings.loss == LOGISTIC:
         return 1.0
-    width = counters[C_MAX_LABEL] - counters[C_MIN_LABEL]
+    width = scalars[HIGH] - scalars[LOW]
     if not width > 0.0:
         return 0.0
     if settings.loss == SQUARED:
@@ -184,6 +206,7 @@ def _run_binary(table, settings, batch, tally, predictions):
         held_out, learning = start_example(holdout, learn, h, y)
         if learn and not np.isnan(y):
             widen_label_range(counters, settings, y)
+            see_label(scalars, y)
         base = batch.base[e]
         member[0] = base + gd.predict(t_gd, s_gd, index, value, lo, hi, 0, learning, h)
         member[1] = base + coin.predict(t_coin, s_coin, index, value, lo, hi, 0, learning, h)
@@ -192,7 +215,7 @@ def _run_binary(table, settings, batch, tally, predictions):
             predictions[e] = np.nan
             stats[S_DIVERGED] = e + 1
             return n_rows
-        mixture_weights(scalars, mixing_rate(settings, counters), pi)
+        mixture_weights(scalars, mixing_rate(settings, scalars), pi)
         p = 0.0
         for k in range(N_MEMBERS):
             member[k] = clip_prediction(member[k], counters, settings)
@@ -296,7 +319,7 @@ def _weights(table, settings, rows):
     """sum_k pi_k w_k for each row (the members' weight() as they report it)."""
     t_gd, s_gd, t_coin, s_coin, t_sc, s_sc = _members(table, settings)
     pi = np.empty(N_MEMBERS)
-    mixture_weights(table.scalars, mixing_rate(settings, table.counters), pi)
+    mixture_weights(table.scalars, mixing_rate(settings, table.scalars), pi)
     out = np.empty(len(rows))
     for r in range(len(rows)):
         i = rows[r]
@@ -363,16 +386,23 @@ def merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds
     if len(shard_scalars) == 1:
         out[LOSSES:] = shard_scalars[0][LOSSES:]
         return out
+    if sum(r > base_rounds for r in shard_rounds) == 1:
+        out[LOSSES:] = shard_scalars[[r > base_rounds for r in shard_rounds].index(True)][LOSSES:]
+        return out
     active = [k for k, r in enumerate(shard_rounds) if r > base_rounds]
     losses = slice(LOSSES, LOSSES + N_MEMBERS)
     out[losses] = base_scalars[losses] + sum((shard_scalars[k][losses] - base_scalars[losses] for k in active),
                                              np.zeros(N_MEMBERS))
+    seen = [s for s in [base_scalars] + [shard_scalars[k] for k in active] if s[SEEN] > 0]
+    out[SEEN] = base_scalars[SEEN] + sum(shard_scalars[k][SEEN] - base_scalars[SEEN] for k in active)
+    if seen:
+        out[LOW], out[HIGH] = min(s[LOW] for s in seen), max(s[HIGH] for s in seen)
     return out
 
 
 def initial_scalars(params):
     p = np.asarray(params, dtype=np.float64)
-    return np.array([p[P_INITIAL_T], p[P_INITIAL_T], 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    return np.array([p[P_INITIAL_T], p[P_INITIAL_T], 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
 
 
 def _scalars_or_initial(params, base_scalars, shard_scalars, count):

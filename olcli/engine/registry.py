@@ -266,7 +266,8 @@ ALGORITHMS = {a.name: a for a in [
         scalars=(("gd.normalized_sum_norm_x", "initial_t"), ("gd.total_weight", "initial_t"),
                  ("gd.gravity", 0.0), ("gd.contraction", 1.0),
                  ("coin.normalized_sum_norm_x", 0.0), ("coin.total_weight", 0.0),
-                 ("loss.gd", 0.0), ("loss.coin", 0.0), ("loss.scinol2", 0.0)),
+                 ("loss.gd", 0.0), ("loss.coin", 0.0), ("loss.scinol2", 0.0),
+                 ("labels.seen", 0.0), ("labels.low", 0.0), ("labels.high", 0.0)),
     ),
 ]}
 
