@@ -1,0 +1,386 @@
+"""VW's command line in olcli: VW's spellings under ``train``/``test``, and ``olcli vw``.
+
+Two uses of one table (``VW_OPTIONS``):
+
+* ``rewrite`` turns VW's spellings given to ``olcli train``/``olcli test``
+  (``-d FILE``, ``--final_regressor=m``, ``--loss_function logistic``, ``-qab``,
+  ``-P 10``...) into olcli's own before the command's options are parsed; olcli's
+  own spellings pass through unchanged and win where the two differ
+  (``--cache PATH`` is olcli's, VW's cache flag is ``-c``; ``--progress`` without a
+  number is olcli's bar, ``--progress 10`` is VW's interval).
+* ``translate`` takes a whole VW command line (``olcli vw ARGS...``) and gives
+  the ``olcli train`` arguments that run it: VW's default learner (``--gd``) unless
+  another is chosen, ``-t`` for test mode. A VW option
+  olcli does not have is refused by name with what olcli offers instead (exit 2);
+  nothing is silently ignored.
+
+VW parses its command line with boost::program_options: long options take
+``--opt value`` or ``--opt=value``, short ones ``-q ab`` or ``-qab``; prefixes of
+long names are not accepted (``--quadr`` is an error); words that are not options
+are data files. Both forms are accepted here, for VW's spellings and olcli's.
+
+No heavy imports: this module is imported while ``olcli train`` parses its options.
+"""
+
+import re
+from typing import NamedTuple
+
+from olcli.errors import UsageError
+
+DATA = "DATA"  # the target of -d/--data: a data file, olcli's positional argument
+
+
+class VWOption(NamedTuple):
+    names: tuple        # VW's spellings, long first ("--data", "-d")
+    value: bool         # takes a value
+    target: str         # olcli's spelling (DATA: positional data); "" = accepted, nothing to do
+    note: str = ""      # what olcli does with it, for `olcli vw --help` and README
+
+
+# Every VW option olcli accepts. The target must be an option of the command it is
+# given to (train, or test for the few that apply there); a target this olcli does
+# not have (yet) makes the VW option refused by name.
+VW_OPTIONS = [
+    VWOption(("--data", "-d"), True, DATA, "data file (also positional)"),
+    VWOption(("--final_regressor", "-f"), True, "--final-model"),
+    VWOption(("--initial_regressor", "-i"), True, "--initial-model"),
+    VWOption(("--predictions", "-p"), True, "--predictions"),
+    VWOption(("--testonly", "-t"), False, "--testonly", "test mode: predict and score, learn nothing"),
+    VWOption(("--loss_function",), True, "--loss"),
+    VWOption(("--quantile_tau",), True, "--quantile-tau"),
+    VWOption(("--learning_rate", "-l"), True, "--learning-rate"),
+    VWOption(("--power_t",), True, "--power-t"),
+    VWOption(("--initial_t",), True, "--initial-t"),
+    VWOption(("--bit_precision", "-b"), True, "--bits"),
+    VWOption(("--cache", "-c"), False, "--vw-cache", "example cache beside the data (DATA.olcache)"),
+    VWOption(("--cache_file",), True, "--cache"),
+    VWOption(("--kill_cache", "-k"), False, "--kill-cache"),
+    VWOption(("--passes",), True, "--passes"),
+    VWOption(("--holdout_off",), False, "--holdout-off"),
+    VWOption(("--holdout_period",), True, "--holdout-period"),
+    VWOption(("--holdout_after",), True, "--holdout-after"),
+    VWOption(("--early_terminate",), True, "--early-terminate"),
+    VWOption(("--quadratic", "-q"), True, "--quadratic"),
+    VWOption(("--cubic",), True, "--cubic"),
+    VWOption(("--interactions",), True, "--interactions"),
+    VWOption(("--permutations",), False, "--permutations"),
+    VWOption(("--leave_duplicate_interactions",), False, "--leave-duplicate-interactions"),
+    VWOption(("--ignore",), True, "--ignore"),
+    VWOption(("--keep",), True, "--keep"),
+    VWOption(("--ignore_linear",), True, "--ignore-linear"),
+    VWOption(("--noconstant",), False, "--noconstant"),
+    VWOption(("--constant", "-C"), True, "--constant"),
+    VWOption(("--ngram",), True, "--ngram"),
+    VWOption(("--skips",), True, "--skips"),
+    VWOption(("--hash_seed",), True, "--hash-seed"),
+    VWOption(("--hash",), True, "", "'strings' (olcli's hashing is VW's default); 'all' is refused"),
+    VWOption(("--l1",), True, "--l1"),
+    VWOption(("--l2",), True, "--l2"),
+    VWOption(("--ftrl",), False, "--ftrl"),
+    VWOption(("--coin",), False, "--coin"),
+    VWOption(("--ftrl_alpha",), True, "", "-l with --ftrl, --coin-alpha with --coin"),
+    VWOption(("--ftrl_beta",), True, "", "--ftrl-beta with --ftrl, --coin-beta with --coin"),
+    VWOption(("--adaptive",), False, "--adaptive"),
+    VWOption(("--normalized",), False, "--normalized"),
+    VWOption(("--invariant",), False, "--invariant"),
+    VWOption(("--initial_weight",), True, "--initial-weight"),
+    VWOption(("--oaa",), True, "--oaa"),
+    VWOption(("--probabilities",), False, "--probabilities"),
+    VWOption(("--link",), True, "--link"),
+    VWOption(("--min_prediction",), True, "--min-prediction"),
+    VWOption(("--max_prediction",), True, "--max-prediction"),
+    VWOption(("--readable_model",), True, "--readable-model"),
+    VWOption(("--invert_hash",), True, "--invert-hash"),
+    VWOption(("--audit", "-a"), False, "--audit"),
+    VWOption(("--quiet",), False, "--quiet"),
+    VWOption(("--progress", "-P"), True, "--vw-progress", "accepted; olcli's table has a row at each doubling "
+             "(VW's -P 2.0), with a note when another spacing is asked"),
+    VWOption(("--strict_parse",), False, "--strict"),
+    VWOption(("--save_resume",), False, "", "accepted: olcli's models always keep the optimizer state"),
+    VWOption(("--predict_only_model",), False, "--predict-only-model"),
+    VWOption(("--random_seed",), True, "", "accepted: olcli's linear learners draw no random numbers"),
+    VWOption(("--sparse_weights",), False, "--sparse-weights", "accepted with a note: the table is dense by design"),
+    VWOption(("--onethread",), False, "", "accepted: olcli's parsing threads do not change any result"),
+]
+
+BY_NAME = {name: option for option in VW_OPTIONS for name in option.names}
+
+# olcli's own options that olcli vw takes too: they have no VW meaning to clash with.
+OLCLI_EXTRAS = [VWOption(("--report",), True, "--report", "olcli's JSON report (olcli plot draws it)")]
+EXTRAS = {name: option for option in OLCLI_EXTRAS for name in option.names}
+
+# Where olcli's spelling of a VW option differs in meaning, olcli's own wins under
+# train/test (VW's is reachable by its other name): VW's --cache is a flag (-c),
+# olcli's --cache takes the cache's path (VW's --cache_file).
+OLCLI_FIRST = {"--cache"}
+
+_NO_SUCH = "olcli learns linear models online"
+_LEARNERS = "olcli's learners are --gd (VW's default), --ftrl and --coin (olcli train has more)"
+_MULTICLASS = "olcli's multiclass learner is --oaa K (olcli train also has --softmax K)"
+_BANDITS = "olcli has no contextual-bandit or exploration learners; it learns linear models online"
+_FORMATS = "olcli reads VW's text format and libsvm (plain, .gz, .bz2)"
+_NONLINEAR = "olcli learns linear models only; feature crosses: -q/--cubic/--interactions"
+
+# What olcli offers instead of the VW options it does not have; any other option
+# is refused with the generic advice.
+REFUSED = {
+    "--bfgs": "olcli learns online only", "--conjugate_gradient": "olcli learns online only",
+    "--mem": "a --bfgs option; olcli learns online only", "--termination": "a --bfgs option; olcli learns online only",
+    "--hessian_on": "a --bfgs option; olcli learns online only",
+    "--pistol": _LEARNERS + "; --coin is VW's other parameter-free learner",
+    "--freegrad": _LEARNERS + "; --coin is VW's other parameter-free learner",
+    "--OjaNewton": _LEARNERS, "--svrg": _LEARNERS, "--sgd": "VW's plain SGD; olcli vw has --gd with "
+    "--adaptive/--normalized/--invariant (olcli train --sgd is olcli's own SGD, with other defaults)",
+    "--adax": _LEARNERS, "--sparse_l2": _LEARNERS, "--l1_state": _LEARNERS, "--l2_state": _LEARNERS,
+    "--decay_learning_rate": "olcli keeps the learning rate between passes (VW's 1)",
+    "--nn": _NONLINEAR, "--ksvm": _NONLINEAR, "--lrq": _NONLINEAR, "--lrqfa": _NONLINEAR,
+    "--stage_poly": _NONLINEAR, "--autolink": _NONLINEAR, "--rank": _NONLINEAR, "--new_mf": _NONLINEAR,
+    "--boosting": _NONLINEAR, "--bootstrap": _NONLINEAR, "--lda": "olcli has no topic models",
+    "--binary": "olcli reports accuracy (and AUC) for -1/+1 labels beside the loss; -p gives raw scores",
+    "--oaa_subsample": _MULTICLASS, "--csoaa": _MULTICLASS, "--csoaa_ldf": _MULTICLASS, "--wap_ldf": _MULTICLASS,
+    "--ect": _MULTICLASS, "--log_multi": _MULTICLASS, "--recall_tree": _MULTICLASS, "--plt": _MULTICLASS,
+    "--multilabel_oaa": _MULTICLASS, "--memory_tree": _MULTICLASS, "--emt": _MULTICLASS,
+    "--named_labels": _MULTICLASS + " with labels 1..K", "--classweight": _MULTICLASS,
+    "--scores": _MULTICLASS, "--indexing": _MULTICLASS + " with labels 1..K",
+    "--dsjson": _FORMATS, "--json": _FORMATS, "--csv": _FORMATS, "--flatbuffer": _FORMATS,
+    "--daemon": "olcli serve -i MODEL serves VW's daemon line protocol", "--port": "olcli serve --port",
+    "--raw_predictions": "-p writes the raw score unless --link/--probabilities", "-r": "-p writes the raw score "
+    "unless --link/--probabilities",
+    "--examples": "olcli reads every example (head -n N DATA | olcli vw ... reads the first N)",
+    "--expectile_q": "olcli's losses: squared, logistic, hinge, quantile (and absolute)",
+    "--dont_output_best_constant": "olcli always prints the best constant",
+    "--search": "olcli has no learning-to-search", "--active": _NO_SUCH, "--automl": _NO_SUCH,
+    "--random_weights": "olcli's weights start at 0 (or --initial_weight)",
+    "--normal_weights": "olcli's weights start at 0 (or --initial_weight)",
+    "--truncated_normal_weights": "olcli's weights start at 0 (or --initial_weight)",
+    "--feature_mask": _NO_SUCH, "--audit_regressor": "olcli inspect MODEL --invert-hash DATA prints the "
+    "model with the feature names", "--save_per_pass": "olcli writes -f once, at the end (atomically)",
+    "--affix": _NO_SUCH, "--spelling": _NO_SUCH, "--dictionary": _NO_SUCH, "--redefine": _NO_SUCH,
+    "--feature_limit": _NO_SUCH, "--sort_features": _NO_SUCH, "--no_stdin": "olcli reads stdin only "
+    "without data files (give -d)",
+}
+_BANDIT_PREFIXES = ("--cb", "--ccb", "--cats", "--slates", "--warm_cb", "--explore_eval", "--squarecb",
+                    "--large_action", "--experimental_igl", "--epsilon", "--cover", "--bag", "--first",
+                    "--softmax", "--regcb", "--rnd", "--synthcover", "--sample_pdf", "--get_pmf",
+                    "--pmf_to_pdf", "--cbzo", "--eval")
+
+
+def advice(name: str) -> str:
+    """What to say about a VW option olcli does not have."""
+    if name in REFUSED:
+        return REFUSED[name]
+    if name.startswith(_BANDIT_PREFIXES):
+        return _BANDITS
+    if name.startswith("--search"):
+        return "olcli has no learning-to-search"
+    if name.startswith("--lda"):
+        return "olcli has no topic models"
+    return f"{_NO_SUCH}; `olcli vw --help` lists the VW options it takes"
+
+
+def refusal(names: list) -> UsageError:
+    first = names[0]
+    also = [name for name in names[1:] if name != first]
+    message = f"{first}: not supported; {advice(first)}"
+    if also:
+        message += " (also not supported: " + ", ".join(dict.fromkeys(also)) + ")"
+    return UsageError(message)
+
+
+_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def _split(token: str):
+    """'--name=value' -> ('--name', 'value'); '-qab' -> ('-q', 'ab'); else (token, None)."""
+    if token.startswith("--"):
+        name, equals, value = token.partition("=")
+        return name, (value if equals else None)
+    return token[:2], (token[2:] or None)
+
+
+def is_option(token: str) -> bool:
+    return token.startswith("-") and token not in ("-", "--") and not _NUMBER.match(token)
+
+
+class Known(NamedTuple):
+    """A command's own options: spelling -> takes a value; and the allowed values of
+    those that have a fixed set (spelling -> list)."""
+    options: dict
+    choices: dict = {}
+
+    def has(self, name: str) -> bool:
+        return name in self.options
+
+
+def _take_value(name, attached, args, i):
+    """The value of option ``name`` at args[i]: attached, or the next word. Returns
+    (value, next index)."""
+    if attached is not None:
+        return attached, i + 1
+    if i + 1 >= len(args):
+        raise UsageError(f"{name} needs a value")
+    return args[i + 1], i + 2
+
+
+def rewrite(args: list, known: Known, command: str) -> list:
+    """VW's spellings in ``olcli train``/``olcli test`` arguments -> olcli's own.
+
+    olcli's own options (and their values) pass through untouched; so do words that
+    are neither (click reports unknown ones). A VW option olcli does not have is
+    refused by name."""
+    out = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            out.extend(args[i:])
+            break
+        if not is_option(token):
+            out.append(token)
+            i += 1
+            continue
+        name, attached = _split(token)
+        if name == "--progress" and attached is None and (i + 1 >= len(args) or not _NUMBER.match(args[i + 1])):
+            out.append(token)  # olcli's --progress (a bar); VW's takes a number
+            i += 1
+            continue
+        if name != "--progress" and (known.has(name) or name in OLCLI_FIRST):
+            takes = known.options.get(name, True)
+            if not takes and attached is not None and not token.startswith("--"):
+                # a cluster of short flags (-kc): the first, then the rest as their own word
+                out.append(name)
+                args = args[:i + 1] + ["-" + attached] + args[i + 1:]
+                i += 1
+                continue
+            out.append(token)
+            i += 1
+            if takes and attached is None and i < len(args):
+                out.append(args[i])
+                i += 1
+            continue
+        option = BY_NAME.get(name)
+        if option is None:
+            if name.startswith("--") and name.replace("_", "-") != name and known.has(name.replace("_", "-")):
+                option = VWOption((name,), known.options[name.replace("_", "-")], name.replace("_", "-"))
+            elif name in REFUSED or name.startswith(_BANDIT_PREFIXES + ("--search", "--lda")):
+                raise refusal([name])
+            else:
+                out.append(token)  # not VW's either: the command's parser says what is wrong
+                i += 1
+                continue
+        words, i = _vw_words(option, name, attached, args, i, known, command)
+        out.extend(words)
+    return out
+
+
+def _vw_words(option: VWOption, name: str, attached, args: list, i: int, known: Known, command: str):
+    """olcli's words for the VW option at args[i]; returns (words, next index)."""
+    if option.value:
+        value, i = _take_value(name, attached, args, i)
+    else:
+        if attached is not None and not name.startswith("--"):
+            # -kt: a cluster of short VW flags
+            return _vw_words(option, name, None, args[:i] + [name, "-" + attached] + args[i + 1:], i, known,
+                             command)
+        if attached is not None:
+            raise UsageError(f"{name} takes no value (given {attached!r})")
+        value, i = None, i + 1
+    target = option.target
+    if target == DATA:
+        return [value], i
+    if name == "--hash":
+        if value != "strings":
+            raise UsageError(f"--hash {value}: not supported; olcli hashes as VW's --hash strings (the default)")
+        return [], i
+    if name in ("--ftrl_alpha", "--ftrl_beta"):
+        target = _ftrl_target(name, args)
+    if not target:
+        return [], i
+    if not known.has(target):
+        if command == "test" and target not in _NOT_YET:
+            raise UsageError(f"{name}: not an option of olcli test (it is about learning; olcli train takes it)")
+        raise UsageError(f"{name}: not supported; this olcli does not have it yet")
+    if option.value and target in known.choices and value not in known.choices[target]:
+        raise UsageError(f"{name} {value}: not supported; olcli's choices: {', '.join(known.choices[target])}")
+    return [target] + ([value] if option.value else []), i
+
+
+# Targets olcli may not have yet (built by other work on the same issue).
+_NOT_YET = {"--ngram", "--skips", "--hash-seed", "--permutations", "--leave-duplicate-interactions",
+            "--initial-weight", "--holdout-after", "--predict-only-model", "--constant"}
+
+
+def _ftrl_target(name: str, args: list) -> str:
+    words = {_split(token)[0] for token in args if is_option(token)}
+    if "--coin" in words:
+        return "--coin-alpha" if name == "--ftrl_alpha" else "--coin-beta"
+    if "--ftrl" in words:
+        return "--learning-rate" if name == "--ftrl_alpha" else "--ftrl-beta"
+    raise UsageError(f"{name} applies to --ftrl (olcli: {'-l' if name == '--ftrl_alpha' else '--ftrl-beta'}) "
+                     f"or --coin (olcli: {'--coin-alpha' if name == '--ftrl_alpha' else '--coin-beta'})")
+
+
+# Options that choose the learner; without any, olcli vw uses VW's default learner
+# (olcli's --gd; olcli train's default is --adagrad). VW's --ftrl and --coin defaults
+# (alpha 0.5, beta 1; alpha 4, beta 1) are olcli's.
+_ALGORITHMS = {"--ftrl", "--coin", "--adaptive", "--normalized", "--invariant"}
+
+
+def translate(args: list, known: Known) -> list:
+    """A whole VW command line -> the ``olcli train`` arguments that run it.
+
+    Every word must be VW's: an option in VW_OPTIONS (or its value) or a data file.
+    Options olcli does not have are all collected and refused together, by name."""
+    unsupported = []
+    i = 0
+    words = []  # (name, attached) of every option, to see what was given
+    while i < len(args):
+        token = args[i]
+        if token == "--" or not is_option(token):
+            i += 1
+            continue
+        name, attached = _split(token)
+        option = BY_NAME.get(name) or EXTRAS.get(name)
+        if option is None:
+            unsupported.append(name)
+            i += 1
+            continue
+        words.append(name)
+        if option.value and attached is None:
+            i += 1
+        elif not option.value and attached is not None and not name.startswith("--"):
+            args = args[:i] + [name, "-" + attached] + args[i + 1:]  # a cluster of short flags (-kc)
+        i += 1
+    if unsupported:
+        raise refusal(unsupported)
+    given = {(BY_NAME.get(name) or EXTRAS[name]).names[0] for name in words}
+    out = _translate_words(args, known)
+    testing = "--testonly" in given
+    if not testing and "--initial_regressor" not in given:
+        if not given & _ALGORITHMS:
+            out.append("--gd")  # VW's default learner
+    return out
+
+
+def _translate_words(args: list, known: Known) -> list:
+    """Each VW option -> olcli's words; other words are data files."""
+    out = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            out.extend(args[i + 1:])
+            break
+        if not is_option(token):
+            out.append(token)
+            i += 1
+            continue
+        name, attached = _split(token)
+        words, i = _vw_words(BY_NAME.get(name) or EXTRAS[name], name, attached, args, i, known, "train")
+        out.extend(words)
+    return out
+
+
+def summary() -> str:
+    """The VW options olcli takes, compactly (``olcli vw --help``)."""
+    return "VW options taken: " + " ".join("/".join(reversed(option.names)) for option in VW_OPTIONS) + "."
