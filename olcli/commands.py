@@ -130,7 +130,7 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
             "max_prediction": model.max_prediction, "ngram": model.ngram, "skips": model.skips,
             "hash_seed": model.hash_seed, "permutations": model.permutations,
             "leave_duplicate_interactions": model.leave_duplicate_interactions,
-            "initial_weight": model.initial_weight, **model.params}
+            "initial_weight": model.initial_weight, "indexing": model.indexing, **model.params}
     for name, value in given.items():
         if value is not None and value != held[name]:
             raise UsageError(f"{path} was trained with {name} = {held[name]!r}, not {value!r}; "
@@ -141,7 +141,8 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
 def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
           loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
           passes=None, progress=False, multiclass=("", 0), probabilities=False, text_outputs=None,
-          scale_out=None, prediction_range=(None, None), predict_only_model=False, initial_weight=None) -> None:
+          scale_out=None, prediction_range=(None, None), predict_only_model=False, initial_weight=None,
+          indexing=None) -> None:
     text_outputs = text_outputs or {}
     features = {name: value for name, value in (features or {}).items()}
     mode, classes = multiclass
@@ -177,7 +178,7 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                                           {"bits": bits, "loss": loss, "quantile_tau": quantile_tau, "link": link,
                                            "constant": constant, "min_prediction": prediction_range[0],
                                            "max_prediction": prediction_range[1], "initial_weight": initial_weight,
-                                           **features}, input_format)
+                                           "indexing": indexing, **features}, input_format)
                 model = learner.model
                 if mode and (mode, classes) != (model.multiclass, model.classes):
                     raise UsageError(
@@ -199,7 +200,8 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                                   hash_seed=features.get("hash_seed") or 0,
                                   permutations=bool(features.get("permutations")),
                                   leave_duplicate_interactions=bool(features.get("leave_duplicate_interactions")),
-                                  initial_weight=initial_weight, **hyper_parameters(algorithm, options))
+                                  initial_weight=initial_weight, indexing=indexing,
+                                  **hyper_parameters(algorithm, options))
                 learner = Learner.from_model(model, input_format)
             session.learner = learner
         names = FeatureNames(learner.model.block_rows) if text_outputs.get("invert_hash") else None
@@ -443,6 +445,7 @@ def _explained(outcome, write_model: bool, model_path, examples: int, learned: f
 
 
 def inspect(path: str, top: int, readable: bool = False, invert_hash: list | None = None) -> None:
+    startup.prepare_kernels(quiet=False)
     with signals.immediate():  # read-only: a signal stops it at once
         if "stdout" in CLOSED_STREAMS:
             raise UsageError("standard output is closed: inspect prints to it")

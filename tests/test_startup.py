@@ -1,0 +1,162 @@
+"""Start-up and compilation (issue 16): what the olcli command imports, that the
+kernels it loads from Numba's cache behave exactly as Numba's own loading does, and
+``olcli warm`` with the "compiling kernels" notice.
+
+Every check runs the real command in a subprocess. Timing is not tested here (the
+machine is shared); benchmarks/bench_vs_vw.py measures it against the Numba floor
+and VW in one run.
+"""
+
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SAMPLE
+
+NOTICE = "compiling kernels (once"
+
+# Never on the way to --help or --version: the engine and every optional extra.
+HEAVY = ("numpy", "numba", "llvmlite", "pydantic", "scipy", "sklearn", "starlette", "uvicorn", "httpx",
+         "dask", "distributed", "matplotlib", "plotext")
+
+
+def _imported(args, env=None) -> tuple:
+    """(exit code, stdout, the top-level names of every module the command imported)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "olcli", *args], capture_output=True,
+                          env=env, timeout=600)
+    modules = set()
+    for line in done.stderr.decode(errors="replace").splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            modules.add(line.rsplit("|", 1)[1].strip())
+    return done.returncode, done.stdout.decode(errors="replace"), modules
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["train", "--help"], ["test", "--help"],
+                                  ["warm", "--help"], []])
+def test_help_and_version_import_neither_numpy_nor_numba_nor_extras(args):
+    code, out, modules = _imported(args)
+    assert code == (2 if args == [] else 0)  # no arguments: the help, as a usage error (click)
+    assert ("olcli 0." in out) if args == ["--version"] else ("Usage" in out)
+    assert "olcli.cli" in modules  # the listing is real
+    heavy = sorted(name for name in modules if name.split(".")[0] in HEAVY)
+    assert heavy == []
+
+
+def test_train_imports_no_pydantic_and_loads_kernels_without_numba_registries(tmp_path):
+    data = str(SAMPLE / "a9a_train.vw")
+    args = ["train", data, "--loss", "logistic", "--quiet", "-f", str(tmp_path / "m.olm")]
+    assert _imported(args)[0] == 0  # compiles whatever the test cache lacks
+    code, _, modules = _imported(args)
+    assert code == 0
+    assert "numba" in modules and "olcli.engine.parse" in modules  # it did load the engine
+    assert not [name for name in modules if name.split(".")[0] == "pydantic"]
+    # numba.np.arraymath comes with Numba's typing and lowering registries (and SciPy's
+    # BLAS through it): a compiler's needs, not a cached kernel's.
+    assert "numba.np.arraymath" not in modules
+    assert "scipy.linalg" not in modules
+
+
+def test_bad_option_values_keep_typers_messages():
+    for args, expected in ((["-b", "x"], "Invalid value for '-b' / '--bits'"),
+                           (["--loss", "cubic"], "Invalid value for '--loss'"),
+                           (["-l", "fast"], "Invalid value for '-l' / '--learning-rate'")):
+        done = subprocess.run([sys.executable, "-m", "olcli", "train", str(SAMPLE / "a9a_train.vw"), *args],
+                              capture_output=True, timeout=600)
+        assert done.returncode == 2
+        assert expected in " ".join(done.stderr.decode().split())  # typer may wrap the line
+
+
+def test_options_checked_here_mean_what_typer_made_of_them(tmp_path):
+    """-l 0.25 --power-t 0 -b 12 --loss logistic --format vw given as text reach the
+    model as the numbers and choices typer would make of them."""
+    model = tmp_path / "m.olm"
+    args = ["train", str(SAMPLE / "a9a_train.vw"), "--quiet", "-f", str(model), "-b", "12", "--loss", "logistic",
+            "-l", "0.25", "--format", "vw", "-q", "ff", "--passes", "1"]
+    assert subprocess.run([sys.executable, "-m", "olcli", *args], timeout=600).returncode == 0
+    shown = subprocess.run([sys.executable, "-m", "olcli", "inspect", str(model)], capture_output=True,
+                           timeout=600).stdout.decode()
+    assert "bits: 12  loss: logistic" in shown
+    assert "eta=0.25" in shown
+    assert "interactions: ff" in shown
+
+
+def test_kernels_loaded_without_the_refresh_give_the_same_bytes(tmp_path):
+    """The same run with Numba's own loading (OLCLI_NUMBA_REFRESH=1) and with olcli's:
+    the same model file, predictions and report numbers, for a binary and a multiclass
+    run."""
+    outputs = {}
+    for mode in ("1", "0"):
+        env = {**os.environ, "OLCLI_NUMBA_REFRESH": mode}
+        for name, extra, data in (("binary", ["--loss", "logistic", "--ftrl"], "a9a_train.vw"),
+                                  ("classes", ["--oaa", "26", "-q", "ff"], "letter_train.vw")):
+            model, predictions = tmp_path / f"{name}{mode}.olm", tmp_path / f"{name}{mode}.txt"
+            done = subprocess.run([sys.executable, "-m", "olcli", "train", str(SAMPLE / data), *extra, "--quiet",
+                                   "-f", str(model), "-p", str(predictions)], env=env, timeout=600)
+            assert done.returncode == 0
+            outputs[name, mode] = (model.read_bytes(), predictions.read_bytes())
+    for name in ("binary", "classes"):
+        assert outputs[name, "0"] == outputs[name, "1"]
+        assert len(outputs[name, "0"][1]) > 1000
+
+
+def _on_terminal(args, env) -> tuple:
+    """Run olcli with stderr on a pseudo-terminal: (exit code, what it wrote there)."""
+    main, terminal = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "olcli", *args], stdout=subprocess.DEVNULL,
+                               stderr=terminal, stdin=subprocess.DEVNULL, env=env)
+    os.close(terminal)
+    written = b""
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # EIO: the process closed the terminal's last descriptor
+            break
+        if not data:
+            break
+        written += data
+    os.close(main)
+    return process.wait(timeout=600), written.decode(errors="replace")
+
+
+def test_warm_compiles_ahead_and_the_notice_shows_only_when_compiling(tmp_path):
+    """In an empty Numba cache: ``olcli warm --algorithm adagrad`` compiles; then train and
+    test with --adagrad (VW and libsvm input, interactions, -p, several passes, --oaa) print
+    no notice on a terminal, while the first --ftrl run (not warmed) prints it once,
+    and the second does not."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "olcli", "warm", "--algorithm", "adagrad"], capture_output=True,
+                          env=env, timeout=1800)
+    assert done.returncode == 0, done.stderr.decode()
+    report = done.stderr.decode()
+    assert "phase 3/3" in report and "kernel compilations" in report
+    assert os.listdir(tmp_path / "cache")
+    model = str(tmp_path / "m.olm")
+    runs = [["train", str(SAMPLE / "a9a_train.vw"), "--adagrad", "--loss", "logistic", "-f", model, "-p",
+             str(tmp_path / "p.txt")],
+            ["test", str(SAMPLE / "a9a_test.vw"), "-i", model, "-p", str(tmp_path / "p.txt"), "--probabilities"],
+            ["train", str(SAMPLE / "a9a_train.libsvm"), "--adagrad", "-q", "::", "--passes", "2", "--cache",
+             str(tmp_path / "c.olcache")],
+            ["train", str(SAMPLE / "letter_train.vw"), "--adagrad", "--oaa", "26", "-q", "ff"]]
+    for args in runs:
+        code, written = _on_terminal(args, env)
+        assert code == 0, written
+        assert "average loss" in written  # the terminal did receive stderr
+        assert NOTICE not in written, args
+    code, written = _on_terminal(["train", str(SAMPLE / "a9a_train.vw"), "--ftrl"], env)
+    assert code == 0
+    assert written.count(NOTICE) == 1
+    assert written.index(NOTICE) < written.index("average loss")
+    code, written = _on_terminal(["train", str(SAMPLE / "a9a_train.vw"), "--ftrl"], env)
+    assert code == 0 and NOTICE not in written
+    code, written = _on_terminal(["train", str(SAMPLE / "a9a_train.vw"), "--coin", "--quiet"], env)
+    assert code == 0 and NOTICE not in written  # --quiet: nothing on stderr, compiling or not
+
+
+def test_warm_refuses_an_unknown_algorithm():
+    done = subprocess.run([sys.executable, "-m", "olcli", "warm", "--algorithm", "nope"], capture_output=True,
+                          timeout=600)
+    assert done.returncode == 2
+    assert "unknown algorithm 'nope'" in done.stderr.decode()
