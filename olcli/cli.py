@@ -56,11 +56,13 @@ class Loss(str, Enum):
     hinge = "hinge"
     absolute = "absolute"
     quantile = "quantile"
+    poisson = "poisson"
 
 
 class Link(str, Enum):
     identity = "identity"
     logistic = "logistic"
+    poisson = "poisson"
 
 
 class Format(str, Enum):
@@ -187,6 +189,12 @@ def train(
     leave_duplicate_interactions: bool = typer.Option(
         False, "--leave-duplicate-interactions", rich_help_panel=_features,
         help="Keep interactions that repeat an earlier one in another order (-q ab -q ba; -q :: gives ab and ba)."),
+    indexing: Optional[int] = typer.Option(
+        None, "--indexing", rich_help_panel=_multiclass, show_default=False,
+        help="--oaa/--softmax labels 0..K-1 (0) or 1..K (1); default: 1..K until a 0 or K is learned (VW's)."),
+    initial_weight: Optional[float] = typer.Option(
+        None, "--initial-weight", show_default=False,
+        help="Every weight starts at W (VW's --initial_weight; --gd, --adagrad and --sgd; default 0)."),
     predict_only_model: bool = typer.Option(False, "--predict-only-model", show_default=False,
                                             help="-f writes the weights only, without the optimizer state: the "
                                                  "model predicts (test, serve) but cannot be trained further."),
@@ -250,7 +258,7 @@ def train(
         prediction_range=(min_prediction, max_prediction),
         features={**_feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear),
                   **_generated_options(ngram, skips, hash_seed, permutations, leave_duplicate_interactions)},
-        predict_only_model=predict_only_model,
+        predict_only_model=predict_only_model, initial_weight=initial_weight, indexing=indexing,
         report=report, quiet=quiet, progress=progress, strict=strict,
         passes=dict(passes=passes, holdout_period=0 if holdout_off else holdout_period,
                     early_terminate=early_terminate, cache_path=cache, kill_cache=kill_cache),

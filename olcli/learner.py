@@ -30,16 +30,18 @@ import numpy as np
 
 from olcli import model as model_file
 from olcli.engine import registry
-from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, UNBOUNDED_LOSSES
+from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, NONNEGATIVE_LOSSES, UNBOUNDED_LOSSES
 from olcli.engine.records import (
     ADDITIVE_COUNTERS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, N_COUNTERS,
-    S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
+    H_SEEN, S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
 from olcli.errors import DataError, Diverged, UsageError
 
 MAX_BITS = 30
 MAX_CLASSES = 10000
 MAX_INTERACTION = 7
-LINKS = ("identity", "logistic")
+LINKS = ("identity", "logistic", "poisson")
+# --oaa/--softmax labels (VW's oaa.cc indexing): 1..K until a 0 or K is learned from
+INDEXING_ZERO, INDEXING_ONE, INDEXING_UNDECIDED = 0, 1, 2
 FORMATS = ("auto", "vw", "libsvm")
 
 
@@ -50,6 +52,7 @@ class Processed:
     scores: np.ndarray | None   # multiclass: (n, K) class scores
     progress_rows: int          # rows of VW's table written to tally.progress
     diverged_at: int            # batch position of the first non-finite prediction, or -1
+    label_base: np.ndarray | None = None  # multiclass: per example, the label of the first class (0 or 1)
 
 
 @dataclass
@@ -142,13 +145,14 @@ def check_tau(quantile_tau) -> float:
 
 # VW's initial label range (shared_data): [0, 0], widened by the labels seen;
 # [-50, 50] for the logistic loss, whose labels are -1/+1 but whose scores are not.
-INITIAL_LABEL_RANGE = {"logistic": (-50.0, 50.0)}
+INITIAL_LABEL_RANGE = {"logistic": (-50.0, 50.0), "poisson": (-50.0, 50.0)}
 
 
 def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=None, constant=True,
               ignore="", keep="", ignore_linear="", oaa=None, softmax=None, quantile_tau=None,
               min_prediction=None, max_prediction=None, copies: int = 1, ngram=(), skips=(), hash_seed=0,
-              permutations=False, leave_duplicate_interactions=False, **hyper) -> model_file.Model:
+              permutations=False, leave_duplicate_interactions=False, initial_weight=0.0, indexing=None,
+              **hyper) -> model_file.Model:
     """A fresh model, every option checked (the messages name the CLI spelling too)."""
     from olcli.parsing import check_grams
 
@@ -185,13 +189,27 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
             raise UsageError(f"{name} must be a finite number (got {value})")
     if min_prediction is not None and max_prediction is not None and min_prediction > max_prediction:
         raise UsageError(f"min_prediction ({min_prediction:g}) is above max_prediction ({max_prediction:g})")
+    if indexing not in (None, 0, 1):
+        raise UsageError(f"indexing (--indexing) must be 0 or 1 (got {indexing!r})")
+    if indexing is not None and not mode:
+        raise UsageError("--indexing is for --oaa/--softmax labels")
+    initial_weight = 0.0 if initial_weight is None else initial_weight
+    if not isinstance(initial_weight, (int, float, np.number)) or not math.isfinite(initial_weight):
+        raise UsageError(f"initial_weight (--initial-weight) must be a finite number (got {initial_weight})")
+    if initial_weight != 0.0 and spec.name not in model_file.INITIAL_WEIGHT_ALGORITHMS:
+        raise UsageError(f"--initial-weight: --{spec.name} does not keep its weights as state (they follow from "
+                         f"its sums); it works with --{', --'.join(model_file.INITIAL_WEIGHT_ALGORITHMS)}")
+    state = np.zeros((max(1, classes) * model_file.table_rows(bits), len(spec.slots)))
+    if initial_weight != 0.0:
+        state[:, 0] = float(initial_weight)  # VW: every weight, the constant's included
     return model_file.Model(
         counters=counters, scalars=np.array(spec.initial_scalars(params), dtype=np.float64),
         min_prediction=None if min_prediction is None else float(min_prediction),
         max_prediction=None if max_prediction is None else float(max_prediction),
         algorithm=spec.name, params=params, bits=int(bits), loss=loss, loss_tau=check_tau(quantile_tau),
         link=link, input_format=None, constant=bool(constant),
-        state=np.zeros((max(1, classes) * model_file.table_rows(bits), len(spec.slots))), slots=spec.slots,
+        state=state, slots=spec.slots, initial_weight=float(initial_weight),
+        indexing=INDEXING_UNDECIDED if indexing is None else int(indexing),
         interactions=_interaction_specs(interactions), ignore=_letters("ignore (--ignore)", ignore),
         keep=_letters("keep (--keep)", keep), ignore_linear=_letters("ignore_linear (--ignore-linear)", ignore_linear),
         classes=int(classes), multiclass=mode, ngram=ngram, skips=skips, hash_seed=int(hash_seed),
@@ -213,13 +231,14 @@ class Learner:
     def __init__(self, algorithm=None, loss=None, bits=18, interactions=(), *, link="identity",
                  constant=True, ignore="", keep="", ignore_linear="", oaa=None, softmax=None,
                  quantile_tau=0.5, min_prediction=None, max_prediction=None, input_format="auto", ngram=(),
-                 skips=(), hash_seed=0, permutations=False, leave_duplicate_interactions=False, **hyper):
+                 skips=(), hash_seed=0, permutations=False, leave_duplicate_interactions=False, initial_weight=0.0,
+                 indexing=None, **hyper):
         model = new_model(algorithm, loss, bits, interactions, link=link, constant=constant, ignore=ignore,
                           keep=keep, ignore_linear=ignore_linear, oaa=oaa, softmax=softmax,
                           quantile_tau=quantile_tau, min_prediction=min_prediction,
                           max_prediction=max_prediction, ngram=ngram, skips=skips, hash_seed=hash_seed,
                           permutations=permutations, leave_duplicate_interactions=leave_duplicate_interactions,
-                          **hyper)
+                          initial_weight=initial_weight, indexing=indexing, **hyper)
         self._attach(model, input_format)
 
     @classmethod
@@ -271,12 +290,14 @@ class Learner:
     def label_kind(self) -> int:
         """What the parser accepts as a label: any number, -1/+1 (logistic loss), any
         number with 0 read as -1 (hinge loss) or 1..K."""
-        from olcli.engine.parse import LABELS_ANY, LABELS_BINARY, LABELS_HINGE
+        from olcli.engine.parse import LABELS_ANY, LABELS_BINARY, LABELS_HINGE, LABELS_NONNEGATIVE
 
         if self.model.classes:
             return self.model.classes
         if self.model.loss == "hinge":
             return LABELS_HINGE
+        if self.model.loss in NONNEGATIVE_LOSSES:
+            return LABELS_NONNEGATIVE
         return LABELS_BINARY if self.model.loss in BINARY_LOSSES else LABELS_ANY
 
     @property
@@ -313,14 +334,76 @@ class Learner:
         table = self.table()
         settings = self.settings(learn)
         if self.model.classes:
-            scores = np.empty((n, self.model.classes))
-            rows = self._kernels.run_chunk_multiclass(table, settings, batch, tally, predictions, scores)
+            return self._process_multiclass(batch, learn, tally, table, settings)
         else:
             scores = None
             rows = self._kernels.run_chunk(table, settings, batch, tally, predictions)
         diverged_at = int(tally.stats[S_DIVERGED]) - 1
         tally.stats[S_DIVERGED] = 0.0
         return Processed(predictions, scores, int(rows), diverged_at)
+
+    def _process_multiclass(self, batch, learn, tally, table, settings) -> Processed:
+        """Multiclass labels as VW's --oaa reads them (oaa.cc): labels 1..K, or 0..K-1 once
+        a 0 is learned from (0-indexed), or 1..K for good once K is; before either (or with
+        --indexing) the model's indexing holds. The kernels know classes 1..K: labels are
+        mapped in, predictions out; a batch where the indexing is decided runs as two calls."""
+        m = self.model
+        k = m.classes
+        labels = batch.labels
+        switch = -1
+        if learn and m.indexing == INDEXING_UNDECIDED:
+            deciding = np.flatnonzero((labels == 0.0) | (labels == k))
+            switch = int(deciding[0]) if deciding.size else -1
+        if switch < 0:
+            return self._multiclass_call(batch, 0, len(labels), learn, tally, table, settings, m.indexing)
+        first = None
+        if switch > 0:
+            first = self._multiclass_call(batch, 0, switch, learn, tally, table, settings, m.indexing)
+            if first.diverged_at >= 0:
+                return first
+            saved = tally.progress[:first.progress_rows].copy()
+        m.indexing = 0 if labels[switch] == 0.0 else 1
+        rest = self._multiclass_call(batch, switch, len(labels), learn, tally, table, settings, m.indexing)
+        if first is None:
+            return rest
+        rows = first.progress_rows + rest.progress_rows
+        tally.progress[first.progress_rows:rows] = tally.progress[:rest.progress_rows].copy()
+        tally.progress[:first.progress_rows] = saved
+        return Processed(np.concatenate([first.predictions, rest.predictions]),
+                         np.concatenate([first.scores, rest.scores]), rows,
+                         rest.diverged_at + switch if rest.diverged_at >= 0 else -1,
+                         np.concatenate([first.label_base, rest.label_base]))
+
+    def _multiclass_call(self, batch, a, b, learn, tally, table, settings, indexing) -> Processed:
+        k = self.model.classes
+        labels = batch.labels[a:b]
+        # Into the kernels' classes 1..K; 0 there is "no class" (every class a negative, a 0/1
+        # loss of 1), which VW's oaa.cc gives a label outside the range (it warns).
+        if indexing == 0:    # 0..K-1 -> classes 1..K
+            inside = np.where(labels >= k, 0.0, labels + 1.0)
+        else:                # 1..K; a 0 (indexing 1, or before any is learned) is outside
+            inside = labels
+        part = Batch(np.ascontiguousarray(inside), batch.importance[a:b], batch.base[a:b],
+                     batch.row_ptr[a:b + 1], batch.index, batch.value, batch.feature_count[a:b])
+        n = b - a
+        predictions = np.empty(n)
+        scores = np.empty((n, k))
+        seen = tally.holdout[H_SEEN]
+        rows = int(self._kernels.run_chunk_multiclass(table, settings, part, tally, predictions, scores))
+        outside = np.flatnonzero((inside == 0.0) & ~np.isnan(labels))
+        if outside.size:
+            _vw_log_loss_outside(tally, part, labels, scores, outside, seen, indexing, k,
+                                 self.model.multiclass == "softmax")
+        diverged_at = int(tally.stats[S_DIVERGED]) - 1
+        tally.stats[S_DIVERGED] = 0.0
+        base = 0 if indexing == 0 else 1
+        if base == 0:  # classes 1..K are the labels 0..K-1
+            predictions -= 1.0
+            from olcli.engine.records import R_LABEL, R_PREDICTION
+
+            tally.progress[:rows, R_LABEL] -= 1.0
+            tally.progress[:rows, R_PREDICTION] -= 1.0
+        return Processed(predictions, scores, rows, diverged_at, np.full(n, base, np.int64))
 
     def divergence_advice(self) -> str:
         rates = [p for p in self._spec.params if p.option == "learning_rate"]
@@ -420,7 +503,7 @@ class Learner:
         out_labels, row_ptr, index, value, feature_count, bad_row = csr_examples(
             indptr, indices, data, labels, mask, (1 << m.bits) if m.constant else -1, self.label_kind, keep)
         if bad_row >= 0:
-            wanted = (f"a class number 1..{m.classes}" if m.classes else "-1 or +1 (or 0/1) for this loss")
+            wanted = (f"a class number 0..{m.classes}" if m.classes else "-1 or +1 (or 0/1) for this loss")
             raise DataError(f"y[{bad_row}]: label must be {wanted} (got {labels[bad_row]:g})")
         return Batch(out_labels, importance, np.zeros(n), row_ptr, index, value, feature_count)
 
@@ -463,9 +546,7 @@ class Learner:
         done = self.process(batch, False, new_tally())
         if self.model.classes:
             return done.predictions.astype(np.int64)
-        if self.model.link == "logistic":
-            return logistic(done.predictions)
-        return done.predictions
+        return apply_link(self.model.link, done.predictions)
 
     def predict_proba(self, examples) -> np.ndarray:
         """Class probabilities, (n, K) for multiclass (softmax, or VW's normalized
@@ -590,6 +671,41 @@ def load(path) -> Learner:
     return Learner.from_model(model_file.load(os.fspath(path)))
 
 
+def _vw_log_loss_outside(tally, part, labels, scores, outside, seen, indexing, k, softmax) -> None:
+    """The multiclass log loss of an example whose label is outside the classes, as VW's
+    oaa.cc takes it: the probability of class ((label if 0-indexed else label - 1) mod 2^32)
+    mod K (the kernels, knowing no class, took class K's). Held-out examples are not in it."""
+    from olcli.engine.multiclass import log_probabilities
+    from olcli.engine.records import H_PERIOD, S_LOG_LOSS
+
+    period = tally.holdout[H_PERIOD]
+    log_probs = np.empty(k)
+    for e in outside:
+        if period > 0 and (seen + e + 1) % period == 0:
+            continue
+        label = int(labels[e])
+        index = ((label if indexing == 0 else label - 1) & 0xFFFFFFFF) % k
+        log_probabilities(scores[e], softmax, log_probs)
+        tally.stats[S_LOG_LOSS] += part.importance[e] * (log_probs[k - 1] - log_probs[index])
+
+
+def predict_only_refusal(what: str, model: model_file.Model) -> str:
+    return (f"{what} was saved with --predict-only-model: it holds the weights of --{model.predict_only} "
+            "without its optimizer state, so it predicts (test, serve) but cannot learn further; "
+            "continue from the full model instead")
+
+
+def apply_link(link: str, x: np.ndarray) -> np.ndarray:
+    """A prediction through a link: identity, logistic (1 / (1 + e^-x)), poisson (e^x, the mean
+    of a count whose log the model predicts: VW's --link poisson)."""
+    if link == "logistic":
+        return logistic(x)
+    if link == "poisson":
+        with np.errstate(over="ignore"):
+            return np.exp(x)
+    return x
+
+
 def logistic(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(x, -700.0, 700.0)))
 
@@ -597,18 +713,12 @@ def logistic(x: np.ndarray) -> np.ndarray:
 def _check_compatible(a: model_file.Model, b: model_file.Model) -> None:
     for what in ("algorithm", "params", "bits", "loss", "loss_tau", "constant", "interactions", "ignore",
                  "keep", "ignore_linear", "classes", "multiclass", "ngram", "skips", "hash_seed", "permutations",
-                 "leave_duplicate_interactions", "predict_only"):
+                 "leave_duplicate_interactions", "predict_only", "initial_weight", "indexing"):
         if getattr(a, what) != getattr(b, what):
             raise UsageError(f"cannot merge learners with different {what}: "
                              f"{getattr(a, what)!r} and {getattr(b, what)!r}")
     if a.input_format and b.input_format and a.input_format != b.input_format:
         raise UsageError(f"cannot merge learners of {a.input_format} and {b.input_format} input")
-def predict_only_refusal(what: str, model: model_file.Model) -> str:
-    return (f"{what} was saved with --predict-only-model: it holds the weights of --{model.predict_only} "
-            "without its optimizer state, so it predicts (test, serve) but cannot learn further; "
-            "continue from the full model instead")
-
-
 
 
 def _vector(values, n: int, what: str) -> np.ndarray:

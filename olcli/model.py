@@ -62,6 +62,8 @@ class Model:
     permutations: bool = False                  # --permutations: equal namespaces pair every feature with every one
     leave_duplicate_interactions: bool = False  # --leave-duplicate-interactions
     predict_only: str = ""     # --predict-only-model: the algorithm the weights came from (state: weights, --sgd)
+    initial_weight: float = 0.0   # --initial-weight: every weight's start (VW's --initial_weight)
+    indexing: int = 2          # multiclass labels: 0 (0..K-1), 1 (1..K), 2 (1..K until a 0 or K is learned), VW's
     file_header: dict | None = None   # the header as read from a file, for inspect
 
     @property
@@ -99,7 +101,8 @@ class Model:
                 "hash": "murmur3_x86_32(feature, seed=murmur3_x86_32(namespace, hash_seed)) & (2**bits - 1)",
             },
             "predict_only": {"trained_with": self.predict_only} if self.predict_only else None,
-            "multiclass": {"mode": self.multiclass, "classes": self.classes},
+            "initial_weight": self.initial_weight,
+            "multiclass": {"mode": self.multiclass, "classes": self.classes, "indexing": self.indexing},
             "counters": dict(zip(COUNTER_NAMES, self.counters.tolist())),
             "scalars": dict(zip((name for name, _ in getattr(ALGORITHMS.get(self.algorithm), "scalars", ())),
                                 self.scalars.tolist())),
@@ -280,6 +283,15 @@ def _predict_only(value, header):
         return f"a predict-only model holds weights (algorithm sgd), not --{header['algorithm']} state"
 
 
+# --initial-weight: the algorithms whose first slot "w" is the weight itself
+INITIAL_WEIGHT_ALGORITHMS = ("gd", "adagrad", "sgd")
+
+
+def _initial_weight(value, header):
+    if value != 0.0 and header["algorithm"] not in INITIAL_WEIGHT_ALGORITHMS:
+        return f"{value} with --{header['algorithm']} (only {', '.join(INITIAL_WEIGHT_ALGORITHMS)} start from one)"
+
+
 def _classes(value, header):
     mode = header["multiclass"]["mode"]
     if mode == "" and value != 0:
@@ -386,9 +398,11 @@ HEADER_FIELDS = (
     Field("input.permutations", "bool", required=False, default=False),
     Field("input.leave_duplicate_interactions", "bool", required=False, default=False),
     Field("predict_only", "dict|null", _predict_only, required=False),
-    Field("multiclass", "dict", required=False, default={"mode": "", "classes": 0}),
+    Field("initial_weight", "number", _initial_weight, required=False, default=0.0),
+    Field("multiclass", "dict", required=False, default={"mode": "", "classes": 0, "indexing": 2}),
     Field("multiclass.mode", "str", _one_of("", "oaa", "softmax")),
     Field("multiclass.classes", "int", _classes),
+    Field("multiclass.indexing", "int", _one_of(0, 1, 2), required=False, default=2),
     Field("input.constant_index", "int", _constant_index, required=False),
     Field("counters", "dict", _counters),
     Field("scalars", "dict", _scalars, required=False, default={}),
@@ -469,7 +483,10 @@ def _check_state(state: np.ndarray, header: dict, path: str) -> None:
             raise ModelError(f"{path} is corrupted (state slot {slot} must be >= 0)")
         if rule == "round" and ((values < 0) | (values > rounds) | (values != np.floor(values))).any():
             raise ModelError(f"{path} is corrupted (state slot {slot} must be a round number 0..{rounds:g})")
-    if rounds < 1 and state.any():
+    start = float(header.get("initial_weight", 0.0))
+    # --initial-weight: a table that never learned holds it in slot w
+    learned = (state[:, 0] != start).any() or state[:, 1:].any() if start != 0.0 else state.any()
+    if rounds < 1 and learned:
         raise ModelError(f"{path} is corrupted (the state is not empty, but counters.rounds is {rounds:g})")
 
 
@@ -526,6 +543,7 @@ def decode(raw: bytes, path: str) -> Model:
         ngram=list(inputs["ngram"]), skips=list(inputs["skips"]), hash_seed=inputs["hash_seed"],
         permutations=inputs["permutations"], leave_duplicate_interactions=inputs["leave_duplicate_interactions"],
         predict_only=(header.get("predict_only") or {}).get("trained_with", ""),
+        initial_weight=float(header["initial_weight"]), indexing=multiclass["indexing"],
         file_header=header,
     )
 

@@ -22,8 +22,9 @@ MESSAGES = {
     kernels.ERR_NAMESPACE_SCALE: "namespace scale is not a number",
     kernels.ERR_LIBSVM_INDEX: "libsvm feature is not index:value with a non-negative integer index",
     kernels.ERR_LIBSVM_LABEL: "libsvm line has no label",
-    kernels.ERR_LABEL_NOT_CLASS: "label must be a class number 1..K for --oaa/--softmax K",
+    kernels.ERR_LABEL_NOT_CLASS: "label must be a class number 0..K for --oaa/--softmax K (1..K, or 0..K-1 as VW)",
     kernels.ERR_NUL: "NUL byte in the line (binary data, not text?)",
+    kernels.ERR_LABEL_NEGATIVE: "label must be >= 0 for --loss poisson (a count)",
     kernels.ERR_TOO_MANY_FEATURES: "the interactions would generate {detail:,} features for this line, more than "
                                    "the {bound:,} allowed per example; use fewer or narrower interactions "
                                    "(-q, --cubic, --interactions), or --ignore some namespaces",

@@ -159,7 +159,7 @@ def _learn_piece(learner, piece, options, predictions, progress, pass_number, si
         if done.diverged_at >= 0:
             _diverged(learner, piece, first + done.diverged_at, pass_number, options.learn)
         if predictions is not None:
-            predictions.write(done.predictions, done.scores, parsed.tags[first:last], piece.data)
+            predictions.write(done.predictions, done.scores, parsed.tags[first:last], piece.data, done.label_base)
         if piece.named is not None and last > first:
             write_audit(learner, piece.named, piece.data, first, met, done.predictions[-1], parsed.tags)
 

@@ -42,7 +42,7 @@ from olcli.atomic import atomic_write
 from olcli.engine.format import format_predictions
 from olcli.engine.records import C_EXAMPLES, C_ROUNDS, new_tally
 from olcli.errors import MissingExtra, ModelError, OlcliError, UsageError
-from olcli.learner import Learner, logistic
+from olcli.learner import Learner, apply_link
 from olcli.parsing import batch_of
 
 DEFAULT_PORT = 26542
@@ -376,9 +376,7 @@ class Served:
     def _values(self, learner, done):
         if learner.model.classes:
             return done.predictions
-        if self.link == "logistic":
-            return logistic(done.predictions)
-        return done.predictions
+        return apply_link(self.link, done.predictions)
 
     def reply_lines(self, data: bytes, learn: bool = True) -> bytes:
         """The line protocol: one reply line per non-empty line of ``data`` (whole lines)."""

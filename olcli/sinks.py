@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from olcli.engine.format import format_predictions
-from olcli.learner import logistic
+from olcli.learner import apply_link
 from olcli.names import name_of
 from olcli.paths import Output, OutputError, PipeClosed, check_output, error_name, open_in_place, write_all
 from olcli.report import ProgressBar, ProgressTable, progress_records
@@ -51,32 +51,35 @@ class PredictionWriter:
             return PipeClosed(f"the program reading the predictions ({self.output.path}) closed the pipe")
         return OutputError(f"cannot write {self.output.role} {self.output.path}: {error_name(exc)}")
 
-    def write(self, predictions: np.ndarray, scores, tags: np.ndarray, data: np.ndarray) -> None:
+    def write(self, predictions: np.ndarray, scores, tags: np.ndarray, data: np.ndarray, label_base=None) -> None:
         """One line per example: ``predictions`` (multiclass: the classes, ``scores``
-        the class scores), ``tags`` (n, 2) byte spans into ``data``."""
+        the class scores), ``tags`` (n, 2) byte spans into ``data``; ``label_base``
+        (multiclass) the label of the first class per example, 1 by default (0 once
+        VW's 0-indexed labels are in use)."""
         try:
-            self._write(predictions, scores, tags, data)
+            self._write(predictions, scores, tags, data, label_base)
         except OSError as exc:
             raise self._failed(exc) from exc
 
-    def _write(self, predictions, scores, tags, data) -> None:
+    def _write(self, predictions, scores, tags, data, label_base=None) -> None:
         n = len(predictions)
         if self.classes and self.probabilities:
-            self._write_probabilities(scores, tags, data)
+            self._write_probabilities(scores, tags, data, label_base)
             return
         values = predictions
-        if not self.classes and self.link == "logistic":
-            values = logistic(values)
+        if not self.classes:
+            values = apply_link(self.link, values)
         write_all(self.stream, format_predictions(values, n, tags, data, bool(self.classes)))
 
-    def _write_probabilities(self, scores, tags, data) -> None:
+    def _write_probabilities(self, scores, tags, data, label_base=None) -> None:
         from olcli.engine.multiclass import log_probabilities
 
         lines = []
         log_probs = np.empty(self.classes)
         for e in range(len(scores)):  # one line of K numbers: Python per example is fine next to formatting K values
             log_probabilities(scores[e], self.softmax, log_probs)
-            text = " ".join(f"{k + 1}:{p:.6f}" for k, p in enumerate(np.exp(log_probs)))
+            first = 1 if label_base is None else int(label_base[e])
+            text = " ".join(f"{k + first}:{p:.6f}" for k, p in enumerate(np.exp(log_probs)))
             start, end = tags[e]
             tag = b" " + data[start:end].tobytes() if end > start else b""
             lines.append(text.encode() + tag + b"\n")

@@ -14,7 +14,7 @@ from tests import naive, naive_vw
 
 BITS = 6
 ROWS = (1 << BITS) + 1
-LOSSES = ["squared", "logistic", "hinge", "absolute", "quantile"]
+LOSSES = ["squared", "logistic", "hinge", "absolute", "quantile", "poisson"]
 
 # Parameter variants per algorithm (the registry's defaults fill the rest).
 VARIANTS = {
@@ -56,7 +56,9 @@ def sparse_stream(seed, n, loss, scales=(-3, 3), real_labels=False):
         index = np.append(rng.choice(ROWS - 1, size=k, replace=False), ROWS - 1).astype(np.int32)
         value = rng.normal(size=k + 1) * feature_scale[index]
         value[-1] = 1.0
-        if loss in ("squared", "absolute", "quantile") or real_labels:
+        if loss == "poisson":
+            label = float(rng.poisson(2.0))  # a count
+        elif loss in ("squared", "absolute", "quantile") or real_labels:
             label = float(rng.normal() * 3)
         else:
             label = float(rng.choice([-1.0, 1.0]))
@@ -109,7 +111,7 @@ def test_engine_matches_the_paper_step_by_step(name, variant, loss):
     examples = sparse_stream(seed=case_seed(name, loss, variant), n=150, loss=loss)
     reference = naive.REFERENCES[name](ROWS, params)
     fast = learner(name, loss, variant, tau)
-    low, high = (-50.0, 50.0) if loss == "logistic" else (0.0, 0.0)  # VW's initial label range
+    low, high = (-50.0, 50.0) if loss in ("logistic", "poisson") else (0.0, 0.0)  # VW's initial label range
     for step, (index, value, label, importance, base) in enumerate(examples):
         (p,), _ = run(fast, [(index, value, label, importance, base)])
         features = dict(zip(index.tolist(), value.tolist()))
@@ -301,6 +303,8 @@ def test_lazy_l1_equals_dense_shrinkage_over_long_gaps():
 @pytest.mark.parametrize("p", [-1e300, -1e6, -40.0, 0.0, 3.5, 40.0, 1e6, 1e300])
 @pytest.mark.parametrize("y", [-1.0, 1.0])
 def test_losses_are_finite_and_match_their_definitions(loss, p, y):
+    if loss == "poisson":
+        y = 3.0 if y > 0 else 0.0  # a count
     code = losses.LOSS_CODES[loss]
     value = losses.loss_value(code, p, y, 0.3)
     derivative = losses.loss_derivative(code, p, y, 0.3)

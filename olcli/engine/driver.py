@@ -87,7 +87,7 @@ def count_labeled(holdout, counters, learn, held_out, h, y, example_loss):
         holdout[H_WEIGHT] += h
         holdout[H_SINCE_LOSS] += h * example_loss
         holdout[H_SINCE_WEIGHT] += h
-    if learn:
+    elif learn:  # a held-out example is not among the examples the model learned from
         counters[C_LABELED] += 1.0
         counters[C_WEIGHT] += h
         counters[C_LABEL_SUM] += h * y
@@ -164,7 +164,10 @@ def run_binary(predict, update, table, settings, batch, tally, predictions):
     label range (VW's rule, clip_prediction) and the loss and its derivative are
     taken there. With holdout (H_PERIOD > 0) every H_PERIOD-th example of the
     pass is scored but never learned from; its loss goes to the pass's holdout
-    sums. Returns the number of progress rows written.
+    sums and, as in VW (shared_data::update), nowhere else: a held-out labeled
+    example is not in the examples, features, weights, labels or progressive
+    loss of ``stats`` (nor in the model's counters). Returns the number of
+    progress rows written.
     """
     counters = table.counters
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
@@ -186,12 +189,15 @@ def run_binary(predict, update, table, settings, batch, tally, predictions):
             return n_rows
         p = clip_prediction(p, counters, settings)
         predictions[e] = p
-        count_example(stats, counters, learn, batch.feature_count[e])
-        if np.isnan(y):
+        labeled = not np.isnan(y)
+        if not (held_out and labeled):  # VW: a held-out labeled example counts only in the holdout sums
+            count_example(stats, counters, learn, batch.feature_count[e])
+        if not labeled:
             stats[S_UNLABELED_WEIGHT] += h
         else:
             example_loss = loss_value(settings.loss, p, y, settings.tau)
-            _account(stats, tally.auc, example_loss, y, h, p)
+            if not held_out:
+                _account(stats, tally.auc, example_loss, y, h, p)
             count_labeled(holdout, counters, learn, held_out, h, y, example_loss)
             if learning:
                 derivative = loss_derivative(settings.loss, p, y, settings.tau)

@@ -7,7 +7,10 @@ absolute is ``|p - y|`` with subgradient ``sign(p - y)`` (0 at p = y); quantile
 with level tau is ``tau (y - p)`` when ``y > p`` and ``(1 - tau) (p - y)``
 otherwise, with derivative ``-tau`` when ``y > p``, ``1 - tau`` when ``y < p`` and
 0 at p = y (VW's ``quantileloss::first_derivative``: at the kink there is nothing
-to learn; any value in [-tau, 1 - tau] is a subgradient).
+to learn; any value in [-tau, 1 - tau] is a subgradient). Poisson (p the log of
+the mean, labels y >= 0) is VW's: the loss reported is the deviance
+``2 (y (log(y + 1e-6) - p) - (y - e^p))`` and the gradient is ``e^p - y``, the
+derivative of the negative log-likelihood ``e^p - y p`` (half the deviance's).
 """
 
 import math
@@ -19,12 +22,15 @@ LOGISTIC = 1
 HINGE = 2
 ABSOLUTE = 3
 QUANTILE = 4
+POISSON = 5
 
 LOSS_CODES = {"squared": SQUARED, "logistic": LOGISTIC, "hinge": HINGE,
-              "absolute": ABSOLUTE, "quantile": QUANTILE}
+              "absolute": ABSOLUTE, "quantile": QUANTILE, "poisson": POISSON}
 BINARY_LOSSES = ("logistic", "hinge")
 # Losses whose derivative is not bounded by 1 (ScInOL's guarantees assume |g| <= 1).
-UNBOUNDED_LOSSES = ("squared",)
+UNBOUNDED_LOSSES = ("squared", "poisson")
+# Losses whose labels must be >= 0.
+NONNEGATIVE_LOSSES = ("poisson",)
 
 
 @njit(inline="always")
@@ -44,6 +50,17 @@ def _sigmoid(x):
     return e / (1.0 + e)
 
 
+# VW 9.11.9's poisson methods take the prediction clamped to [-44, 44] (its released
+# library does so in every poisson method; tests/naive_vw.py PoissonLoss), so e^p stays finite.
+POISSON_CLAMP = 44.0
+FLT_MAX = 3.4028234663852886e38
+
+
+@njit(inline="always")
+def _poisson_clamp(p):
+    return min(max(p, -POISSON_CLAMP), POISSON_CLAMP)
+
+
 @njit
 def loss_value(loss, p, y, tau):
     if loss == SQUARED:
@@ -56,6 +73,9 @@ def loss_value(loss, p, y, tau):
         return margin if margin > 0.0 else 0.0
     if loss == ABSOLUTE:
         return abs(p - y)
+    if loss == POISSON:
+        q = _poisson_clamp(p)
+        return 2.0 * (y * (math.log(y + 1e-6) - q) - (y - math.exp(q)))
     e = y - p
     return tau * e if e > 0.0 else (tau - 1.0) * e
 
@@ -73,6 +93,8 @@ def loss_derivative(loss, p, y, tau):
         if p > y:
             return 1.0
         return -1.0 if p < y else 0.0
+    if loss == POISSON:
+        return math.exp(_poisson_clamp(p)) - y
     if y > p:
         return -tau
     return 1.0 - tau if y < p else 0.0
@@ -128,7 +150,10 @@ def invariant_update(loss, p, y, tau, s, h):
     logistic: -(y W + p) / h, W = W(e^x) - x, x = s h + y p + e^{y p}  (y s / (1 + e^{y p}) when s h < 1e-6)
     hinge:    y min(s, (1 - y p) / h), 0 when y p >= 1 (y any real label, as VW)
     quantile: slopes tau below the label, 1 - tau above; absolute: slopes 1 and 1
-              (VW's absolute is its quantile at tau 0.5, i.e. half of olcli's |p - y|)."""
+              (VW's absolute is its quantile at tau 0.5, i.e. half of olcli's |p - y|)
+    poisson:  y s - log(1 + e^p (e^{y s h} - 1) / y) / h for y > 0, -log(1 + e^p s h) / h for y = 0
+              (the flow dp/dtau = h (y - e^p), whose gradient is VW's e^p - y; p clamped to
+              [-44, 44] and the limit -(p - log y) / h once y s h > 44, as VW 9.11.9)."""
     if loss == SQUARED:
         if s * h < 1e-6:
             return 2.0 * (y - p) * s
@@ -145,4 +170,18 @@ def invariant_update(loss, p, y, tau, s, h):
         return y * (s if s * h < err else err / h)
     if loss == ABSOLUTE:
         return _pinball_update(p, y, s, h, 1.0, 1.0)
+    if loss == POISSON:
+        # As VW 9.11.9: p clamped to [-44, 44]; a step with y s h > 44 (where e^{y s h}
+        # overflows float32) gives the flow's limit, the prediction log y; with y = 0 a
+        # product e^p s h beyond float32's range is taken in log space.
+        q = _poisson_clamp(p)
+        if y > 0.0:
+            a = y * s * h
+            if a > POISSON_CLAMP:
+                return -(q - math.log(y)) / h
+            return y * s - math.log1p(math.exp(q) * math.expm1(a) / y) / h
+        x = s * math.exp(q) * h
+        if abs(x) <= FLT_MAX:
+            return -math.log1p(x) / h
+        return -(math.log(s * h) + q) / h
     return _pinball_update(p, y, s, h, tau, 1.0 - tau)

@@ -49,6 +49,7 @@ ERR_LABEL_NOT_CLASS = 10  # multiclass label that is not one of 1..K
 ERR_NUL = 11              # a NUL byte: binary data, not text
 ERR_TOO_MANY_FEATURES = 12  # the interactions would generate more features than allowed per example
 
+ERR_LABEL_NEGATIVE = 13   # the loss needs labels >= 0 (poisson)
 # Bounds on the work of one kernel call (README, "What olcli guarantees"): a call
 # stops at the first line after MAX_CALL_FEATURES features parsed or generated
 # (the caller parses the rest in another call), and an example whose interactions
@@ -70,6 +71,7 @@ LABELS_ANY = 0            # any finite number
 LABELS_BINARY = 1         # -1/+1, 0 read as -1
 LABELS_HINGE = -1         # any finite number, 0 read as -1 (VW's hinge takes real labels)
 # label_kind K >= 2: classes 1..K
+LABELS_NONNEGATIVE = -2   # any finite number >= 0 (poisson: a count)
 
 # Columns of the errors table (E_DETAIL: a number for the message, e.g. the feature count).
 E_LINE, E_CODE, E_TOKEN_START, E_TOKEN_END, E_LINE_START, E_LINE_END, E_DETAIL = 0, 1, 2, 3, 4, 5, 6
@@ -136,8 +138,10 @@ def _check_label(label, label_kind):
     integers 1..K."""
     if label_kind == LABELS_ANY:
         return label, 0
-    if label_kind >= 2:
-        if label == math.floor(label) and 1.0 <= label <= label_kind:
+    if label_kind == LABELS_NONNEGATIVE:
+        return label, (0 if label >= 0.0 else ERR_LABEL_NEGATIVE)
+    if label_kind >= 2:  # 0 too: VW's --oaa reads labels 0..K-1 once it sees a 0 (learner.py)
+        if label == math.floor(label) and 0.0 <= label <= label_kind:
             return label, 0
         return label, ERR_LABEL_NOT_CLASS
     if label == 0.0:
