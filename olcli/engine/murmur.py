@@ -30,7 +30,7 @@ def _mix_k(k):
     return (k * _C2) & _M32
 
 
-@njit
+@njit(inline="always")
 def murmur3_32(buf, start, end, seed):
     """Hash the bytes ``buf[start:end]`` with a 32-bit ``seed``; returns uint64 < 2**32."""
     h = np.uint64(seed) & _M32

@@ -32,6 +32,7 @@ from numba import njit
 from olcli.engine.features import (
     FLAGS_AT, IGNORED, LINEAR_IGNORED, N_NAME_END, N_NAME_START, N_NS_END, N_NS_START, NAME_COLUMNS, NGRAM_AT,
     SEED_AT, add_ngrams, clear_names, grow, interact, interaction_size, merge_duplicates)
+from olcli.engine.borrowed import borrowed
 from olcli.engine.murmur import murmur3_32
 from olcli.engine.numbers import NUMBER_OK, NUMBER_NONFINITE, parse_number
 
@@ -408,8 +409,11 @@ def _chunk_parser(libsvm, interacting):
     different processes and loaded into one, could take each other's environment
     ("'descr' is NULL" on return). A distinct name per kernel rules that out.
     """
-    def parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
+    def parse_chunk(text, mask, constant_index, label_kind, spec, interactions, lengths, record,
                     max_generated, budget):
+        # Borrowed views (engine/borrowed.py): the helpers called per line and per
+        # token take them without counting references (the caller holds the arrays).
+        buf, namespace_mode = borrowed(text), borrowed(spec)
         (n_lines, labels, importance, base, tags, example_line, row_ptr,
          index, value, letters, names, feature_count, errors) = _allocate(buf, record)
         some_linear_ignored = False
