@@ -221,7 +221,7 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
 
 
 def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input_format, report, quiet,
-         strict, probabilities=False, audit=False, progress=False) -> None:
+         strict, probabilities=False, audit=False, progress=False, threads=None) -> None:
     with signals.deferred():
         inputs = _data_inputs(sources) + _model_input(initial_model)
         outputs = []
@@ -241,6 +241,8 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
             session.learner = learner
         run_options = RunOptions(sources=sources, learn=False, input_format=input_format,
                                  strict=strict, quiet=quiet, progress=progress, audit=audit)
+        if threads is not None:
+            run_options.threads = threads
         session.execute(run_options, prediction_output, link or learner.model.link, probabilities, [])
 
 

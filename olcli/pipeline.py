@@ -1,7 +1,11 @@
 """Inputs -> parsed chunks, for each pass of a run.
 
 Pass 1 reads the inputs (files, .gz/.bz2/.xz, pipes, sockets) and parses them
-chunk by chunk on worker threads; with --passes > 1 (or --cache) it also writes
+chunk by chunk: a reader thread reads (and decompresses) while worker threads
+parse the next chunks and the calling thread learns the current one (--threads
+N: N chunks in flight, on N parse workers), or, with --threads 1, all on the
+calling thread, one chunk after the other; both give the same chunks in the
+same order, so the same results. With --passes > 1 (or --cache) it also writes
 the parsed chunks to the example cache (olcli/cache.py), which later passes read
 instead of the text. Python works per chunk (a few MiB of lines); everything per
 example or per token happens in the Numba kernels.
@@ -28,7 +32,7 @@ from olcli.engine.parse import MAX_CALL_FEATURES, MAX_EXAMPLE_FEATURES
 from olcli.inputs import Chunk, input_size, is_stream, read_chunks, vote_format
 from olcli.parsing import parse_chunk
 
-PARSE_AHEAD = 2   # chunks parsed ahead on worker threads
+PARSE_AHEAD = 2   # chunks parsed ahead on worker threads (--threads, default)
 RECORD_SHRINK = 16  # --audit/--invert-hash keep ~90 bytes per feature: smaller parts
 MAX_EXAMPLE_UPDATES = 1 << 26  # features x classes of one example (~0.3 s of learning)
 
@@ -203,22 +207,42 @@ class Examples:
         rest = Chunk(chunk.source, chunk.first_line + parsed.n_lines, chunk.data[parsed.consumed:], chunk.position)
         return parsed, part, rest
 
+    def _parsed_in_turn(self, signals_):
+        """(chunk, parsed chunk) in input order, on the calling thread (--threads 1):
+        read a chunk, parse it, hand it over to be learned, then the next one. The
+        same chunks, parsed by the same calls, in the same order as _parsed_ahead,
+        so the run's results are the same byte for byte. Reading (a pipe may wait
+        for data) is the immediate phase: a signal stops it at once."""
+        options = self.options
+        chunks = read_chunks(options.sources, options.chunk_bytes)
+        while True:
+            with signals_.waiting_for_input():
+                chunk = next(chunks, None)
+            if chunk is None:
+                return
+            fmt = self._format_of(chunk)
+            rest = chunk
+            while rest is not None:
+                parsed, part, rest = self._parse_part(rest, fmt)
+                yield part, parsed
+
     def _parsed_ahead(self, signals_):
         """(chunk, format, parsed chunk) in input order.
 
         A reader thread reads the input (files, compressed files or a pipe) and
         hands each chunk to a parse worker; the parse kernels release the GIL, so
         reading, parsing and learning overlap on both cores, for pipes as for
-        files. At most PARSE_AHEAD chunks are read ahead of the one being learned
+        files. At most --threads (PARSE_AHEAD) chunks are read ahead of the one being learned
         (memory stays constant), and each is learned as soon as it is parsed, so
         a slow pipe (tail -f) is learned as it arrives, a chunk at a time. Errors of the reader
         (a damaged archive) surface here, after the chunks before them. Waiting
         for the reader or a worker is the immediate phase: a signal stops it at once."""
         options = self.options
+        ahead = max(1, options.threads)
         jobs = queue.Queue()
-        slots = threading.Semaphore(PARSE_AHEAD)
+        slots = threading.Semaphore(ahead)
         stop = threading.Event()
-        workers = _Workers(PARSE_AHEAD)
+        workers = _Workers(ahead)
 
         def take_slot():
             while not stop.is_set():
@@ -268,7 +292,9 @@ class Examples:
         header = self._cache_header() if options.caching else None
         writer = None
         try:
-            for chunk, parsed in self._parsed_ahead(signals_):
+            parsed_chunks = (self._parsed_in_turn(signals_) if options.threads <= 1
+                             else self._parsed_ahead(signals_))
+            for chunk, parsed in parsed_chunks:
                 stop = None
                 if parsed.bad_lines and options.strict:
                     # Learn what precedes the bad line, then stop.

@@ -25,7 +25,7 @@ from olcli.engine.records import C_ROUNDS, H_LOSS, H_ROWS, H_SEEN, H_WEIGHT, new
 from olcli.errors import DataError, Diverged
 from olcli.inputs import CHUNK_BYTES
 from olcli.parsing import batch_of
-from olcli.pipeline import Examples
+from olcli.pipeline import PARSE_AHEAD, Examples
 from olcli.report import summarize
 from olcli.signals import StopSignals, critical
 
@@ -49,6 +49,7 @@ class RunOptions:
     kill_cache: bool = False       # -k: rebuild the cache
     audit: bool = False            # --audit: every example's features, indices, values, weights on stdout
     names: object = None           # a names.FeatureNames to fill (--invert-hash)
+    threads: int = PARSE_AHEAD     # --threads: chunks read and parsed ahead on threads; 1 = all on this one
 
     @property
     def caching(self) -> bool:
