@@ -548,6 +548,19 @@ class Learner:
             return done.predictions.astype(np.int64)
         return apply_link(self.model.link, done.predictions)
 
+    def line_predictor(self, link=None, tally=None):
+        """The single-example path: an object whose ``reply(lines)`` gives the text ``olcli test
+        -p`` writes for a few VW/libsvm lines (``bytes``, each ending in '\\n') in one kernel call,
+        without learning, accounting into ``tally``; ``None`` from ``reply`` leaves those lines to
+        ``process`` (a bad line, a divergence). None when the model has no fast path
+        (engine/single.py)."""
+        from olcli.engine.single import LinePredictor
+
+        link = link or self.model.link
+        if not LinePredictor.supports(self, link):
+            return None
+        return LinePredictor(self, link, new_tally() if tally is None else tally)
+
     def predict_proba(self, examples) -> np.ndarray:
         """Class probabilities, (n, K) for multiclass (softmax, or VW's normalized
         sigmoids for OAA), (n, 2) of labels -1 and +1 otherwise."""

@@ -46,6 +46,7 @@ from olcli.learner import Learner, apply_link
 from olcli.parsing import batch_of
 
 DEFAULT_PORT = 26542
+FAST_PATH_BYTES = 1 << 16   # reads up to this size take the one-call path (engine/single.py)
 ALL_INTERFACES = ("0.0.0.0", "::", "")
 
 
@@ -180,6 +181,7 @@ class Stats:
     connections_total: int = 0
     connections_refused: int = 0
     requests: int = 0
+    fast_path: int = 0           # requests answered by the one-call path (engine/single.py)
     examples: int = 0
     learned: int = 0
     bad_lines: int = 0
@@ -223,20 +225,23 @@ class Served:
 
     # -- loading --
 
-    def _load(self):
-        """(learner ready to serve, load time, file facts); runs in a thread on reload."""
+    def _load(self, check_fits: bool = False):
+        """(learner ready to serve, load time, file facts); runs in a thread on reload, where a
+        model that does not fit is refused before its kernels are loaded."""
         path = self.options.model_path
         try:
             stat = os.stat(path)
         except OSError as exc:
             raise ModelError(f"cannot read model {path}: {exc.strerror or exc}") from exc
         model = model_file.load(path)
-        learner = Learner.from_model(model, model.input_format or "auto")
-        _warm_up(learner)
         if model.predict_only and self.options.learn:
             from olcli.learner import predict_only_refusal
 
             raise UsageError(predict_only_refusal(path, model).replace("(test, serve)", "(serve without --learn)"))
+        learner = Learner.from_model(model, model.input_format or "auto")
+        if check_fits:
+            self._check_fits(learner)
+        _warm_up(learner)
         info = {"path": os.path.abspath(path), "size": stat.st_size, "modified": _iso(stat.st_mtime)}
         return learner, time.time(), info
 
@@ -247,6 +252,14 @@ class Served:
         if self.probabilities and not model.classes:
             self.link = "logistic"  # as test: binary --probabilities is --link logistic
         self.predict_tally = new_tally()
+        # The single-example path (engine/single.py): one kernel call per read of a few lines.
+        # Not with --learn (labelled lines are learned by the batch path, the one writer) nor
+        # for multiclass probabilities (written by the batch path).
+        # OLCLI_SERVE_FAST_PATH=0: the batch path for every read (benchmarks/serve_vs_vw.py compares).
+        self.fast = None
+        if (not self.options.learn and not (self.probabilities and model.classes)
+                and os.environ.get("OLCLI_SERVE_FAST_PATH", "1") != "0"):
+            self.fast = learner.line_predictor(self.link, self.predict_tally)
 
     def _check_fits(self, new: Learner) -> None:
         """A new model must answer the same clients: same input format and the same kind of
@@ -279,8 +292,7 @@ class Served:
     async def _reload(self, reason: str) -> tuple[bool, str]:
         started = time.perf_counter()
         try:
-            learner, loaded_at, info = await asyncio.to_thread(self._load)
-            self._check_fits(learner)
+            learner, loaded_at, info = await asyncio.to_thread(self._load, True)
         except Exception as exc:  # damaged, missing, incompatible, out of memory: the old model stays
             self.stats.reloads_refused += 1
             message = str(exc) if isinstance(exc, OlcliError) else f"{type(exc).__name__}: {exc}"
@@ -380,6 +392,15 @@ class Served:
 
     def reply_lines(self, data: bytes, learn: bool = True) -> bytes:
         """The line protocol: one reply line per non-empty line of ``data`` (whole lines)."""
+        fast = self.fast
+        if fast is not None and len(data) <= FAST_PATH_BYTES:
+            reply = fast.reply(data)
+            if reply is not None:   # else a bad line or a divergence: the batch path says what
+                stats = self.stats
+                stats.requests += 1
+                stats.fast_path += 1
+                stats.examples += reply.count(b"\n")
+                return reply
         learner, buf, parsed, done = self._run(data, learn)
         n = parsed.n_examples
         text = b""
@@ -447,7 +468,8 @@ def _warm_up(learner: Learner) -> None:
     empty = np.frombuffer(b"", np.uint8)
     parsed = learner.parse(empty, "<warm-up>")
     learner.process(batch_of(parsed), False, new_tally())
-    format_predictions(np.zeros(0), 0, parsed.tags, np.zeros(0, np.uint8), False)
+    format_predictions(np.zeros(0), 0, parsed.tags, empty, False)
+    learner.line_predictor()  # the one-call path's kernel: loaded (or compiled) by its constructor
 
 
 def _bad_text(bad) -> str:

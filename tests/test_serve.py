@@ -24,7 +24,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-START_TIMEOUT = 60.0
+START_TIMEOUT = 120.0   # a cold Numba cache on a busy machine: the server compiles its kernels first
 IO_TIMEOUT = 10.0
 N_LINES = 600
 NL = b"\n"
@@ -180,6 +180,8 @@ def test_line_protocol_replies_equal_olcli_test_p(data, server):
         # then one at a time on the same connection
         for k in range(0, 60):
             assert ask(s, [data["test_lines"][k]]) == [expected[k]]
+    # those were answered by the one-call path (engine/single.py)
+    assert httpx.get(f"{srv.url}/model", timeout=IO_TIMEOUT).json()["serving"]["fast_path"] >= 60
     # HTTP JSON: the same predictions (full precision), tags in their place
     reply = httpx.post(f"{srv.url}/predict", json={"examples": data["test_lines"]}, timeout=IO_TIMEOUT).json()
     assert reply["errors"] == []
@@ -188,6 +190,74 @@ def test_line_protocol_replies_equal_olcli_test_p(data, server):
     assert srv.stop() == 0
     assert not srv.port_file.exists() and not srv.pid_file.exists(), "port and pid files are removed on a clean stop"
     assert "listening" in srv.log() and "stopped" in srv.log()
+
+
+# --- the single-example path (engine/single.py): one kernel call per read ---
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
+
+
+def _split(name: str, train: int) -> tuple:
+    lines = (SAMPLE / name).read_text().splitlines(keepends=True)
+    return "".join(lines[:train]), "".join(lines[train:])
+
+
+# (case, (train text, test text), train options, test options). Each kind of model the fast
+# path compiles for: VW and libsvm input, interactions, tags (vw_0002's tags touch the '|'),
+# binary, regression, one-against-all and softmax, the logistic link, and the algorithms
+# with global scalars (--gd, --coin) beside the default.
+FAST_CASES = [
+    ("binary", ("a9a_train.vw", 3000), ["--loss", "logistic"], []),
+    ("logistic-link", ("a9a_train.vw", 3000), ["--loss", "logistic"], ["--link", "logistic"]),
+    ("regression-interactions-tags", ("vw_0002.dat", 600), ["-q", "Tf"], []),
+    ("libsvm", ("a9a_train.libsvm", 3000), ["--loss", "logistic"], []),
+    ("oaa", ("letter_train.vw", 2000), ["--oaa", "26"], []),
+    ("softmax", ("letter_train.vw", 2000), ["--softmax", "26"], []),
+    ("gd", ("a9a_train.vw", 3000), ["--gd", "--loss", "logistic"], []),
+    ("coin", ("a9a_train.vw", 3000), ["--coin", "--loss", "logistic"], ["--link", "logistic"]),
+]
+
+
+@pytest.mark.parametrize("case, split, train_options, test_options", FAST_CASES, ids=[c[0] for c in FAST_CASES])
+def test_single_example_path_equals_olcli_test_p(tmp_path, case, split, train_options, test_options):
+    train_text, test_text = _split(*split)
+    (tmp_path / "train.txt").write_text(train_text)
+    (tmp_path / "test.txt").write_text(test_text)
+    _cli("train", tmp_path / "train.txt", "-f", tmp_path / "m.olm", *train_options, "--quiet")
+    _cli("test", tmp_path / "test.txt", "-i", tmp_path / "m.olm", "-p", tmp_path / "p.txt", *test_options, "--quiet")
+    expected = (tmp_path / "p.txt").read_bytes()
+    link = test_options[1] if test_options[:1] == ["--link"] else None
+    learner = olcli.load(tmp_path / "m.olm")
+    fast = learner.line_predictor(link)
+    assert fast is not None
+    lines = test_text.encode().splitlines(keepends=True)
+    # one line per call (the server's single-example requests), then all of them in one call
+    one_by_one = [fast.reply(line) for line in lines]
+    assert b"".join(one_by_one) == expected
+    assert fast.reply(b"".join(lines)) == expected
+    np.testing.assert_allclose(values(b"".join(one_by_one)), values(expected), atol=1e-6)
+    if case == "regression-interactions-tags":
+        assert all(len(line.split()) == 2 for line in expected.splitlines()), "every reply carries its tag"
+    # a bad line anywhere in the read: the batch path answers (None), and nothing is written
+    assert fast.reply(lines[0] + b"1 |f x:nan\n") is None
+    assert fast.reply(lines[1]) == expected.splitlines(keepends=True)[1]
+    assert fast.reply(b"\n   \n") == b"", "empty lines get no reply"
+
+
+def test_single_example_path_reads_the_weights_in_place(tmp_path):
+    """Learning between calls (the --learn server's single writer, on the same thread) is seen by
+    the next call: no copy of the weights is kept."""
+    train_text, test_text = _split("a9a_train.vw", 3000)
+    learner = olcli.Learner(loss="logistic")
+    learner.learn(train_text.splitlines()[:100])
+    fast = learner.line_predictor()
+    query = test_text.splitlines(keepends=True)[:20]
+    before = fast.reply("".join(query).encode())
+    np.testing.assert_allclose(values(before), learner.predict(query), atol=1e-6)
+    learner.learn(train_text.splitlines()[100:])
+    after = fast.reply("".join(query).encode())
+    assert after != before
+    np.testing.assert_allclose(values(after), learner.predict(query), atol=1e-6)
 
 
 def test_bad_lines_get_an_error_reply_and_the_connection_stays_open(data, server):
@@ -400,7 +470,9 @@ def test_reload_under_load_swaps_atomically_and_refuses_bad_files(data, server, 
         assert refused.status_code == 409 and "truncated" in refused.json()["error"]
         served.write_bytes(data["multi"].read_bytes())
         srv.proc.send_signal(signal.SIGHUP)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30   # the refusal is logged once the file was read and checked
+        while srv.log().count("reload_refused") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         served.write_bytes(raw)
         assert httpx.post(f"{srv.url}/reload", timeout=IO_TIMEOUT).json()["generation"] == 2
         time.sleep(0.2)
@@ -437,6 +509,8 @@ def test_learning_server_saves_what_train_learns_on_sigterm(data, server, tmp_pa
             replies += ask(s, [lines[k]])
     learned = httpx.post(f"{srv.url}/predict", json=lines[:3], timeout=IO_TIMEOUT)   # /predict never learns
     assert learned.status_code == 200
+    assert httpx.get(f"{srv.url}/model", timeout=IO_TIMEOUT).json()["serving"]["fast_path"] == 0, \
+        "--learn: every line goes through the batch path (the one writer)"
     assert httpx.post(f"{srv.url}/reload", timeout=IO_TIMEOUT).status_code == 409, "no reload while learning"
     assert not out.exists(), "--save-every 0: saved only on stop"
     assert srv.stop(signal.SIGTERM) == 0
