@@ -407,7 +407,8 @@ class Served:
         if n:
             classes = learner.model.classes
             if classes and self.probabilities:
-                text = _probability_lines(done.scores, parsed.tags, buf, learner.model.multiclass == "softmax")
+                text = _probability_lines(done.scores, parsed.tags, buf, learner.model.multiclass == "softmax",
+                                          done.label_base)
             else:
                 text = format_predictions(self._values(learner, done), n, parsed.tags, buf,
                                           bool(classes)).tobytes()
@@ -490,15 +491,17 @@ def learner_probabilities(learner, scores) -> np.ndarray:
     return np.exp(out)
 
 
-def _probability_lines(scores, tags, data, softmax: bool) -> bytes:
-    """VW's ``1:p1 2:p2 ... K:pK[ tag]`` lines (as test --probabilities writes them)."""
+def _probability_lines(scores, tags, data, softmax: bool, label_base=None) -> bytes:
+    """VW's ``1:p1 2:p2 ... K:pK[ tag]`` lines (as test --probabilities writes them; ``0:p1 ...``
+    per example where ``label_base`` is 0: VW's 0-indexed labels)."""
     from olcli.engine.multiclass import log_probabilities
 
     lines = []
     log_probs = np.empty(scores.shape[1])
     for e in range(len(scores)):
         log_probabilities(scores[e], softmax, log_probs)
-        text = " ".join(f"{k + 1}:{p:.6f}" for k, p in enumerate(np.exp(log_probs)))
+        first = 1 if label_base is None else int(label_base[e])
+        text = " ".join(f"{k + first}:{p:.6f}" for k, p in enumerate(np.exp(log_probs)))
         start, end = tags[e]
         tag = b" " + data[start:end].tobytes() if end > start else b""
         lines.append(text.encode() + tag + b"\n")
@@ -548,6 +551,10 @@ class LineConnection(asyncio.Protocol):
         if not self.accepted:
             return
         self.last_active = time.monotonic()
+        if not self.buffer and not self.discarding and data[-1:] == b"\n" \
+                and len(data) <= self.server.options.max_line_bytes:
+            self._reply(data)   # the usual read: whole lines, none of them too long
+            return
         if self.discarding:
             newline = data.find(b"\n")
             if newline < 0:
