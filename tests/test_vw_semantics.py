@@ -12,6 +12,7 @@ from olcli import model as model_file
 from olcli.inputs import Chunk
 from olcli.learner import Learner
 from olcli.parsing import FeatureSpec, parse_chunk
+from tests.test_serve import ask, server  # noqa: F401  (server: the fixture that starts olcli serve)
 
 LINE = "1 |a x y z |b p q:2 r |a w\n"
 
@@ -365,3 +366,14 @@ def test_oaa_indexing_in_test_and_refusals(cli, tmp_path):
     assert code == 2 and "indexing" in err
     code, _, err = cli("train", "--oaa", "3", "--strict", stdin=b"4 |a x\n")
     assert code == 1 and "0..K" in err
+
+
+def test_serve_writes_vw_0_indexed_probabilities(cli, tmp_path, server):
+    (tmp_path / "zero.dat").write_text(OAA_DATA["zero"])
+    assert cli("train", "zero.dat", "--oaa", "4", "--loss", "logistic", "-f", "m.olm", "--quiet")[0] == 0
+    assert cli("test", "zero.dat", "-i", "m.olm", "--probabilities", "-p", "p.txt", "--quiet")[0] == 0
+    expected = open("p.txt", "rb").read().splitlines()
+    assert all(line.startswith(b"0:") for line in expected)
+    srv = server(tmp_path / "m.olm", "--probabilities")
+    with srv.connect() as s:
+        assert ask(s, OAA_DATA["zero"].splitlines()) == expected
