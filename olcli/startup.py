@@ -111,8 +111,10 @@ def _light_coercion(group) -> None:
                     return items
             else:
                 result = _plain_value(annotation, value)
-                if result is not _DEFER:
-                    return result
+                info = descriptor.parameter_info
+                low, high = getattr(info, "min", None), getattr(info, "max", None)
+                if result is not _DEFER and (low is None or result >= low) and (high is None or result <= high):
+                    return result  # out of a range: typer says so (or clamps)
             full = build_runtime_param(descriptor)
             param._runtime_param = full
             return full._coerce_value(value, param=param, ctx=ctx)
@@ -122,9 +124,10 @@ def _light_coercion(group) -> None:
         if descriptor is None or getattr(param, "_runtime_param", 0) is not None:
             return
         info = descriptor.parameter_info
+        ranged = getattr(info, "min", None) is not None or getattr(info, "max", None) is not None
         if (descriptor.file_annotation is not None or getattr(info, "parser", None) is not None
-                or getattr(info, "min", None) is not None or getattr(info, "max", None) is not None
-                or not getattr(info, "case_sensitive", True)):
+                or not getattr(info, "case_sensitive", True)
+                or (ranged and (descriptor.annotation not in (int, float) or getattr(info, "clamp", False)))):
             return
         annotation = descriptor.annotation
         item = get_args(annotation)[0] if get_origin(annotation) is list and get_args(annotation) else annotation

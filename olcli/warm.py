@@ -131,7 +131,7 @@ def _worker(tasks: list, results: str) -> None:
         def on_start(self, ev):
             dispatcher = ev.data["dispatcher"]
             if not isinstance(getattr(dispatcher, "_cache", None), NullCache):
-                compiled.append(dispatcher.py_func.__qualname__)
+                compiled.append(f"{dispatcher.py_func.__module__}.{dispatcher.py_func.__qualname__}")
 
         def on_end(self, ev):
             pass

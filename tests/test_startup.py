@@ -62,7 +62,8 @@ def test_train_imports_no_pydantic_and_loads_kernels_without_numba_registries(tm
 def test_bad_option_values_keep_typers_messages():
     for args, expected in ((["-b", "x"], "Invalid value for '-b' / '--bits'"),
                            (["--loss", "cubic"], "Invalid value for '--loss'"),
-                           (["-l", "fast"], "Invalid value for '-l' / '--learning-rate'")):
+                           (["-l", "fast"], "Invalid value for '-l' / '--learning-rate'"),
+                           (["--threads", "0"], "Invalid value for '--threads'")):  # a range typer checks
         done = subprocess.run([sys.executable, "-m", "olcli", "train", str(SAMPLE / "a9a_train.vw"), *args],
                               capture_output=True, timeout=600)
         assert done.returncode == 2
