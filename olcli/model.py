@@ -277,7 +277,8 @@ def _skips(value, header):
 def _predict_only(value, header):
     if value is None:
         return None
-    if set(value) != {"trained_with"} or value["trained_with"] not in ALGORITHMS:
+    if set(value) != {"trained_with"} or not isinstance(value["trained_with"], str) \
+            or value["trained_with"] not in ALGORITHMS:
         return f"{value!r:.80} is not null or {{\"trained_with\": an algorithm}}"
     if header["algorithm"] != "sgd":
         return f"a predict-only model holds weights (algorithm sgd), not --{header['algorithm']} state"

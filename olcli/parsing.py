@@ -66,6 +66,7 @@ class ParsedChunk:
     consumed: int = 0          # bytes of the chunk parsed (less than all of it when the call's budget ran out)
 
 
+_ASCII_DIGITS = "0123456789"
 MAX_NGRAM = MAX_INTERACTION   # an n-gram names its n tokens in the record-mode names table
 MAX_SKIPS = 16
 
@@ -77,13 +78,15 @@ def gram_table(specs, what: str, largest: int) -> dict:
     table = {}
     for spec in specs or ():
         text = str(spec)
-        digits = text if text[:1].isdigit() else text[1:]
-        if not digits.isdigit() or not text:
-            raise UsageError(f"--{what} {text!r}: expected N (every namespace) or a namespace letter and N, e.g. a2")
+        every = text[:1] in _ASCII_DIGITS
+        digits = text if every else text[1:]
+        if not digits or any(c not in _ASCII_DIGITS for c in digits):
+            raise UsageError(f"--{what} {text!r:.40}: expected N (every namespace) or a namespace letter and N, "
+                             "e.g. a2")
+        if len(digits) > 6 or int(digits) > largest:
+            raise UsageError(f"--{what} {text!r:.40}: at most {largest}")
         number = int(digits)
-        if number > largest:
-            raise UsageError(f"--{what} {text!r}: at most {largest}")
-        if text[:1].isdigit():
+        if every:
             table = {None: number}
         else:
             table[namespace_letters(text[0])[0]] = number

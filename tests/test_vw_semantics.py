@@ -181,6 +181,9 @@ def test_crafted_predict_only_headers_are_refused(sample):
     good = model_file.weights_only(learner.model, learner.weights_at(np.arange(learner.model.rows)))
     header = good.header()
     for change, message in ((lambda h: h.update(predict_only={"trained_with": "nope"}), "predict_only"),
+                            (lambda h: h.update(predict_only={"trained_with": ["gd"]}), "predict_only"),
+                            (lambda h: h["input"].update(ngram=["\u00b2"]), "input.ngram"),
+                            (lambda h: h["input"].update(ngram=["9" * 400]), "input.ngram"),
                             (lambda h: h.update(predict_only=[1]), "predict_only"),
                             (lambda h: h["input"].update(ngram=["9"]), "input.ngram"),
                             (lambda h: h["input"].update(skips=["2"]), "input.skips"),
