@@ -57,7 +57,8 @@ NONLINEAR = {
     "--experimental_igl", "--offset_tree", "--sample_pdf", "--get_pmf", "--pmf_to_pdf", "--cb_sample",
     "--classweight", "--scorer", "--daemon", "--named_labels", "--oaa_subsample", "--shared_feature_reduction",
     "--freegrad", "--pistol", "--sgd", "--gd_mf", "--eigen_memory_tree", "--cb_discrete", "--epsilon_decay",
-    "--explore_eval", "--multitask", "--audit_regressor",
+    "--explore_eval", "--multitask", "--audit_regressor", "--ot", "--top", "--cbify_ldf", "--epsilon",
+    "--confidence_after_training",
 }
 
 NUMBER = re.compile(r"^number of examples(?: per pass)? = (\d+)", re.M)

@@ -36,13 +36,15 @@ if _running_as_command():
     paths.reopen_closed_standard_streams()
 
 import typer  # noqa: E402  (after the handlers: importing typer and rich takes a few tenths of a second)
+from typer.core import TyperCommand  # noqa: E402
 
 from olcli import __version__
+from olcli import vw as vw_spellings
 from olcli.engine.registry import ALGORITHMS, OPTIONS, option_help
 from olcli.errors import OlcliError, UsageError
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Online linear learning in the spirit of Vowpal Wabbit. "
@@ -69,6 +71,27 @@ class Format(str, Enum):
     auto = "auto"
     vw = "vw"
     libsvm = "libsvm"
+
+
+class _VWSpellings(TyperCommand):
+    """A command that also takes VW's spellings of its options (olcli/vw.py): they
+    are rewritten into olcli's own before the options are parsed."""
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, vw_spellings.rewrite(list(args), _known_options(self), self.name))
+
+
+def _known_options(command) -> vw_spellings.Known:
+    options, choices = {}, {}
+    for param in command.params:
+        if param.param_type_name == "option":
+            for name in (*param.opts, *param.secondary_opts):
+                options[name] = not param.is_flag and not param.count
+                annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+                if isinstance(annotation, type) and issubclass(annotation, Enum):
+                    choices[name] = [member.value for member in annotation]
+    options["--help"] = False
+    return vw_spellings.Known(options, choices)
 
 
 def _version(value: bool):
@@ -103,6 +126,8 @@ _probabilities = typer.Option(False, "--probabilities", help="-p writes probabil
 _audit = typer.Option(False, "--audit", rich_help_panel="Readable output",
                       help="Print every example's prediction and features as name:index:value:weight (stdout; slow).")
 _format = typer.Option(Format.auto, "--format", help="Input format; auto decides from the first non-empty line.")
+_testonly = typer.Option(False, "--testonly", hidden=True, help="VW's -t: test mode.")
+_vw_progress = typer.Option(None, "--vw-progress", hidden=True, help="VW's -P/--progress interval.")
 
 
 _hyper = "Hyper-parameters"
@@ -153,9 +178,14 @@ def _chosen_algorithm(flags: dict) -> str:
 
 
 
-@app.command()
+VW_EPILOG = ("VW's spellings work too (-d FILE, --final_regressor, --loss_function, -t, -c, -P N, ...): "
+             "README \"For VW users\"; `olcli vw --help` lists them.")
+
+
+@app.command(cls=_VWSpellings, epilog=VW_EPILOG)
 @_with_algorithm_flags
 def train(
+    ctx: typer.Context,
     data: Optional[List[str]] = typer.Argument(None, help=DATA_HELP, show_default=False),
     final_model: Optional[str] = typer.Option(None, "-f", "--final-model", help="Write the model here at the end (atomically)."),
     initial_model: Optional[str] = typer.Option(None, "-i", "--initial-model", help="Continue from this model (all its options and optimizer state)."),
@@ -242,11 +272,26 @@ def train(
     shards: Optional[int] = typer.Option(None, "--shards", rich_help_panel="Scale-out (Dask)", show_default=False,
                                          help="With --workers/--scheduler: cut the data into about K shards "
                                               "(default: one per worker thread, at least one per file)."),
+    testonly: bool = _testonly,
+    vw_cache: bool = typer.Option(False, "--vw-cache", hidden=True, help="VW's -c: the example cache beside the data."),
+    vw_progress: Optional[str] = _vw_progress,
+    sparse_weights: bool = typer.Option(False, "--sparse-weights", hidden=True, help="VW's --sparse_weights."),
     **flags,
 ):
     """Learn from examples; report progressive validation loss."""
     from olcli import commands
 
+    _vw_notes(vw_progress, sparse_weights, quiet)
+    if testonly:
+        return _test_only(ctx, data, initial_model, final_model, passes, dict(
+            sources=data or ["-"], initial_model=initial_model, predictions=predictions,
+            loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
+            input_format=input_format.value, report=report, quiet=quiet, progress=progress, strict=strict,
+            probabilities=probabilities, audit=audit))
+    if vw_cache and cache is None and data:
+        from olcli.pipeline import default_cache_path
+
+        cache = default_cache_path(data)
     options = _hyper_options(flags)
     cluster = dict(workers=workers, scheduler=scheduler, shards=shards)
     commands.train(
@@ -265,6 +310,67 @@ def train(
         multiclass=_multiclass_option(oaa, softmax), probabilities=probabilities,
         text_outputs=dict(audit=audit, invert_hash=invert_hash, readable_model=readable_model),
     )
+
+
+# What VW's test mode (-t) under train may be given besides what olcli test takes:
+# options about learning, which have nothing to do when nothing is learned (VW
+# accepts them too). The others would change the model's features or outputs and
+# are refused: the model's own settings apply.
+_TEST_MODE_IDLE = {"ctx", "testonly", "vw_cache", "vw_progress", "sparse_weights", "final_model", "passes",
+                   "predict_only_model", "initial_weight", "holdout_after",
+                   "holdout_period", "holdout_off", "early_terminate", "cache", "kill_cache",
+                   *(name.replace("-", "_") for name in ALGORITHMS), *OPTIONS}
+_TEST_MODE_KEPT = {"data", "initial_model", "predictions", "loss", "quantile_tau", "probabilities", "audit",
+                   "link", "input_format", "report", "quiet", "progress", "strict"}
+
+
+def _test_only(ctx, data, initial_model, final_model, passes, arguments) -> None:
+    """VW's -t under train: predict and score with -i's model, learn nothing (olcli test);
+    -f gets a copy of the model, as VW writes the unchanged model."""
+    from olcli import commands
+
+    given = [name for name in ctx.params
+             if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"]
+    refused = [name for name in given if name not in _TEST_MODE_IDLE | _TEST_MODE_KEPT]
+    if refused:
+        spelled = ", ".join(_spelling(ctx, name) for name in refused)
+        raise UsageError(f"-t (test mode) uses the model's own settings: drop {spelled} "
+                         "(or train without -t)")
+    if passes > 1:
+        raise UsageError("-t (test mode) with --passes: olcli tests in one pass over the data")
+    if not initial_model:
+        raise UsageError("-t without -i: not supported; olcli tests a saved model, -i MODEL (VW's -t alone "
+                         "predicts with an empty model)")
+    commands.test(**arguments)
+    if final_model:
+        from olcli.atomic import atomic_write
+
+        with open(initial_model, "rb") as source:
+            atomic_write(final_model, source.read(), role="model (-f)")
+
+
+def _spelling(ctx, name: str) -> str:
+    for param in ctx.command.params:
+        if param.name == name:
+            return param.opts[0] if param.param_type_name == "option" else name.upper()
+    return name
+
+
+def _vw_notes(vw_progress, sparse_weights, quiet) -> None:
+    """VW options olcli takes without doing what VW does: said, never silent."""
+    if quiet:
+        return
+    if vw_progress is not None:
+        try:
+            spacing = float(vw_progress)
+        except ValueError:
+            raise UsageError(f"-P/--progress {vw_progress!r}: expected a number (VW's progress interval)") from None
+        if "." not in vw_progress or spacing != 2.0:
+            sys.stderr.write(f"note: -P {vw_progress}: olcli prints a progress row at each doubling of the "
+                             "example weight (VW's -P 2.0); other spacings are not supported\n")
+    if sparse_weights:
+        sys.stderr.write("note: --sparse_weights: accepted; olcli's weight table is dense by design "
+                         "(2^-b rows allocated at the start), so nothing changes\n")
 
 
 def _multiclass_option(oaa, softmax) -> tuple:
@@ -302,7 +408,7 @@ def _feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear
     return given
 
 
-@app.command()
+@app.command(cls=_VWSpellings, epilog=VW_EPILOG)
 def test(
     data: Optional[List[str]] = typer.Argument(None, help=DATA_HELP, show_default=False),
     initial_model: str = typer.Option(..., "-i", "--initial-model", help="The model to test (never changed)."),
@@ -318,10 +424,13 @@ def test(
     quiet: bool = _quiet,
     progress: bool = _progress,
     strict: bool = _strict,
+    testonly: bool = _testonly,
+    vw_progress: Optional[str] = _vw_progress,
 ):
     """Predict and score with a frozen model; no learning."""
     from olcli import commands
 
+    _vw_notes(vw_progress, False, quiet)
     commands.test(
         sources=data or ["-"], initial_model=initial_model, predictions=predictions,
         loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
@@ -329,6 +438,30 @@ def test(
         probabilities=probabilities,
         audit=audit,
     )
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             no_args_is_help=True, epilog=vw_spellings.summary())
+def vw(
+    ctx: typer.Context,
+    args: List[str] = typer.Argument(..., help="A VW command line, as given to vw (e.g. -d train.vw -f m "
+                                     "--loss_function logistic; -t -i m -p preds for test mode).",
+                                     show_default=False, metavar="VW_ARGS..."),
+):
+    """Run a VW command line verbatim (its linear learners): alias vw='olcli vw'.
+
+    VW's default learner (--gd) unless another is chosen, -t is test mode, words that are
+    not options are data files. A VW option olcli does not have is
+    refused by name with what olcli offers instead (exit 2). README "For VW users" says
+    what each VW option becomes."""
+    group = ctx.find_root().command  # the command olcli is running (with its start-up settings)
+    arguments = vw_spellings.translate(list(args), _known_options(group.get_command(None, "train")))
+    try:
+        group.main(["train", *arguments], prog_name="olcli", standalone_mode=False)
+    except Exception as exc:  # click's usage errors: one line, as olcli's own (exit 2)
+        if hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
+            raise UsageError(exc.format_message()) from None
+        raise
 
 
 @app.command()

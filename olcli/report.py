@@ -101,10 +101,11 @@ def summarize(stats: np.ndarray, auc_histogram: np.ndarray, loss: str, classes: 
 
 
 class ProgressTable:
-    """VW's progressive-validation table, one row at each doubling of example weight."""
+    """VW's progressive-validation table, one row at each doubling of example weight,
+    in VW 9's columns; a row whose losses are holdout losses ends in VW's ' h'."""
 
-    HEADER = ("average  since         example        example  current  current  current\n"
-              "loss     last          counter         weight    label  predict features\n")
+    HEADER = ("average  since         example        example        current        current  current\n"
+              "loss     last          counter         weight          label        predict features\n")
 
     def __init__(self, stream):
         self.stream = stream
@@ -121,10 +122,10 @@ class ProgressTable:
             prediction = r["current_prediction"]
             mark = " h" if r.get("holdout") else ""
             self.stream.write(
-                f"{_fixed(r['average_loss']) + mark:<8} {_fixed(r['since_last']) + mark:<8} "
-                f"{r['example_counter']:>12} {r['example_weight']:>14.1f} {label:>8} "
-                f"{'nan' if prediction is None else format(prediction, '.4f'):>8} "
-                f"{r['current_features']:>8}\n")
+                f"{_fixed(r['average_loss']):<8} {_fixed(r['since_last']):<8} "
+                f"{r['example_counter']:>12} {r['example_weight']:>14.1f} {label:>14} "
+                f"{'nan' if prediction is None else format(prediction, '.4f'):>14} "
+                f"{r['current_features']:>8}{mark}\n")
         self.stream.flush()
 
 
@@ -184,20 +185,34 @@ def _fixed(x, digits=6):
 
 
 def render_summary(report: dict) -> str:
+    """VW's summary lines, as VW prints them (``average loss = X`` for every loss, the
+    multiclass 0/1 error included, ending in `` h`` when it is a holdout loss; with
+    several passes ``number of examples per pass`` and ``passes used``), then olcli's
+    own lines."""
+    passes = report.get("passes") or 1
+    if passes > 1:
+        counted = [f"number of examples per pass = {report['examples'] // passes}", f"passes used = {passes}"]
+    else:
+        counted = [f"number of examples = {report['examples']}"]
+    holdout = report.get("average_loss_is_holdout")
     lines = [
         "",
         "finished run" if report["complete"] else "run stopped early (the reason follows)",
-        f"number of examples = {report['examples']}",
+        *counted,
         f"weighted example sum = {report['weighted_example_sum']:.6f}",
         f"weighted label sum = {report['weighted_label_sum']:.6f}",
-        ("average loss (multiclass 0/1 error) = " if report.get("classes") else "average loss = ")
-        + f"{_fixed(report['average_loss'])}"
-        + (f" h (holdout loss of pass {report['best_pass']}, the model kept)"
-           if report.get("average_loss_is_holdout") else ""),
-        f"best constant = {_fixed(report['best_constant'])}",
-        f"best constant's loss = {_fixed(report['best_constant_loss'])}",
-        f"total feature number = {report['total_features']}",
+        "average loss = " + ("n.a." if report["average_loss"] is None else f"{report['average_loss']:.6f}")
+        + (" h" if holdout else ""),
     ]
+    if not report.get("classes") and report["weighted_example_sum"] > 0:  # as VW: none without labels
+        lines += [f"best constant = {_fixed(report['best_constant'])}",
+                  f"best constant's loss = {_fixed(report['best_constant_loss'])}"]
+    lines.append(f"total feature number = {report['total_features']}")
+    # olcli's own lines
+    if holdout:
+        lines.append(f"average loss is the holdout loss of pass {report['best_pass']}, the model kept")
+    if report.get("classes"):
+        lines.append("average loss is the multiclass 0/1 error")
     if report.get("multiclass_log_loss") is not None:
         lines.append(f"multiclass log loss = {report['multiclass_log_loss']:.6f}")
     if report["accuracy"] is not None:

@@ -22,6 +22,7 @@ are data files. Both forms are accepted here, for VW's spellings and olcli's.
 No heavy imports: this module is imported while ``olcli train`` parses its options.
 """
 
+import os
 import re
 from typing import NamedTuple
 
@@ -85,6 +86,7 @@ VW_OPTIONS = [
     VWOption(("--invariant",), False, "--invariant"),
     VWOption(("--initial_weight",), True, "--initial-weight"),
     VWOption(("--oaa",), True, "--oaa"),
+    VWOption(("--indexing",), True, "--indexing", "--oaa's labels start at 0 or 1"),
     VWOption(("--probabilities",), False, "--probabilities"),
     VWOption(("--link",), True, "--link"),
     VWOption(("--min_prediction",), True, "--min-prediction"),
@@ -101,6 +103,7 @@ VW_OPTIONS = [
     VWOption(("--random_seed",), True, "", "accepted: olcli's linear learners draw no random numbers"),
     VWOption(("--sparse_weights",), False, "--sparse-weights", "accepted with a note: the table is dense by design"),
     VWOption(("--onethread",), False, "", "accepted: olcli's parsing threads do not change any result"),
+    VWOption(("--no_stdin",), False, "", "without data files, read no data (not standard input), as VW"),
 ]
 
 BY_NAME = {name: option for option in VW_OPTIONS for name in option.names}
@@ -141,7 +144,7 @@ REFUSED = {
     "--ect": _MULTICLASS, "--log_multi": _MULTICLASS, "--recall_tree": _MULTICLASS, "--plt": _MULTICLASS,
     "--multilabel_oaa": _MULTICLASS, "--memory_tree": _MULTICLASS, "--emt": _MULTICLASS,
     "--named_labels": _MULTICLASS + " with labels 1..K", "--classweight": _MULTICLASS,
-    "--scores": _MULTICLASS, "--indexing": _MULTICLASS + " with labels 1..K",
+    "--scores": _MULTICLASS,
     "--dsjson": _FORMATS, "--json": _FORMATS, "--csv": _FORMATS, "--flatbuffer": _FORMATS,
     "--daemon": "olcli serve -i MODEL serves VW's daemon line protocol", "--port": "olcli serve --port",
     "--raw_predictions": "-p writes the raw score unless --link/--probabilities", "-r": "-p writes the raw score "
@@ -156,8 +159,7 @@ REFUSED = {
     "--feature_mask": _NO_SUCH, "--audit_regressor": "olcli inspect MODEL --invert-hash DATA prints the "
     "model with the feature names", "--save_per_pass": "olcli writes -f once, at the end (atomically)",
     "--affix": _NO_SUCH, "--spelling": _NO_SUCH, "--dictionary": _NO_SUCH, "--redefine": _NO_SUCH,
-    "--feature_limit": _NO_SUCH, "--sort_features": _NO_SUCH, "--no_stdin": "olcli reads stdin only "
-    "without data files (give -d)",
+    "--feature_limit": _NO_SUCH, "--sort_features": _NO_SUCH,
 }
 _BANDIT_PREFIXES = ("--cb", "--ccb", "--cats", "--slates", "--warm_cb", "--explore_eval", "--squarecb",
                     "--large_action", "--experimental_igl", "--epsilon", "--cover", "--bag", "--first",
@@ -307,7 +309,7 @@ def _vw_words(option: VWOption, name: str, attached, args: list, i: int, known: 
 
 # Targets olcli may not have yet (built by other work on the same issue).
 _NOT_YET = {"--ngram", "--skips", "--hash-seed", "--permutations", "--leave-duplicate-interactions",
-            "--initial-weight", "--holdout-after", "--predict-only-model", "--constant"}
+            "--initial-weight", "--holdout-after", "--predict-only-model", "--constant", "--indexing"}
 
 
 def _ftrl_target(name: str, args: list) -> str:
@@ -333,10 +335,12 @@ def translate(args: list, known: Known) -> list:
     Options olcli does not have are all collected and refused together, by name."""
     unsupported = []
     i = 0
+    data = False  # a positional word: a data file
     words = []  # (name, attached) of every option, to see what was given
     while i < len(args):
         token = args[i]
         if token == "--" or not is_option(token):
+            data = data or token != "--"
             i += 1
             continue
         name, attached = _split(token)
@@ -355,6 +359,8 @@ def translate(args: list, known: Known) -> list:
         raise refusal(unsupported)
     given = {(BY_NAME.get(name) or EXTRAS[name]).names[0] for name in words}
     out = _translate_words(args, known)
+    if "--no_stdin" in given and not data and "--data" not in given:
+        out.append(os.devnull)  # VW reads nothing; olcli would read standard input
     testing = "--testonly" in given
     if not testing and "--initial_regressor" not in given:
         if not given & _ALGORITHMS:

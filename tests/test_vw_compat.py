@@ -1,0 +1,510 @@
+"""VW users at home (issue 15): VW's spellings under train/test, `olcli vw`, VW's output
+lines and shell completion.
+
+Expected numbers come from outside olcli's report code: VW's own reference output
+(copied from VW's test suite, files in sample_data/), tests/naive_vw.py (the
+pure-Python reference of VW's default learner), or counts made here from -p output.
+"""
+
+import json
+import math
+import os
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+
+from olcli import vw as vw_spellings
+from tests import naive_vw
+from tests.conftest import SAMPLE
+
+OLCLI = [sys.executable, "-m", "olcli"]
+AVERAGE_LOSS = re.compile(r"^average loss = ([0-9.]+)( h)?$", re.M)
+
+# Keys of a report that differ between two identical runs (time) or name the run's own files.
+VOLATILE = {"elapsed_seconds", "examples_per_second", "model_out", "cache", "cache_reused", "inputs", "command"}
+
+
+def average_loss(stderr: str):
+    """What a script that reads VW's output does: the number on the `average loss = X` line."""
+    found = AVERAGE_LOSS.findall(stderr)
+    assert len(found) == 1, stderr
+    return float(found[0][0]), found[0][1] == " h"
+
+
+def report(path):
+    with open(path) as file:
+        data = json.load(file)
+    return {key: value for key, value in data.items() if key not in VOLATILE}
+
+
+def _words(rng, prefix, n):
+    return [f"{prefix}{rng.randrange(12)}" for _ in range(n)]
+
+
+@pytest.fixture
+def data(tmp_path):
+    """Small VW data with three namespaces, labels -1/+1 (binary) and real (regression)."""
+    rng = random.Random(15)
+    binary, real = [], []
+    for i in range(120):
+        a, b, c = _words(rng, "x", 3), [f"y{rng.randrange(6)}:{rng.uniform(0.1, 2):.3f}"], _words(rng, "z", 2)
+        score = (a[0] < "x6") - (b[0] < "y3") + rng.uniform(-0.5, 0.5)
+        tag = f" 'e{i}" if i % 3 == 0 else ""
+        features = f"|a {' '.join(a)} |b {' '.join(b)} |c {' '.join(c)}"
+        binary.append(f"{1 if score > 0 else -1}{tag} {features}")
+        real.append(f"{score:.4f}{tag} {features}")
+    paths = {}
+    for name, lines in (("binary", binary), ("real", real)):
+        paths[name] = tmp_path / f"{name}.vw"
+        paths[name].write_text("\n".join(lines) + "\n")
+    classes = [f"{1 + (i * 7) % 3} |a {' '.join(_words(rng, 'x', 3))}" for i in range(60)]
+    paths["classes"] = tmp_path / "classes.vw"
+    paths["classes"].write_text("\n".join(classes) + "\n")
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# VW's spellings under train and test: each gives the same run as olcli's own spelling.
+
+# (VW's spelling, olcli's spelling): argument lists after `train DATA` (binary data, logistic
+# loss unless the case says otherwise). "{m}" is a model trained beforehand; outputs are
+# named so that the two runs can be compared file by file.
+TRAIN_ALIASES = [
+    (["-d", "{data}"], ["{data}"]),
+    (["--data", "{data}"], ["{data}"]),
+    (["--data={data}"], ["{data}"]),
+    (["-d{data}"], ["{data}"]),
+    (["--final_regressor", "{out}model"], ["-f", "{out}model"]),
+    (["--final_regressor={out}model"], ["--final-model", "{out}model"]),
+    (["--initial_regressor", "{m}"], ["-i", "{m}"]),
+    (["--predictions", "{out}p"], ["-p", "{out}p"]),
+    (["--loss_function", "hinge"], ["--loss", "hinge"]),
+    (["--loss_function=quantile", "--quantile_tau", "0.3"], ["--loss", "quantile", "--quantile-tau", "0.3"]),
+    (["--learning_rate", "0.1"], ["-l", "0.1"]),
+    (["-l0.1"], ["--learning-rate", "0.1"]),
+    (["--gd", "--power_t", "0.3"], ["--gd", "--power-t", "0.3"]),
+    (["--gd", "--initial_t", "2"], ["--gd", "--initial-t", "2"]),
+    (["--bit_precision", "12"], ["-b", "12"]),
+    (["-b12"], ["--bits", "12"]),
+    (["--passes", "2", "-c"], ["--passes", "2", "--cache", "{data}.olcache"]),
+    (["--passes", "2", "--cache"], ["--passes", "2"]),  # under train, --cache is olcli's (a path): see below
+    (["--passes", "2", "--cache_file", "{out}c"], ["--passes", "2", "--cache", "{out}c"]),
+    (["--passes", "2", "-k"], ["--passes", "2", "--kill-cache"]),
+    (["--passes", "2", "--kill_cache"], ["--passes", "2", "--kill-cache"]),
+    (["--passes=3"], ["--passes", "3"]),
+    (["--passes", "2", "--holdout_off"], ["--passes", "2", "--holdout-off"]),
+    (["--passes", "2", "--holdout_period", "4"], ["--passes", "2", "--holdout-period", "4"]),
+    (["--passes", "4", "--early_terminate", "1"], ["--passes", "4", "--early-terminate", "1"]),
+    (["--quadratic", "ab"], ["-q", "ab"]),
+    (["--quadratic=ab"], ["-q", "ab"]),
+    (["-qab"], ["-q", "ab"]),
+    (["--cubic=abc"], ["--cubic", "abc"]),
+    (["--interactions=abc"], ["--interactions", "abc"]),
+    (["--ignore=b"], ["--ignore", "b"]),
+    (["--keep=ab"], ["--keep", "ab"]),
+    (["-q", "ab", "--ignore_linear", "a"], ["-q", "ab", "--ignore-linear", "a"]),
+    (["--noconstant"], ["--noconstant"]),
+    (["--hash", "strings"], []),
+    (["--l1=0.001"], ["--l1", "0.001"]),
+    (["--l2=0.001"], ["--l2", "0.001"]),
+    (["--ftrl", "--ftrl_alpha", "0.2"], ["--ftrl", "-l", "0.2"]),
+    (["--ftrl", "--ftrl_beta", "0.5"], ["--ftrl", "--ftrl-beta", "0.5"]),
+    (["--coin", "--ftrl_alpha", "2"], ["--coin", "--coin-alpha", "2"]),
+    (["--coin", "--ftrl_beta=0.5"], ["--coin", "--coin-beta", "0.5"]),
+    (["--link=logistic", "-p", "{out}p"], ["--link", "logistic", "-p", "{out}p"]),
+    (["--probabilities", "-p", "{out}p"], ["--link", "logistic", "-p", "{out}p"]),
+    (["--min_prediction", "-0.5"], ["--min-prediction", "-0.5"]),
+    (["--max_prediction=0.5"], ["--max-prediction", "0.5"]),
+    (["--readable_model", "{out}r"], ["--readable-model", "{out}r"]),
+    (["--invert_hash", "{out}r"], ["--invert-hash", "{out}r"]),
+    (["-a"], ["--audit"]),
+    (["--audit", "-p", "{out}p"], ["--audit", "-p", "{out}p"]),
+    (["--quiet"], ["--quiet"]),
+    (["--adaptive", "--invariant"], ["--gd", "--adaptive", "--invariant"]),
+    (["--normalized"], ["--gd", "--normalized"]),
+    (["--oaa=3"], ["--oaa", "3"]),
+    (["--oaa", "3", "--indexing", "1"], ["--oaa", "3", "--indexing", "1"]),
+    (["-P", "10"], []),
+    (["-P10"], []),
+    (["--progress", "10"], []),
+    (["--progress=2.0"], []),
+    (["--strict_parse"], ["--strict"]),
+    (["--save_resume"], []),
+    (["--random_seed", "3"], []),
+    (["--onethread"], []),
+    (["--no_stdin"], []),  # with data files it changes nothing (VW's)
+    (["--sparse_weights"], []),
+    (["--testonly", "-i", "{m}", "-p", "{out}p"], ["-i", "{m}", "-p", "{out}p"]),  # olcli test
+    (["-t", "-i", "{m}", "-f", "{out}model"], ["-i", "{m}"]),  # olcli test; -f gets the unchanged model
+]
+
+# Built by the other half of issue 15 (olcli/vw.py's _NOT_YET): tested when the option exists.
+LATER_ALIASES = [
+    (["--ngram", "2"], ["--ngram", "2"]),
+    (["--ngram=2", "--skips=1"], ["--ngram", "2", "--skips", "1"]),
+    (["--hash_seed", "5"], ["--hash-seed", "5"]),
+    (["-q", "::", "--permutations"], ["-q", "::", "--permutations"]),
+    (["-q", "ab", "-q", "ba", "--leave_duplicate_interactions"],
+     ["-q", "ab", "-q", "ba", "--leave-duplicate-interactions"]),
+    (["--predict_only_model", "-f", "{out}model"], ["--predict-only-model", "-f", "{out}model"]),
+    (["--initial_weight", "0.1"], ["--initial-weight", "0.1"]),
+    (["--holdout_after", "50", "--passes", "2"], ["--holdout-after", "50", "--passes", "2"]),
+    (["--constant", "0.5"], ["--constant", "0.5"]),
+    (["-C", "0.5"], ["--constant", "0.5"]),
+]
+
+
+def _train_options() -> set:
+    from typer.main import get_command
+
+    from olcli.cli import _known_options, app
+    return set(_known_options(get_command(app).get_command(None, "train")).options)
+
+
+def _fill(args, **names):
+    return [arg.format(**names) for arg in args]
+
+
+def _names_data(args, path) -> bool:
+    return any(arg in (str(path), f"--data={path}", f"-d{path}") for arg in args)
+
+
+def _test_mode(args):
+    return "-t" in args or "--testonly" in args
+
+
+@pytest.mark.parametrize("vw_args,olcli_args", TRAIN_ALIASES + LATER_ALIASES,
+                         ids=[" ".join(vw) for vw, _ in TRAIN_ALIASES + LATER_ALIASES])
+def test_vw_spelling_gives_the_same_run(cli, data, tmp_path, vw_args, olcli_args):
+    if (vw_args, olcli_args) in LATER_ALIASES and olcli_args[0] not in _train_options():
+        code, _, err = cli("train", data["binary"], *_fill(vw_args, out="vw.", m="m0.olm"))
+        assert code == 2 and f"{vw_args[0].split('=')[0]}: not supported" in err, err
+        return
+    if "{m}" in " ".join(vw_args):
+        assert cli("train", data["binary"], "--loss", "logistic", "-f", "m0.olm", "--quiet")[0] == 0
+    if vw_args[:2] == ["--passes", "2"] and vw_args[2:] == ["--cache"]:
+        # olcli's --cache takes a path; VW's cache flag is -c: `--cache` alone is refused by click
+        code, _, err = cli("train", data["binary"], *vw_args)
+        assert code == 2 and "--cache" in err
+        return
+    loss = [] if any(arg.startswith("--loss") for arg in vw_args) else ["--loss", "logistic"]
+    dataset = data["classes"] if any(arg.startswith("--oaa") for arg in vw_args) else data["binary"]
+    results = []
+    for tag, args in (("vw", vw_args), ("ol", olcli_args)):
+        filled = _fill(args, data=dataset, out=f"{tag}.", m="m0.olm")
+        if not _names_data(filled, dataset):
+            filled = [str(dataset)] + filled
+        if os.path.exists(f"{dataset}.olcache"):
+            os.remove(f"{dataset}.olcache")
+        command = "test" if tag == "ol" and _test_mode(vw_args) else "train"
+        extra = [] if command == "test" or "-i" in filled or "--initial_regressor" in filled else loss
+        code, out, err = cli(command, *filled, *extra, "--report", f"{tag}.json")
+        assert code == 0, (tag, filled, err)
+        results.append((report(f"{tag}.json"), out, err))
+    (vw_report, vw_out, vw_err), (ol_report, ol_out, ol_err) = results
+    assert vw_report == ol_report
+    assert vw_out == ol_out
+    for name in ("model", "p", "r"):
+        if os.path.exists(f"ol.{name}"):
+            with open(f"vw.{name}", "rb") as mine, open(f"ol.{name}", "rb") as theirs:
+                assert mine.read() == theirs.read(), name
+    if "-t" in vw_args and "-f" in vw_args:
+        with open("vw.model", "rb") as written, open("m0.olm", "rb") as model:
+            assert written.read() == model.read()  # VW's -t -f: the model, unchanged
+    if "-c" in vw_args:
+        assert os.path.exists(f"{data['binary']}.olcache")
+    if vw_args[0] in ("-P", "--progress") or vw_args[0].startswith(("-P", "--progress")):
+        spacing = vw_args[-1].split("=")[-1].replace("-P", "")
+        assert ("note: -P" in vw_err) == (spacing != "2.0"), vw_err
+    if vw_args == ["--sparse_weights"]:
+        assert "dense by design" in vw_err
+
+
+TEST_ALIASES = [
+    (["-d", "{data}"], ["{data}"]),
+    (["--data={data}"], ["{data}"]),
+    (["--initial_regressor", "{m}"], ["-i", "{m}"]),
+    (["-t"], []),
+    (["--testonly"], []),
+    (["--predictions", "{out}p"], ["-p", "{out}p"]),
+    (["--loss_function", "squared"], ["--loss", "squared"]),
+    (["--link=logistic", "-p", "{out}p"], ["--link", "logistic", "-p", "{out}p"]),
+    (["-a"], ["--audit"]),
+    (["-P", "10"], []),
+    (["--progress", "10"], []),
+    (["--strict_parse"], ["--strict"]),
+]
+
+
+@pytest.mark.parametrize("vw_args,olcli_args", TEST_ALIASES, ids=[" ".join(vw) for vw, _ in TEST_ALIASES])
+def test_vw_spelling_under_test_gives_the_same_run(cli, data, vw_args, olcli_args):
+    assert cli("train", data["binary"], "--loss", "logistic", "-f", "m0.olm", "--quiet")[0] == 0
+    results = []
+    for tag, args in (("vw", vw_args), ("ol", olcli_args)):
+        filled = _fill(args, data=data["binary"], out=f"{tag}.", m="m0.olm")
+        if not _names_data(filled, data["binary"]):
+            filled = [str(data["binary"])] + filled
+        if "-i" not in filled and "--initial_regressor" not in filled:
+            filled += ["-i", "m0.olm"]
+        code, out, err = cli("test", *filled, "--report", f"{tag}.json")
+        assert code == 0, err
+        results.append((report(f"{tag}.json"), out))
+    assert results[0] == results[1]
+    if os.path.exists("ol.p"):
+        assert open("vw.p").read() == open("ol.p").read()
+
+
+def test_every_vw_option_is_tested():
+    tested = {arg.split("=")[0] if arg.startswith("--") else arg[:2]
+              for vw_args, _ in TRAIN_ALIASES + LATER_ALIASES + TEST_ALIASES for arg in vw_args
+              if arg.startswith("-") and not re.match(r"^-[\d.]", arg)}
+    untested = {name for option in vw_spellings.VW_OPTIONS for name in option.names} - tested
+    assert not untested
+
+
+def test_learning_options_under_test_are_refused_by_name(cli, data):
+    assert cli("train", data["binary"], "-f", "m0.olm", "--quiet")[0] == 0
+    code, _, err = cli("test", data["binary"], "-i", "m0.olm", "--final_regressor", "x.olm")
+    assert code == 2 and "--final_regressor: not an option of olcli test" in err
+    code, _, err = cli("train", data["binary"], "-t", "-i", "m0.olm", "-q", "ab")
+    assert code == 2 and "drop -q" in err and not os.path.exists("x.olm")
+
+
+def test_progress_number_is_not_a_data_file(cli, data):
+    code, _, err = cli("train", data["binary"], "--progress", "10", "--report", "r.json")
+    assert code == 0, err
+    assert json.load(open("r.json"))["inputs"] == [str(data["binary"])]
+    code, _, err = cli("train", "-P", "10", "-d", data["binary"])
+    assert code == 0 and "number of examples = 120" in err
+
+
+def test_vw_options_olcli_does_not_have_are_refused_under_train(cli, data):
+    code, _, err = cli("train", data["binary"], "--bfgs", "-f", "m.olm")
+    assert code == 2 and err.strip().endswith("--bfgs: not supported; olcli learns online only")
+    assert not os.path.exists("m.olm")
+
+
+# ---------------------------------------------------------------------------------------------
+# olcli vw: a VW command line verbatim.
+
+def test_olcli_vw_is_train_with_vw_defaults(cli, data):
+    code, _, err = cli("vw", "-d", data["binary"], "--loss_function=logistic", "-f", "vw.olm", "-qab", "-b", "16",
+                       "--report", "vw.json")
+    assert code == 0, err
+    code, _, err = cli("train", data["binary"], "--gd", "--loss", "logistic", "-f", "ol.olm", "-q", "ab", "-b", "16",
+                       "--report", "ol.json")
+    assert code == 0, err
+    assert report("vw.json") == report("ol.json")
+    assert report("vw.json")["algorithm"] == "gd"  # VW's default learner, not olcli train's --adagrad
+    assert open("vw.olm", "rb").read() == open("ol.olm", "rb").read()
+
+
+def test_olcli_vw_test_mode(cli, data):
+    assert cli("vw", data["binary"], "-f", "m.olm", "--quiet")[0] == 0  # a word that is no option is data, as VW
+    code, _, err = cli("vw", "-t", "-d", data["binary"], "-i", "m.olm", "-p", "vw.p", "--report", "vw.json")
+    assert code == 0, err
+    code, _, err = cli("test", data["binary"], "-i", "m.olm", "-p", "ol.p", "--report", "ol.json")
+    assert code == 0, err
+    assert open("vw.p").read() == open("ol.p").read() and len(open("ol.p").readlines()) == 120
+    assert report("vw.json") == report("ol.json")
+
+
+def test_olcli_vw_multipass_with_cache_and_holdout_off(cli, data):
+    code, _, err = cli("vw", "-k", "-c", "--passes", "3", "--holdout_off", "-d", data["real"], "--report", "vw.json")
+    assert code == 0, err
+    assert os.path.exists(f"{data['real']}.olcache")
+    code, _, err = cli("train", "--gd", "-k", "--passes", "3", "--holdout-off", data["real"], "--report", "ol.json")
+    assert code == 0, err
+    assert report("vw.json") == report("ol.json")
+    assert "number of examples per pass = 120\npasses used = 3\n" in err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--bfgs"], "--bfgs: not supported; olcli learns online only"),
+    (["--nn", "5"], "--nn: not supported; olcli learns linear models only"),
+    (["--cb_explore_adf", "--epsilon", "0.1"], "--cb_explore_adf: not supported; olcli has no contextual-bandit"),
+    (["--pistol"], "--pistol: not supported; olcli's learners are --gd"),
+    (["--no_such_option"], "--no_such_option: not supported; olcli learns linear models online; `olcli vw --help`"),
+    (["--loss_function", "classic"], "--loss_function classic: not supported; olcli's choices: squared"),
+    (["--hash", "all"], "--hash all: not supported; olcli hashes as VW's --hash strings"),
+    (["-t"], "-t without -i: not supported"),
+    (["--ftrl_alpha", "0.1"], "--ftrl_alpha applies to --ftrl (olcli: -l) or --coin (olcli: --coin-alpha)"),
+    (["--radius", "0.5"], "--radius: not supported"),  # olcli train's --radius is not VW's
+])
+def test_olcli_vw_refuses_by_name(cli, data, args, message):
+    code, out, err = cli("vw", "-d", data["binary"], "-f", "m.olm", *args)
+    assert code == 2
+    assert err.startswith("Error: " + message) and len(err.strip().splitlines()) == 1, err
+    assert not os.path.exists("m.olm") and out == b""
+
+
+def test_olcli_vw_names_all_unsupported_options():
+    with pytest.raises(Exception) as refused:
+        vw_spellings.translate(["--bfgs", "--mem", "7", "-d", "x", "--termination", "0.1"], vw_spellings.Known({}))
+    assert str(refused.value) == "--bfgs: not supported; olcli learns online only (also not supported: --mem, " \
+                                 "--termination)"
+
+
+def test_olcli_vw_no_stdin_reads_no_data(cli):
+    code, _, err = cli("vw", "--readable_model", "r.txt", "-f", "m.olm", "--no_stdin", stdin=b"1 | a\n")
+    assert code == 0, err
+    # VW's reference stderr of its test 387 (the same command): these lines, no best constant
+    assert "number of examples = 0\nweighted example sum = 0.000000\nweighted label sum = 0.000000\n" \
+           "average loss = n.a.\ntotal feature number = 0\n" in err
+    assert os.path.exists("m.olm") and os.path.exists("r.txt")
+
+
+def test_olcli_vw_bad_value_is_one_line(cli, data):
+    code, _, err = cli("vw", "-d", data["binary"], "-b", "x")
+    assert code == 2 and err.startswith("Error: ") and len(err.strip().splitlines()) == 1, err
+
+
+# ---------------------------------------------------------------------------------------------
+# VW's output lines: a script reading `average loss = X` gets the right number.
+
+def _naive_features(line):
+    """tests/naive_vw.py's features of a line `y | 1:v1 2:v2` (default namespace: hash 0, digit
+    names hash to their value; then the constant)."""
+    label, rest = line.split(" | ")
+    features = [(int(name), float(value)) for name, value in (f.split(":") for f in rest.split())]
+    return float(label), features + [(naive_vw.constant_index(18), 1.0)]
+
+
+def _generated(tmp_path, name, n, label):
+    rng = random.Random(n)
+    lines = []
+    for _ in range(n):
+        x1, x2 = round(rng.uniform(0.05, 1.0), 3), round(rng.uniform(-1.0, -0.05), 3)
+        lines.append(f"{label(x1, x2, rng)} | 1:{x1} 2:{x2}")
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path, lines
+
+
+def _naive_progressive(lines, loss):
+    model = naive_vw.VWGradientDescent(loss)
+    total = 0.0
+    for line in lines:
+        y, features = _naive_features(line)
+        total += model.loss(model.learn(features, y), y)
+    return total / len(lines)
+
+
+def test_average_loss_line_binary(cli, tmp_path):
+    path, lines = _generated(tmp_path, "b.vw", 80, lambda a, b, rng: 1 if a + b + rng.uniform(-0.3, 0.3) > 0 else -1)
+    code, _, err = cli("vw", "-d", path, "--loss_function", "logistic")
+    assert code == 0, err
+    loss, holdout = average_loss(err)
+    assert not holdout
+    assert loss == pytest.approx(_naive_progressive(lines, "logistic"), abs=2e-6)
+
+
+def test_average_loss_line_regression(cli, tmp_path):
+    path, lines = _generated(tmp_path, "r.vw", 80, lambda a, b, rng: f"{0.3 * a - 0.5 * b + rng.uniform(-0.1, 0.1):.4f}")
+    code, _, err = cli("vw", "-d", path)
+    assert code == 0, err
+    assert average_loss(err) == (pytest.approx(_naive_progressive(lines, "squared"), abs=2e-6), False)
+
+
+# VW 9's reference output for its test 584 (`vw -d train-sets/0002.dat`, file
+# train-sets/ref/t584.stderr of VW's test suite; sample_data/vw_0002.dat is that data file).
+VW_584_TABLE = """\
+average  since         example        example        current        current  current
+loss     last          counter         weight          label        predict features
+0.271591 0.271591            1            1.0         0.5211         0.0000       15
+0.136120 0.000650            2            2.0         0.5353         0.5098       15
+0.109867 0.083614            4            4.0         0.5854         0.5854       15
+0.075648 0.041428            8            8.0         0.5575         0.4495       15
+0.080181 0.084715           16           16.0         0.5878         0.3546       15
+0.044887 0.009593           32           32.0         0.6038         0.6080       15
+0.028863 0.012839           64           64.0         0.5683         0.4630       15
+0.017336 0.005808          128          128.0         0.5351         0.4983       15
+0.010329 0.003322          256          256.0         0.5385         0.5623       15
+0.006261 0.002193          512          512.0         0.5053         0.5198       15
+"""
+
+
+def test_vw_table_and_summary_on_vw_data(cli):
+    code, _, err = cli("vw", "-d", SAMPLE / "vw_0002.dat")
+    assert code == 0, err
+    ours, theirs = err.splitlines(), VW_584_TABLE.splitlines()
+    assert ours[:2] == theirs[:2]
+    for mine, vw in zip(ours[2:len(theirs)], theirs[2:]):
+        assert [i for i, c in enumerate(mine) if c == " "] == [i for i, c in enumerate(vw) if c == " "]
+        assert mine.split()[2:] == vw.split()[2:]  # counter, weight, label, prediction, features
+        for a, b in zip(mine.split()[:2], vw.split()[:2]):
+            assert float(a) == pytest.approx(float(b), abs=5e-5)  # float32 (VW) against float64
+    summary = err[err.index("finished run"):]
+    for line in ("number of examples = 1000", "weighted example sum = 1000.000000", "average loss = 0.003499",
+                 "best constant = 0.526518", "total feature number = 14996"):
+        assert line + "\n" in summary
+    # VW sums the float32 labels in float (526.517528); olcli in float64
+    assert float(re.search(r"^weighted label sum = (\S+)$", summary, re.M).group(1)) == pytest.approx(526.5175, abs=1e-3)
+
+
+def test_average_loss_line_multiclass(cli, tmp_path):
+    # VW's test 11 (`-k --oaa 10 -c --passes 10 -d train-sets/multiclass --holdout_off`) prints
+    # average loss = 0.090000, 10 examples per pass, 10 passes, total feature number = 200.
+    code, _, err = cli("vw", "-k", "--oaa", "10", "-c", "--passes", "10", "-d", SAMPLE / "vw" / "multiclass.dat",
+                       "--holdout_off", "--cache_file", "mc.cache")
+    assert code == 0, err
+    assert average_loss(err) == (pytest.approx(0.09, abs=1e-9), False)
+    for line in ("number of examples per pass = 10", "passes used = 10", "total feature number = 200"):
+        assert line + "\n" in err
+    # one pass, generated: the 0/1 error counted here from the predictions
+    rng = random.Random(3)
+    lines = [f"{k} |f c{k} n{rng.randrange(4)}" for k in (rng.randrange(1, 5) for _ in range(90))]
+    (tmp_path / "k.vw").write_text("\n".join(lines) + "\n")
+    code, _, err = cli("vw", "-d", tmp_path / "k.vw", "--oaa", "4", "-p", "k.p")
+    assert code == 0, err
+    predicted = [int(x) for x in open("k.p").read().split()]
+    errors = sum(p != int(line.split()[0]) for p, line in zip(predicted, lines))
+    assert len(predicted) == 90 and 0 < errors < 90
+    assert average_loss(err) == (pytest.approx(errors / 90, abs=6e-7), False)
+
+
+def test_average_loss_line_holdout(cli, tmp_path):
+    passes, period = 3, 4
+    path, lines = _generated(tmp_path, "h.vw", 60, lambda a, b, rng: f"{0.7 * a + b + rng.uniform(-0.2, 0.2):.4f}")
+    model = naive_vw.VWGradientDescent("squared")
+    losses = []
+    for _ in range(passes):  # every 4th example of a pass is held out: scored, never learned
+        held, count = 0.0, 0
+        for i, line in enumerate(lines, 1):
+            y, features = _naive_features(line)
+            if i % period == 0:
+                model.sd.see_label(y)
+                held += model.loss(model.predict(features), y)
+                count += 1
+            else:
+                model.learn(features, y)
+        losses.append(held / count)
+    code, _, err = cli("vw", "-d", path, "-c", "--passes", str(passes), "--holdout_period", str(period), "-k")
+    assert code == 0, err
+    loss, holdout = average_loss(err)
+    assert holdout
+    assert loss == pytest.approx(min(losses), abs=2e-6)
+    rows = [line for line in err.splitlines() if re.match(r"^[0-9.]+ +[0-9.]+ +\d+ ", line)]
+    assert any(row.endswith(" h") for row in rows) and not any(" h " in row for row in rows)  # VW: 'h' ends the row
+
+
+# ---------------------------------------------------------------------------------------------
+# Shell completion (Typer's).
+
+def test_show_completion_prints_a_script():
+    done = subprocess.run([*OLCLI, "--show-completion", "bash"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "_olcli_completion" in done.stdout and "complete " in done.stdout
+
+
+def test_completion_completes_commands_and_options():
+    def complete(words: str, cword: int):
+        env = dict(os.environ, _OLCLI_COMPLETE="complete_bash", COMP_WORDS=words, COMP_CWORD=str(cword))
+        return subprocess.run(OLCLI, env=env, capture_output=True, text=True, timeout=120).stdout.split()
+
+    assert complete("olcli tr", 1) == ["train"]
+    assert "vw" in complete("olcli ", 1) and "plot" in complete("olcli ", 1)
+    assert complete("olcli train --los", 2) == ["--loss"]
+    assert set(complete("olcli train --loss ", 3)) >= {"squared", "logistic", "hinge"}
