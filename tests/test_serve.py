@@ -260,6 +260,20 @@ def test_single_example_path_reads_the_weights_in_place(tmp_path):
     np.testing.assert_allclose(values(after), learner.predict(query), atol=1e-6)
 
 
+def test_single_example_path_only_where_it_answers_as_the_batch_path():
+    """No one-call path for a model that has not seen data (no input format yet) or for a link
+    it does not write (poisson: left to learner.apply_link); the same model with the identity
+    link has one."""
+    learner = olcli.Learner(link="poisson")
+    assert learner.line_predictor() is None, "no input format decided yet"
+    learner.learn(["1 |a x:0.5", "2 |a x:1"])
+    assert learner.line_predictor() is None
+    fast = learner.line_predictor("identity")
+    assert fast is not None
+    assert values(fast.reply(b"|a x:0.7\n"))[0] == pytest.approx(learner.decision_function(["|a x:0.7"])[0],
+                                                                   abs=1e-6)
+
+
 def test_bad_lines_get_an_error_reply_and_the_connection_stays_open(data, server):
     srv = server(data["a"])
     good = data["test_lines"][:3]
