@@ -440,7 +440,8 @@ def test(
     )
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                               "help_option_names": ["-h", "--help"]},  # VW's -h too
              no_args_is_help=True, epilog=vw_spellings.summary())
 def vw(
     ctx: typer.Context,

@@ -357,6 +357,14 @@ def test_olcli_vw_no_stdin_reads_no_data(cli):
     assert os.path.exists("m.olm") and os.path.exists("r.txt")
 
 
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_olcli_vw_help_lists_the_vw_options_it_takes(cli, flag):
+    code, out, _ = cli("vw", flag)
+    text = " ".join(out.decode().replace("│", " ").split())
+    assert code == 0 and "VW options taken:" in text
+    assert all(option.names[0] in text for option in vw_spellings.VW_OPTIONS)
+
+
 def test_olcli_vw_bad_value_is_one_line(cli, data):
     code, _, err = cli("vw", "-d", data["binary"], "-b", "x")
     assert code == 2 and err.startswith("Error: ") and len(err.strip().splitlines()) == 1, err
