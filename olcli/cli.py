@@ -497,6 +497,19 @@ def plot(
     learning_curves.plot(reports, output=output, labels=label or [])
 
 
+@app.command()
+def warm(
+    algorithm: Optional[List[str]] = typer.Option(None, "--algorithm", show_default=False,
+                                                  help="Only this algorithm's kernels (repeatable; default: all)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", show_default=False,
+                                       help="Processes compiling at once (default: one per core)."),
+):
+    """Compile every kernel ahead (once after installing), so that no run compiles: README "Speed"."""
+    from olcli import warm as kernels
+
+    kernels.warm(algorithm, jobs)
+
+
 _limits = "Limits"
 
 
@@ -588,7 +601,9 @@ def _run_app(args: list) -> int:
     show_traceback = "--traceback" in args
     try:
         try:
-            app(args=args, prog_name="olcli")
+            from olcli import startup  # the options checked without pydantic; train/test kernels loaded ahead
+
+            startup.invoke(app, args, command_process=_running_as_command())
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
