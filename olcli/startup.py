@@ -1,7 +1,7 @@
 """The olcli command's first half-second: what it costs and how it is kept small (issue 16).
 
 A run of ``olcli train`` on a small file is mostly start-up. Measured on a 2-core VM
-with a warm kernel cache (CPU seconds): Python and NumPy/Numba's imports ~0.26 (the
+with a warm kernel cache (CPU seconds): Python and NumPy/Numba's imports ~0.33 (the
 "Numba floor", ``python -c "import numba, numpy"``), and on top of that, before this
 module: typer checking each option's value with a pydantic ``TypeAdapter`` (importing
 pydantic and building ~40 adapters) ~0.06, and Numba refreshing its target context
@@ -19,10 +19,12 @@ Three things remove most of it:
   before (Numba's compiler refreshes the context itself), after a one-line notice on
   a terminal (``compile_notice``).
 - ``preload``: as soon as the command is known to be ``train`` or ``test``, a thread
-  imports NumPy, Numba and the engine and initialises the runtime while the main
-  thread parses the options and checks the inputs and outputs; the kernels then load
-  in a few milliseconds (reading a cached kernel's object code and linking it run in
-  LLVM without the GIL).
+  imports NumPy, Numba and the engine, initialises the runtime and loads the parser
+  and learning kernels the command line points to (from the cache only, never
+  compiling) while the main thread parses the options and checks the inputs and
+  outputs (linking a cached kernel's object code runs in LLVM without the GIL).
+  ``OLCLI_PRELOAD=0`` turns the thread off, ``OLCLI_NUMBA_REFRESH=1`` the fast
+  loading (to compare; the tests check both give the same bytes).
 
 Only the olcli command does this (``cli.main`` as the console script or
 ``python -m olcli``); a program that imports olcli gets Numba's ordinary behaviour.
