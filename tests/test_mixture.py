@@ -206,3 +206,27 @@ def test_crafted_headers_are_refused(field, value, message):
     holder[field[-1]] = value
     with pytest.raises(ModelError, match=message):
         model_file.validate(header, "crafted.olm")
+
+
+@pytest.mark.parametrize("loss,multiclass", [("logistic", {}), ("squared", {}), ("logistic", {"oaa": 3})])
+def test_bookkeeping_is_the_drivers(loss, multiclass):
+    """--mix has its own loops (mixture.py); with holdout on, what they count
+    (examples, weights, labels, features, holdout weight, the model's counters but
+    the loss sum) is what driver.run_binary / multiclass.run_multiclass count for --gd."""
+    from olcli.engine.records import (C_LOSS, H_WEIGHT, S_EXAMPLES, S_FEATURES, S_LABEL_SQUARES, S_LABEL_SUM,
+                                      S_LABELED, S_NEGATIVE, S_OTHER_LABELS, S_POSITIVE, S_UNLABELED_WEIGHT,
+                                      S_WEIGHT, new_tally)
+
+    batch = _stream(9, 400, classes=max(multiclass.values(), default=0), loss=loss)
+    counted = [S_EXAMPLES, S_WEIGHT, S_UNLABELED_WEIGHT, S_LABEL_SUM, S_LABEL_SQUARES, S_POSITIVE, S_NEGATIVE,
+               S_OTHER_LABELS, S_FEATURES, S_LABELED]
+    results = []
+    for name in ("mix", "gd"):
+        tally = new_tally(holdout_period=3)
+        learner = Learner(name, loss=loss, bits=8, **multiclass)
+        learner.process(batch, True, tally)
+        same = np.arange(len(COUNTER_NAMES)) != C_LOSS
+        results.append((tally.stats[counted], tally.holdout[H_WEIGHT], learner.model.counters[same]))
+    assert np.array_equal(results[0][0], results[1][0])
+    assert results[0][1] == results[1][1] > 0
+    assert np.array_equal(results[0][2], results[1][2])

@@ -189,7 +189,8 @@ def _learn_member(k, update, member_table, member_settings, settings, index, val
 
 @njit(inline="always")
 def _run_binary(table, settings, batch, tally, predictions):
-    """driver.run_binary for the mixture (the same bookkeeping, from driver's helpers)."""
+    """driver.run_binary for the mixture (the same bookkeeping, from driver's helpers;
+    a change there must be made here too: tests/test_mixture.py compares the two)."""
     t_gd, s_gd, t_coin, s_coin, t_sc, s_sc = _members(table, settings)
     counters, scalars = table.counters, table.scalars
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
@@ -222,12 +223,15 @@ def _run_binary(table, settings, batch, tally, predictions):
             p += pi[k] * member[k]
         p = clip_prediction(p, counters, settings)
         predictions[e] = p
-        count_example(stats, counters, learn, batch.feature_count[e])
-        if np.isnan(y):
+        labeled = not np.isnan(y)
+        if not (held_out and labeled):  # VW: a held-out labeled example counts only in the holdout sums
+            count_example(stats, counters, learn, batch.feature_count[e])
+        if not labeled:
             stats[S_UNLABELED_WEIGHT] += h
         else:
             example_loss = loss_value(settings.loss, p, y, settings.tau)
-            _account(stats, tally.auc, example_loss, y, h, p)
+            if not held_out:
+                _account(stats, tally.auc, example_loss, y, h, p)
             count_labeled(holdout, counters, learn, held_out, h, y, example_loss)
             if learning:
                 _learn_member(0, gd.update, t_gd, s_gd, settings, index, value, lo, hi, 0, member[0], y, h, scalars)
@@ -291,16 +295,18 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
         if not (np.all(np.isfinite(member)) and np.all(np.isfinite(scores[e]))):
             stats[S_DIVERGED] = e + 1
             return n_rows
-        count_example(stats, counters, learn, batch.feature_count[e])
+        if not (held_out and not np.isnan(y)):  # VW: a held-out labeled example counts only in the holdout sums
+            count_example(stats, counters, learn, batch.feature_count[e])
         if np.isnan(y):
             stats[S_UNLABELED_WEIGHT] += h
         else:
             label = int(y) - 1
             error = 0.0 if best == label else 1.0
             log_probabilities(scores[e], softmax, log_probs)
-            count_loss(stats, error, y, h)
-            stats[S_CORRECT] += h * (1.0 - error)
-            stats[S_LOG_LOSS] -= h * log_probs[label]
+            if not held_out:
+                count_loss(stats, error, y, h)
+                stats[S_CORRECT] += h * (1.0 - error)
+                stats[S_LOG_LOSS] -= h * log_probs[label]
             count_labeled(holdout, counters, learn, held_out, h, y, error)
             if learning:
                 _learn_member_classes(0, gd.update, t_gd, s_gd, settings, index, value, lo, hi, block_rows,
@@ -328,7 +334,16 @@ def _weights(table, settings, rows):
     return out
 
 
-# Entry points, compiled and cached for this algorithm.
+@njit
+def weight(table, settings, i):
+    """Row i's weight, sum_k pi_k w_k (weights_at does the same for many rows)."""
+    return _weights(table, settings, np.array([i], dtype=np.int64))[0]
+
+
+# Entry points, compiled and cached for this algorithm. The mixture has no
+# predict/update kernels for driver.run_binary: its members learn from their own
+# predictions, which the driver's one-prediction loop does not carry, so its
+# loops are _run_binary and _run_multiclass above (from driver's helpers).
 
 @njit(cache=True, nogil=True)
 def run_chunk(table, settings, batch, tally, predictions):
