@@ -121,6 +121,9 @@ _progress = typer.Option(False, "--progress", help="A progress bar instead of th
                          "terminal (percent done when the input size is known); the summary still follows.")
 _strict = typer.Option(False, "--strict/--skip-bad-lines",
                        help="At a malformed line: stop with exit 1, or skip it, count it and warn.")
+_threads = typer.Option(2, "--threads", min=1,
+                        help="Read and parse up to N chunks ahead on threads while one is learned (both cores "
+                             "busy); 1: read, parse and learn on one thread. The results are the same.")
 _probabilities = typer.Option(False, "--probabilities", help="-p writes probabilities: K of them for "
                               "multiclass (1:p1 2:p2 ...), else the logistic link.")
 _audit = typer.Option(False, "--audit", rich_help_panel="Readable output",
@@ -265,6 +268,7 @@ def train(
     quiet: bool = _quiet,
     progress: bool = _progress,
     strict: bool = _strict,
+    threads: int = _threads,
     workers: Optional[int] = typer.Option(None, "--workers", rich_help_panel="Scale-out (Dask)", show_default=False,
                                           help=r"Learn on a local Dask cluster of N worker processes (needs olcli\[dask])."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", rich_help_panel="Scale-out (Dask)", show_default=False,
@@ -287,7 +291,7 @@ def train(
             sources=data or ["-"], initial_model=initial_model, predictions=predictions,
             loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
             input_format=input_format.value, report=report, quiet=quiet, progress=progress, strict=strict,
-            probabilities=probabilities, audit=audit))
+            probabilities=probabilities, audit=audit, threads=threads))
     if vw_cache and cache is None and data:
         from olcli.pipeline import default_cache_path
 
@@ -306,7 +310,7 @@ def train(
         predict_only_model=predict_only_model, initial_weight=initial_weight, indexing=indexing,
         report=report, quiet=quiet, progress=progress, strict=strict,
         passes=dict(passes=passes, holdout_period=0 if holdout_off else holdout_period,
-                    early_terminate=early_terminate, cache_path=cache, kill_cache=kill_cache),
+                    early_terminate=early_terminate, cache_path=cache, kill_cache=kill_cache, threads=threads),
         multiclass=_multiclass_option(oaa, softmax), probabilities=probabilities,
         text_outputs=dict(audit=audit, invert_hash=invert_hash, readable_model=readable_model),
     )
@@ -321,7 +325,7 @@ _TEST_MODE_IDLE = {"ctx", "testonly", "vw_cache", "vw_progress", "sparse_weights
                    "holdout_period", "holdout_off", "early_terminate", "cache", "kill_cache",
                    *(name.replace("-", "_") for name in ALGORITHMS), *OPTIONS}
 _TEST_MODE_KEPT = {"data", "initial_model", "predictions", "loss", "quantile_tau", "probabilities", "audit",
-                   "link", "input_format", "report", "quiet", "progress", "strict"}
+                   "link", "input_format", "report", "quiet", "progress", "strict", "threads"}
 
 
 def _test_only(ctx, data, initial_model, final_model, passes, arguments) -> None:
@@ -424,6 +428,7 @@ def test(
     quiet: bool = _quiet,
     progress: bool = _progress,
     strict: bool = _strict,
+    threads: int = _threads,
     testonly: bool = _testonly,
     vw_progress: Optional[str] = _vw_progress,
 ):
@@ -436,7 +441,7 @@ def test(
         loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
         input_format=input_format.value, report=report, quiet=quiet, progress=progress, strict=strict,
         probabilities=probabilities,
-        audit=audit,
+        audit=audit, threads=threads,
     )
 
 
