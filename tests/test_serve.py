@@ -213,6 +213,7 @@ FAST_CASES = [
     ("libsvm", ("a9a_train.libsvm", 3000), ["--loss", "logistic"], []),
     ("oaa", ("letter_train.vw", 2000), ["--oaa", "26"], []),
     ("softmax", ("letter_train.vw", 2000), ["--softmax", "26"], []),
+    ("oaa-0-indexed", ("letter_train.vw", 2000), ["--oaa", "27", "--indexing", "0"], []),
     ("gd", ("a9a_train.vw", 3000), ["--gd", "--loss", "logistic"], []),
     ("coin", ("a9a_train.vw", 3000), ["--coin", "--loss", "logistic"], ["--link", "logistic"]),
 ]

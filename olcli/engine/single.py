@@ -39,8 +39,8 @@ _PARSE_LIBSVM_INTERACTING = _PARSERS[True, True]
 
 # The float64 ``config`` array: everything of Settings and the parser that is a number.
 (K_LOSS, K_TAU, K_CLIP, K_BLOCK_ROWS, K_CLASSES, K_SOFTMAX, K_MIN_PREDICTION, K_MAX_PREDICTION,
- K_LIBSVM, K_MASK, K_CONSTANT, K_LABEL_KIND, K_LOGISTIC_LINK) = range(13)
-N_CONFIG = 13
+ K_LIBSVM, K_MASK, K_CONSTANT, K_LABEL_KIND, K_LOGISTIC_LINK, K_FIRST_CLASS) = range(14)
+N_CONFIG = 14
 
 # Return codes below 0: leave these lines to the batch path.
 BAD_LINES = -1
@@ -98,6 +98,9 @@ def _reply(run_chunk, run_chunk_multiclass, buf, state, counters, scalars, param
     if stats[S_DIVERGED] != 0.0:
         stats[S_DIVERGED] = 0.0
         return np.int64(DIVERGED)
+    if classes > 0 and config[K_FIRST_CLASS] == 0.0:
+        for e in range(n):  # VW's 0-indexed labels (learner._multiclass_call): classes 1..K are 0..K-1
+            predictions[e] -= 1.0
     if classes == 0 and config[K_LOGISTIC_LINK] != 0.0:
         for e in range(n):  # learner.logistic, element by element
             predictions[e] = 1.0 / (1.0 + math.exp(-min(max(predictions[e], -700.0), 700.0)))
@@ -211,6 +214,7 @@ class LinePredictor:
         config[K_CONSTANT] = (1 << model.bits) if model.constant else -1
         config[K_LABEL_KIND] = learner.label_kind
         config[K_LOGISTIC_LINK] = link == "logistic" and not model.classes
+        config[K_FIRST_CLASS] = 0 if getattr(model, "indexing", 1) == 0 else 1   # the label of class 1
         features = learner.feature_spec
         self._fixed = (model.counters, model.scalars, settings.params, config, features.namespace_mode,
                        features.interactions, features.lengths, tally.stats, tally.auc, tally.progress,
