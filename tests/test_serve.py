@@ -205,7 +205,7 @@ def _split(name: str, train: int) -> tuple:
 # (case, (train text, test text), train options, test options). Each kind of model the fast
 # path compiles for: VW and libsvm input, interactions, tags (vw_0002's tags touch the '|'),
 # binary, regression, one-against-all and softmax, the logistic link, and the algorithms
-# with global scalars (--gd, --coin) beside the default.
+# with global scalars (--gd, --coin, --mix) beside the default.
 FAST_CASES = [
     ("binary", ("a9a_train.vw", 3000), ["--loss", "logistic"], []),
     ("logistic-link", ("a9a_train.vw", 3000), ["--loss", "logistic"], ["--link", "logistic"]),
@@ -216,6 +216,7 @@ FAST_CASES = [
     ("oaa-0-indexed", ("letter_train.vw", 2000), ["--oaa", "27", "--indexing", "0"], []),
     ("gd", ("a9a_train.vw", 3000), ["--gd", "--loss", "logistic"], []),
     ("coin", ("a9a_train.vw", 3000), ["--coin", "--loss", "logistic"], ["--link", "logistic"]),
+    ("mix", ("a9a_train.vw", 3000), ["--mix", "--loss", "logistic"], []),
 ]
 
 
