@@ -219,7 +219,7 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
 class Learner:
     """An online linear learner: learn and predict on batches, save, load, merge.
 
-    ``Learner(algorithm="adagrad", loss=None, bits=18, interactions=(), *,
+    ``Learner(algorithm="mix", loss=None, bits=18, interactions=(), *,
     link="identity", constant=True, ignore="", keep="", ignore_linear="",
     oaa=None, softmax=None, quantile_tau=0.5, input_format="auto", **hyper)``:
     ``algorithm`` one of ``olcli.algorithms()``; ``hyper`` its hyper-parameters by

@@ -876,6 +876,7 @@ class ScaleOut:
         merged = type(learner).from_bytes(part.model, "<the merged model>")
         learner.model.state = merged.model.state
         learner.model.counters = merged.model.counters
+        learner.model.scalars = merged.model.scalars   # --gd, --coin, --mix: their global numbers
         tally = learner.tally
         tally.stats[:] += part.stats
         tally.stats[S_NEXT_DUMP] = 1.0

@@ -124,7 +124,7 @@ class OlcliClassifier(ClassifierMixin, _OlcliEstimator):
     than two classes); ``constant`` (learn an intercept).
     """
 
-    def __init__(self, algorithm="adagrad", loss="logistic", bits=18, l1=None, l2=None, learning_rate=None,
+    def __init__(self, algorithm="mix", loss="logistic", bits=18, l1=None, l2=None, learning_rate=None,
                  epsilon=None, passes=1, multiclass="oaa", constant=True):
         self.algorithm = algorithm
         self.loss = loss
@@ -218,7 +218,7 @@ class OlcliRegressor(RegressorMixin, _OlcliEstimator):
     quantile loss, in (0, 1).
     """
 
-    def __init__(self, algorithm="adagrad", loss="squared", bits=18, l1=None, l2=None, learning_rate=None,
+    def __init__(self, algorithm="mix", loss="squared", bits=18, l1=None, l2=None, learning_rate=None,
                  epsilon=None, passes=1, constant=True, quantile_tau=0.5):
         self.algorithm = algorithm
         self.loss = loss

@@ -17,13 +17,14 @@ from olcli.learner import Learner
     (["--sgd", "--ftrl-beta", "2"], "--ftrl-beta does not apply to --sgd"),
     (["--ftrl", "--delta", "1"], "--delta does not apply to --ftrl"),
     (["--adagrad", "--ftrl"], "choose one algorithm"),
-    (["--l1", "0.1", "--l2", "0.1"], "not both"),
+    (["--adagrad", "--l1", "0.1", "--l2", "0.1"], "not both"),
     (["-l", "0"], "must be > 0"),
     (["--ftrl", "--l1", "-1"], "must be >= 0"),
     (["--scinol1", "--epsilon", "0"], "must be > 0"),
     (["--loss", "quantile", "--quantile-tau", "1.5"], "between 0 and 1"),
     (["--adaptive", "--ftrl"], "--adaptive does not apply to --ftrl (it applies to: --gd)"),
-    (["--coin-alpha", "2"], "--coin-alpha does not apply to --adagrad (it applies to: --coin, --mix)"),
+    (["--adagrad", "--coin-alpha", "2"], "--coin-alpha does not apply to --adagrad (it applies to: --coin, --mix)"),
+    (["--l1", "0.1"], "--l1 does not apply to --mix (it applies to: --adagrad, --adagrad-dual, --ftrl, --gd)"),
     (["--coin", "--coin-alpha", "0"], "must be > 0"),
     (["--gd", "--power-t", "-1"], "must be >= 0"),
     (["--min-prediction", "2", "--max-prediction", "1"], "above max_prediction"),
@@ -73,8 +74,9 @@ def _stream(seed, n=120, dim=12):
 # (Kempka et al. 2019), --coin (x only as x / M, coin.py) and --gd with VW's
 # defaults and any normalized setting with power_t 1/2 and initial_t 0 (NG's design:
 # its step on w_i scales as 1/x_i^2, gd.py).
+# --mix: its members are, and its weights depend only on their losses.
 SCALE_INVARIANT = ("scinol1", "scinol2", "coin", "gd", ("gd", {"normalized": 1}),
-                   ("gd", {"normalized": 1, "invariant": 1}))
+                   ("gd", {"normalized": 1, "invariant": 1}), "mix")
 
 
 def _predictions(name, rows, multipliers, loss="logistic", **hyper):

@@ -198,7 +198,7 @@ def test_corrupt_model_is_refused_without_traceback(cli, sample, tmp_path):
 
 
 def test_inspect_lists_header_and_weights(cli, sample):
-    cli("train", sample / "a9a_train.vw", "--loss", "logistic", "-f", "m.olm", "--quiet")
+    cli("train", sample / "a9a_train.vw", "--adagrad", "--loss", "logistic", "-f", "m.olm", "--quiet")
     code, out, _ = cli("inspect", "m.olm", "--top", "3")
     text = out.decode()
     assert code == 0

@@ -190,7 +190,7 @@ def test_merge_merges_each_member_by_its_own_rule(loss):
 
 
 @pytest.mark.parametrize("field,value,message", [
-    (("scalars",), {"gd.total_weight": 1.0}, "scalars"),
+    (("scalars",), {"gd_total_weight": 1.0}, "scalars"),
     (("state", "slots"), ["w", "G", "N"], "state slots"),
     (("params",), {"eta": 0.5}, "hyper-parameters"),
     (("params",), {"eta": 0.5, "power_t": 0.5, "initial_t": 0.0, "alpha": -1.0, "beta": 1.0, "epsilon": 1.0},

@@ -88,7 +88,7 @@ def test_log_probabilities():
 
 
 def test_oaa_through_the_cli(cli, sample):
-    code, _, err = cli("train", sample / "letter_train.vw", "--oaa", "26", "--loss", "logistic",
+    code, _, err = cli("train", sample / "letter_train.vw", "--adagrad", "--oaa", "26", "--loss", "logistic",
                        "-f", "m.olm", "--report", "r.json")
     assert code == 0, err
     r = json.load(open("r.json"))

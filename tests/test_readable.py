@@ -32,7 +32,7 @@ def test_audit_prints_every_feature_with_its_weight_before_the_update(cli, tmp_p
 
 def test_readable_and_invert_hash_files(cli, tmp_path):
     (tmp_path / "d.vw").write_text(DATA)
-    assert cli("train", "d.vw", "-q", "Tf", "--quiet", "-f", "m.olm", "--readable-model", "r.txt",
+    assert cli("train", "d.vw", "--adagrad", "-q", "Tf", "--quiet", "-f", "m.olm", "--readable-model", "r.txt",
                "--invert-hash", "i.txt")[0] == 0
     model = model_file.load("m.olm")
     readable = [l for l in (tmp_path / "r.txt").read_text().splitlines() if not l.startswith("#")]
@@ -55,7 +55,7 @@ def test_readable_and_invert_hash_files(cli, tmp_path):
 
 
 def test_readable_multiclass_and_lazy_weights(cli, sample):
-    assert cli("train", sample / "letter_train.vw", "--oaa", "26", "--loss", "logistic", "--l1", "0.001",
+    assert cli("train", sample / "letter_train.vw", "--adagrad", "--oaa", "26", "--loss", "logistic", "--l1", "0.001",
                "-f", "m.olm", "--quiet", "--readable-model", "r.txt")[0] == 0
     lines = [l for l in open("r.txt").read().splitlines() if not l.startswith("#")]
     classes = {int(l.split("/")[0]) for l in lines}

@@ -100,7 +100,7 @@ def test_classifier_on_a9a_predicts_as_the_learner(sample):
     X, y = _a9a(sample, "a9a_train.libsvm")
     X_test, y_test = _a9a(sample, "a9a_test.libsvm")
     clf = OlcliClassifier().fit(X, y)
-    learner = olcli.Learner("adagrad", loss="logistic")
+    learner = olcli.Learner(loss="logistic")   # the default algorithm, as the estimator's
     learner.learn((X, y))
     assert np.array_equal(clf.learner_.model.state, learner.model.state)
     assert np.array_equal(clf.decision_function(X_test), learner.decision_function((X_test, None)))
@@ -149,7 +149,7 @@ def test_partial_fit_on_halves_is_fit_on_the_whole(sample, kind, sparse):
 def test_fit_makes_passes_over_the_data_in_order():
     X, y = make_classification(n_samples=300, n_features=6, random_state=1)
     three = OlcliClassifier(passes=3).fit(X, y)
-    learner = olcli.Learner("adagrad", "logistic")
+    learner = olcli.Learner(loss="logistic")
     for _ in range(3):
         learner.learn((X, 2.0 * y - 1.0))
     assert np.array_equal(three.learner_.model.state, learner.model.state)
@@ -201,7 +201,7 @@ def test_multiclass(mode):
     X = StandardScaler().fit_transform(X[order])
     names = np.array(["setosa", "versicolor", "virginica"])[y[order]]
     clf = OlcliClassifier(multiclass=mode, passes=10).fit(X, names)
-    learner = olcli.Learner("adagrad", "logistic", **{mode: 3})
+    learner = olcli.Learner(loss="logistic", **{mode: 3})
     for _ in range(10):
         learner.learn((X, y[order] + 1))
     assert learner.model.multiclass == mode and clf.learner_.model.multiclass == mode
@@ -262,7 +262,7 @@ def test_sample_weight_is_the_importance_weight():
     X, y = make_regression(n_samples=200, n_features=5, noise=2.0, random_state=7)
     weight = np.random.default_rng(7).uniform(0.5, 3.0, size=200)
     reg = OlcliRegressor().fit(X, y, sample_weight=weight)
-    learner = olcli.Learner("adagrad", "squared")
+    learner = olcli.Learner(loss="squared")
     learner.learn((X, y, weight))
     assert np.array_equal(reg.predict(X), learner.predict(X))
     assert not np.array_equal(reg.predict(X), OlcliRegressor().fit(X, y).predict(X))
@@ -274,13 +274,13 @@ def test_sample_weight_is_the_importance_weight():
 
 def test_regressor_predicts_as_the_learner():
     X, y = make_regression(n_samples=500, n_features=10, n_informative=4, noise=5.0, random_state=8)
-    reg = OlcliRegressor(passes=4, learning_rate=10.0).fit(X, y)   # y is in the hundreds
+    reg = OlcliRegressor(algorithm="adagrad", passes=4, learning_rate=10.0).fit(X, y)   # y is in the hundreds
     learner = olcli.Learner("adagrad", "squared", eta=10.0)
     for _ in range(4):
         learner.learn((X, y))
     assert np.array_equal(reg.predict(X), learner.predict(X))
     assert reg.score(X, y) > 0.9
-    absolute = OlcliRegressor(loss="absolute", passes=4, learning_rate=10.0).fit(X, y)
+    absolute = OlcliRegressor(algorithm="adagrad", loss="absolute", passes=4, learning_rate=10.0).fit(X, y)
     assert absolute.learner_.loss == "absolute"
     assert not np.array_equal(absolute.predict(X), reg.predict(X))
 
@@ -319,7 +319,7 @@ def test_hyper_parameters_reach_the_learner():
 @pytest.mark.parametrize("params, message", [
     ({"algorithm": "scinol2", "learning_rate": 0.1},
      r"learning_rate is not a hyper-parameter of --scinol2 \(it has: epsilon; learning_rate belongs to: "
-     r"--adagrad, --adagrad-dual, --ftrl, --sgd, --gd\)"),
+     r"--adagrad, --adagrad-dual, --ftrl, --sgd, --gd, --mix\)"),
     ({"algorithm": "scinol2", "l1": 0.1}, "l1 is not a hyper-parameter of --scinol2"),
     ({"algorithm": "adagrad", "l1": 0.1, "l2": 0.1}, "--adagrad takes --l1 or --l2, not both"),
     ({"algorithm": "bogus"}, "unknown algorithm 'bogus'"),

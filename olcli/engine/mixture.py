@@ -34,9 +34,9 @@ its own derivative (ScInOL2's clipped for the squared loss, as alone), with its
 own state, and the label range and counters are the model's, as alone. So each
 member, run alone by its flag, ends bit for bit where it ends inside the
 mixture (tests/test_mixture.py), and the mixture's only own state is the three
-cumulative losses L_k (the table's scalars ``loss.gd``, ``loss.coin``,
-``loss.scinol2``; a held-out example adds to none) and the labels' spread
-(``labels.seen``, ``labels.low``, ``labels.high``; every labeled example seen
+cumulative losses L_k (the table's scalars ``loss_gd``, ``loss_coin``,
+``loss_scinol2``; a held-out example adds to none) and the labels' spread
+(``labels_seen``, ``labels_low``, ``labels_high``; every labeled example seen
 while learning, as VW's label range).
 
 Multiclass (--oaa K, --softmax K): each member predicts its K class scores and
@@ -89,8 +89,9 @@ COIN_COLUMNS = (GD_COLUMNS[1], GD_COLUMNS[1] + len(coin.SLOTS))
 SCINOL2_COLUMNS = (COIN_COLUMNS[1], COIN_COLUMNS[1] + len(scinol2.SLOTS))
 PARAMS = ("eta", "power_t", "initial_t", "alpha", "beta", "epsilon")
 P_ETA, P_POWER_T, P_INITIAL_T, P_ALPHA, P_BETA, P_EPSILON = range(6)
-SCALARS = (tuple(f"gd.{s}" for s in gd.SCALARS) + tuple(f"coin.{s}" for s in coin.SCALARS)
-           + tuple(f"loss.{m}" for m in MEMBERS) + ("labels.seen", "labels.low", "labels.high"))
+# (scalar names are keys of the model header's "scalars" object: no dots, which header paths use)
+SCALARS = (tuple(f"gd_{s}" for s in gd.SCALARS) + tuple(f"coin_{s}" for s in coin.SCALARS)
+           + tuple(f"loss_{m}" for m in MEMBERS) + ("labels_seen", "labels_low", "labels_high"))
 GD_SCALARS = (0, len(gd.SCALARS))
 COIN_SCALARS = (GD_SCALARS[1], GD_SCALARS[1] + len(coin.SCALARS))
 LOSSES = COIN_SCALARS[1]          # scalars[LOSSES + k]: member k's cumulative loss

@@ -185,7 +185,7 @@ ALGORITHMS = {a.name: a for a in [
         name="adagrad", module="adagrad", slots=("w", "G", "last"),
         params=(_eta(0.3, "AdaGrad"), _DELTA, _L1, _L2,
                 Param("radius", 0.0, "radius", low_inclusive=True, help="box radius R (0: none)")),
-        summary="AdaGrad, diagonal, composite mirror descent (the default).",
+        summary="AdaGrad, diagonal, composite mirror descent.",
         paper="Duchi, Hazan, Singer 2010 (techreport), Figure 1 and Eq. (4); "
               "§6.1 Eq. (24) for --l1, §6.2 Eq. (25) for --l2; --radius: Streeter & McMahan 2010",
     ),
@@ -259,19 +259,19 @@ ALGORITHMS = {a.name: a for a in [
                 Param("alpha", 4.0, "coin_alpha", help="the coin member's initial wealth alpha"),
                 Param("beta", 1.0, "coin_beta", low_inclusive=True, help="the coin member's floor beta"),
                 Param("epsilon", 1.0, "epsilon", help="the scinol2 member's initial wealth epsilon")),
-        summary="--gd, --coin and --scinol2 on the same features, mixed by exponential weights on their losses.",
+        summary="--gd, --coin and --scinol2 on the same features, mixed by exponential weights on their losses (the default).",
         paper="exponentially weighted average forecaster (Cesa-Bianchi & Lugosi 2006, §2.1, §3.3; "
               "Vovk 1990, aggregating algorithm); members as --gd, --coin, --scinol2",
         unbounded_loss_clipped=True,   # the scinol2 member's derivative, as alone
-        scalars=(("gd.normalized_sum_norm_x", "initial_t"), ("gd.total_weight", "initial_t"),
-                 ("gd.gravity", 0.0), ("gd.contraction", 1.0),
-                 ("coin.normalized_sum_norm_x", 0.0), ("coin.total_weight", 0.0),
-                 ("loss.gd", 0.0), ("loss.coin", 0.0), ("loss.scinol2", 0.0),
-                 ("labels.seen", 0.0), ("labels.low", 0.0), ("labels.high", 0.0)),
+        scalars=(("gd_normalized_sum_norm_x", "initial_t"), ("gd_total_weight", "initial_t"),
+                 ("gd_gravity", 0.0), ("gd_contraction", 1.0),
+                 ("coin_normalized_sum_norm_x", 0.0), ("coin_total_weight", 0.0),
+                 ("loss_gd", 0.0), ("loss_coin", 0.0), ("loss_scinol2", 0.0),
+                 ("labels_seen", 0.0), ("labels_low", 0.0), ("labels_high", 0.0)),
     ),
 ]}
 
-DEFAULT_ALGORITHM = "adagrad"
+DEFAULT_ALGORITHM = "mix"   # chosen by benchmarks/defaults_vs_vw.py (README "The default")
 
 
 def supporting(option: str) -> list:
