@@ -139,3 +139,20 @@ def test_vw_learners_learn_multiclass_and_continue_exactly(cli, sample, tmp_path
     assert code == 0, err
     assert (tmp_path / "ab.olm").read_bytes() == (tmp_path / "all.olm").read_bytes()
     assert json.load(open("r.json"))["average_loss"] < 0.8  # chance: 0.96
+
+
+@pytest.mark.parametrize("algorithm", ["gd", "mix"])
+def test_softmax_class_whose_gradient_squared_underflows_changes_nothing(algorithm):
+    """A class of softmax probability ~1e-200 has a gradient g whose square is 0:
+    --gd's normalized, adaptive step then has no rate for a row never updated (1/0:
+    a ZeroDivisionError before). Here every class's gradient underflows (the label's
+    class has probability 1), so --gd learns nothing from the last line."""
+    import olcli
+
+    learner = olcli.Learner(algorithm, softmax=3)
+    learner.learn(["1 | a", "1 | a", "2 | b", "3 | c"] * 3)
+    before = learner.model.state.copy()
+    learner.learn(["1 | a:212.69593866686918 never_seen"])
+    assert np.isfinite(learner.model.state).all()
+    if algorithm == "gd":
+        assert np.array_equal(learner.model.state, before)

@@ -229,6 +229,13 @@ def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
         if not _loss_is_positive(settings.loss, p, y, settings.tau):
             return
         d = loss_derivative(settings.loss, p, y, settings.tau)
+    if (adaptive or normalized) and h * (d * d) == 0.0:
+        # The squared gradient underflows to 0 (a --softmax class of probability below
+        # ~1e-162): VW's sensitivity returns at once, "nothing changes", but VW then still
+        # moves each weight by u x times the rate it stored at the feature's last update
+        # (0 for a feature never updated), a step of |d| < 1e-150. Here the rate is
+        # computed from G and N, which for a row never updated is 1/0: so nothing moves.
+        return
     per_update, multiplier = _sensitivity(state, params, scalars, index, value, lo, hi, offset, h, d,
                                           adaptive, normalized)
     eta = params[P_ETA]
