@@ -49,8 +49,8 @@ ERR_LIBSVM_LABEL = 9      # libsvm line without a label
 ERR_LABEL_NOT_CLASS = 10  # multiclass label that is not one of 1..K
 ERR_NUL = 11              # a NUL byte: binary data, not text
 ERR_TOO_MANY_FEATURES = 12  # the interactions would generate more features than allowed per example
-
 ERR_LABEL_NEGATIVE = 13   # the loss needs labels >= 0 (poisson)
+
 # Bounds on the work of one kernel call (README, "What olcli guarantees"): a call
 # stops at the first line after MAX_CALL_FEATURES features parsed or generated
 # (the caller parses the rest in another call), and an example whose interactions
@@ -71,8 +71,8 @@ MAX_FEATURE_VALUE = 3.4028234663852886e38
 LABELS_ANY = 0            # any finite number
 LABELS_BINARY = 1         # -1/+1, 0 read as -1
 LABELS_HINGE = -1         # any finite number, 0 read as -1 (VW's hinge takes real labels)
-# label_kind K >= 2: classes 1..K
 LABELS_NONNEGATIVE = -2   # any finite number >= 0 (poisson: a count)
+# label_kind K >= 2: classes 1..K
 
 # Columns of the errors table (E_DETAIL: a number for the message, e.g. the feature count).
 E_LINE, E_CODE, E_TOKEN_START, E_TOKEN_END, E_LINE_START, E_LINE_END, E_DETAIL = 0, 1, 2, 3, 4, 5, 6
