@@ -121,6 +121,25 @@ def clip_prediction(p, counters, settings):
     return p
 
 
+@njit(inline="always")
+def account_binary(tally, counters, settings, held_out, features, y, h, p):
+    """An example's bookkeeping after its prediction p (the report's sums, the holdout's,
+    the counters); returns whether it is labeled. VW: a held-out labeled example counts
+    only in the holdout sums. Shared by run_binary and the mixture's loop."""
+    stats = tally.stats
+    labeled = not np.isnan(y)
+    if not (held_out and labeled):
+        count_example(stats, counters, settings.learn, features)
+    if not labeled:
+        stats[S_UNLABELED_WEIGHT] += h
+    else:
+        example_loss = loss_value(settings.loss, p, y, settings.tau)
+        if not held_out:
+            _account(stats, tally.auc, example_loss, y, h, p)
+        count_labeled(tally.holdout, counters, settings.learn, held_out, h, y, example_loss)
+    return labeled
+
+
 @njit
 def progress_row(progress, n_rows, stats, holdout, label, prediction, features):
     """VW's table: a row each time the example weight reaches the next power of two.
@@ -189,22 +208,12 @@ def run_binary(predict, update, table, settings, batch, tally, predictions):
             return n_rows
         p = clip_prediction(p, counters, settings)
         predictions[e] = p
-        labeled = not np.isnan(y)
-        if not (held_out and labeled):  # VW: a held-out labeled example counts only in the holdout sums
-            count_example(stats, counters, learn, batch.feature_count[e])
-        if not labeled:
-            stats[S_UNLABELED_WEIGHT] += h
-        else:
-            example_loss = loss_value(settings.loss, p, y, settings.tau)
-            if not held_out:
-                _account(stats, tally.auc, example_loss, y, h, p)
-            count_labeled(holdout, counters, learn, held_out, h, y, example_loss)
-            if learning:
-                derivative = loss_derivative(settings.loss, p, y, settings.tau)
-                if settings.clip:
-                    derivative = min(max(derivative, -1.0), 1.0)
-                update(table, settings, index, value, lo, hi, 0, p, y, h, h * derivative)
-                counters[C_ROUNDS] += 1.0
+        if account_binary(tally, counters, settings, held_out, batch.feature_count[e], y, h, p) and learning:
+            derivative = loss_derivative(settings.loss, p, y, settings.tau)
+            if settings.clip:
+                derivative = min(max(derivative, -1.0), 1.0)
+            update(table, settings, index, value, lo, hi, 0, p, y, h, h * derivative)
+            counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, p, batch.feature_count[e])
     return n_rows
 

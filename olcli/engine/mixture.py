@@ -72,13 +72,10 @@ import numpy as np
 from numba import njit
 
 from olcli.engine import coin, gd, scinol2
-from olcli.engine.driver import (_account, clip_prediction, count_example, count_labeled, progress_row,
-                                 start_example, widen_label_range)
+from olcli.engine.driver import account_binary, clip_prediction, progress_row, start_example, widen_label_range
 from olcli.engine.losses import LOGISTIC, SQUARED, loss_derivative, loss_value
-from olcli.engine.multiclass import class_gradients, log_probabilities
-from olcli.engine.records import (C_MAX_LABEL, C_MIN_LABEL, C_ROUNDS, S_CORRECT, S_DIVERGED, S_LOG_LOSS,
-                                  S_UNLABELED_WEIGHT, Settings, Table)
-from olcli.engine.driver import count_loss
+from olcli.engine.multiclass import account_multiclass, class_gradients, log_probabilities
+from olcli.engine.records import C_ROUNDS, S_DIVERGED, Settings, Table
 
 MEMBERS = ("gd", "coin", "scinol2")
 N_MEMBERS = 3
@@ -224,23 +221,13 @@ def _run_binary(table, settings, batch, tally, predictions):
             p += pi[k] * member[k]
         p = clip_prediction(p, counters, settings)
         predictions[e] = p
-        labeled = not np.isnan(y)
-        if not (held_out and labeled):  # VW: a held-out labeled example counts only in the holdout sums
-            count_example(stats, counters, learn, batch.feature_count[e])
-        if not labeled:
-            stats[S_UNLABELED_WEIGHT] += h
-        else:
-            example_loss = loss_value(settings.loss, p, y, settings.tau)
-            if not held_out:
-                _account(stats, tally.auc, example_loss, y, h, p)
-            count_labeled(holdout, counters, learn, held_out, h, y, example_loss)
-            if learning:
-                _learn_member(0, gd.update, t_gd, s_gd, settings, index, value, lo, hi, 0, member[0], y, h, scalars)
-                _learn_member(1, coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[1], y, h,
-                              scalars)
-                _learn_member(2, scinol2.update, t_sc, s_sc, settings, index, value, lo, hi, 0, member[2], y, h,
-                              scalars)
-                counters[C_ROUNDS] += 1.0
+        if account_binary(tally, counters, settings, held_out, batch.feature_count[e], y, h, p) and learning:
+            _learn_member(0, gd.update, t_gd, s_gd, settings, index, value, lo, hi, 0, member[0], y, h, scalars)
+            _learn_member(1, coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[1], y, h,
+                          scalars)
+            _learn_member(2, scinol2.update, t_sc, s_sc, settings, index, value, lo, hi, 0, member[2], y, h,
+                          scalars)
+            counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, p, batch.feature_count[e])
     return n_rows
 
@@ -266,7 +253,7 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
     t_gd, s_gd, t_coin, s_coin, t_sc, s_sc = _members(table, settings)
     counters, scalars = table.counters, table.scalars
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
-    learn, softmax = settings.learn, settings.softmax
+    learn = settings.learn
     n_classes, block_rows = settings.classes, settings.block_rows
     index, value = batch.index, batch.value
     log_probs = np.empty(n_classes)
@@ -296,27 +283,16 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
         if not (np.all(np.isfinite(member)) and np.all(np.isfinite(scores[e]))):
             stats[S_DIVERGED] = e + 1
             return n_rows
-        if not (held_out and not np.isnan(y)):  # VW: a held-out labeled example counts only in the holdout sums
-            count_example(stats, counters, learn, batch.feature_count[e])
-        if np.isnan(y):
-            stats[S_UNLABELED_WEIGHT] += h
-        else:
-            label = int(y) - 1
-            error = 0.0 if best == label else 1.0
-            log_probabilities(scores[e], softmax, log_probs)
-            if not held_out:
-                count_loss(stats, error, y, h)
-                stats[S_CORRECT] += h * (1.0 - error)
-                stats[S_LOG_LOSS] -= h * log_probs[label]
-            count_labeled(holdout, counters, learn, held_out, h, y, error)
-            if learning:
-                _learn_member_classes(0, gd.update, t_gd, s_gd, settings, index, value, lo, hi, block_rows,
-                                      member[0], label, h, log_probs, g, scalars)
-                _learn_member_classes(1, coin.update, t_coin, s_coin, settings, index, value, lo, hi, block_rows,
-                                      member[1], label, h, log_probs, g, scalars)
-                _learn_member_classes(2, scinol2.update, t_sc, s_sc, settings, index, value, lo, hi, block_rows,
-                                      member[2], label, h, log_probs, g, scalars)
-                counters[C_ROUNDS] += 1.0
+        label = account_multiclass(tally, counters, settings, held_out, batch.feature_count[e], y, h, scores[e], best,
+                                   log_probs)
+        if label >= 0 and learning:
+            _learn_member_classes(0, gd.update, t_gd, s_gd, settings, index, value, lo, hi, block_rows,
+                                  member[0], label, h, log_probs, g, scalars)
+            _learn_member_classes(1, coin.update, t_coin, s_coin, settings, index, value, lo, hi, block_rows,
+                                  member[1], label, h, log_probs, g, scalars)
+            _learn_member_classes(2, scinol2.update, t_sc, s_sc, settings, index, value, lo, hi, block_rows,
+                                  member[2], label, h, log_probs, g, scalars)
+            counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, batch.feature_count[e])
     return n_rows
 

@@ -62,6 +62,30 @@ def class_gradients(scores, label, log_probs, softmax, loss, tau, clip, g):
             g[k] = min(max(derivative, -1.0), 1.0) if clip else derivative
 
 
+@njit(inline="always")
+def account_multiclass(tally, counters, settings, held_out, features, y, h, scores, best, log_probs):
+    """An example's bookkeeping after its class scores (best: the predicted class,
+    0-based): the 0/1 error, accuracy and multiclass log loss, the holdout's sums, the
+    counters; ``log_probs`` receives the scores' log probabilities. Returns the label
+    (0-based), or -1 for an unlabeled example. VW: a held-out labeled example counts
+    only in the holdout sums. Shared by run_multiclass and the mixture's loop."""
+    stats = tally.stats
+    if not (held_out and not np.isnan(y)):
+        count_example(stats, counters, settings.learn, features)
+    if np.isnan(y):
+        stats[S_UNLABELED_WEIGHT] += h
+        return np.int64(-1)
+    label = np.int64(int(y) - 1)
+    error = 0.0 if best == label else 1.0
+    log_probabilities(scores, settings.softmax, log_probs)
+    if not held_out:
+        count_loss(stats, error, y, h)
+        stats[S_CORRECT] += h * (1.0 - error)
+        stats[S_LOG_LOSS] -= h * log_probs[label]
+    count_labeled(tally.holdout, counters, settings.learn, held_out, h, y, error)
+    return label
+
+
 @njit(inline="always")  # the dispatcher arguments must be inlined for the entry point to be cached
 def run_multiclass(predict, update, table, settings, batch, tally, predictions, scores):
     """Like driver.run_binary for K classes; ``scores[e, k]`` receives p_k and
@@ -91,25 +115,14 @@ def run_multiclass(predict, update, table, settings, batch, tally, predictions, 
         if not np.all(np.isfinite(scores[e])):  # diverged: stop before this example counts
             stats[S_DIVERGED] = e + 1
             return n_rows
-        if not (held_out and not np.isnan(y)):  # VW: a held-out labeled example counts only in the holdout sums
-            count_example(stats, counters, learn, batch.feature_count[e])
-        if np.isnan(y):
-            stats[S_UNLABELED_WEIGHT] += h
-        else:
-            label = int(y) - 1
-            error = 0.0 if best == label else 1.0
-            log_probabilities(scores[e], softmax, log_probs)
-            if not held_out:
-                count_loss(stats, error, y, h)
-                stats[S_CORRECT] += h * (1.0 - error)
-                stats[S_LOG_LOSS] -= h * log_probs[label]
-            count_labeled(holdout, counters, learn, held_out, h, y, error)
-            if learning:
-                class_gradients(scores[e], label, log_probs, softmax, settings.loss, settings.tau, settings.clip, g)
-                for k in range(n_classes):
-                    # OAA: class k's binary label; softmax has none (NaN): its gradient is g[k]
-                    y_k = (1.0 if k == label else -1.0) if not softmax else np.nan
-                    update(table, settings, index, value, lo, hi, k * block_rows, scores[e, k], y_k, h, h * g[k])
-                counters[C_ROUNDS] += 1.0
+        label = account_multiclass(tally, counters, settings, held_out, batch.feature_count[e], y, h, scores[e], best,
+                                   log_probs)
+        if label >= 0 and learning:
+            class_gradients(scores[e], label, log_probs, softmax, settings.loss, settings.tau, settings.clip, g)
+            for k in range(n_classes):
+                # OAA: class k's binary label; softmax has none (NaN): its gradient is g[k]
+                y_k = (1.0 if k == label else -1.0) if not softmax else np.nan
+                update(table, settings, index, value, lo, hi, k * block_rows, scores[e, k], y_k, h, h * g[k])
+            counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, batch.feature_count[e])
     return n_rows
