@@ -46,15 +46,19 @@ class RunStopped(BaseException):
 
 class _Controller:
     def __init__(self):
+        self.installed = False
+        self.previous = {}
+        self.clear()
+
+    def clear(self):
+        """A command's state (not the installed handlers)."""
         self.received = None      # the first signal, until the process ends
         self.count = 0
         self.mode = "record"
         self.critical = 0
         self.committed = False
-        self.installed = False
         self.redelivering = False
         self.raised = False       # a RunStopped is on its way: later signals are only recorded
-        self.previous = {}
 
     def handle(self, signum, frame):
         if self.redelivering:
@@ -137,13 +141,7 @@ def uninstall() -> None:
 
 def reset() -> None:
     """Forget a previous command's state (in-process use: one process, many commands)."""
-    controller.received = None
-    controller.count = 0
-    controller.mode = "record"
-    controller.critical = 0
-    controller.committed = False
-    controller.redelivering = False
-    controller.raised = False
+    controller.clear()
 
 
 def pending() -> int | None:
