@@ -285,7 +285,7 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
             return n_rows
         label = account_multiclass(tally, counters, settings, held_out, batch.feature_count[e], y, h, scores[e], best,
                                    log_probs)
-        if label >= 0 and learning:
+        if learning and not np.isnan(y):
             _learn_member_classes(0, gd.update, t_gd, s_gd, settings, index, value, lo, hi, block_rows,
                                   member[0], label, h, log_probs, g, scalars)
             _learn_member_classes(1, coin.update, t_coin, s_coin, settings, index, value, lo, hi, block_rows,

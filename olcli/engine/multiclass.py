@@ -67,7 +67,9 @@ def account_multiclass(tally, counters, settings, held_out, features, y, h, scor
     """An example's bookkeeping after its class scores (best: the predicted class,
     0-based): the 0/1 error, accuracy and multiclass log loss, the holdout's sums, the
     counters; ``log_probs`` receives the scores' log probabilities. Returns the label
-    (0-based), or -1 for an unlabeled example. VW: a held-out labeled example counts
+    (0-based; -1 for the label 0, "no class", whose log probability is then class K's
+    by the index's wrap-around, learner._vw_log_loss_outside; also -1, unused, for an
+    unlabeled example: callers test the label y). VW: a held-out labeled example counts
     only in the holdout sums. Shared by run_multiclass and the mixture's loop."""
     stats = tally.stats
     if not (held_out and not np.isnan(y)):
@@ -117,7 +119,7 @@ def run_multiclass(predict, update, table, settings, batch, tally, predictions, 
             return n_rows
         label = account_multiclass(tally, counters, settings, held_out, batch.feature_count[e], y, h, scores[e], best,
                                    log_probs)
-        if label >= 0 and learning:
+        if learning and not np.isnan(y):
             class_gradients(scores[e], label, log_probs, softmax, settings.loss, settings.tau, settings.clip, g)
             for k in range(n_classes):
                 # OAA: class k's binary label; softmax has none (NaN): its gradient is g[k]
