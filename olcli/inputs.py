@@ -170,18 +170,25 @@ def read_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> Iterato
     for path in paths:
         name = display_name(path)
         stream, counted = open_source(path)
-        try:
-            for chunk in _chunks_of(stream, name, chunk_bytes):
-                chunk.position = before + counted.count
-                yield chunk
-            before += counted.count
-        except _READ_ERRORS as exc:
-            if isinstance(exc, DataError):
-                raise
-            raise DataError(f"cannot read {name}: {exc}") from exc
-        finally:
-            stream.close()
-            counted.close()
+        for chunk in chunks_of(stream, counted, name, chunk_bytes):
+            chunk.position = before + counted.count
+            yield chunk
+        before += counted.count
+
+
+def chunks_of(stream, counted, name: str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
+    """The whole-line chunks of an opened input (``stream`` reads through
+    ``counted``, as open_source returns them); a read error becomes a DataError
+    naming the input, and both are closed however the reading ends."""
+    try:
+        yield from _chunks_of(stream, name, chunk_bytes)
+    except _READ_ERRORS as exc:
+        if isinstance(exc, DataError):
+            raise
+        raise DataError(f"cannot read {name}: {exc}") from exc
+    finally:
+        stream.close()
+        counted.close()
 
 
 def _read_pieces(stream, size: int):

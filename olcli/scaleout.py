@@ -219,7 +219,7 @@ class _Range(io.RawIOBase):
 def shard_chunks(shard: Shard, first_line: int = 1, chunk_bytes: int | None = None):
     """The shard's text as ``inputs.Chunk``s of whole lines (the CLI's reader:
     decompression, BOM, line ends), numbered from ``first_line``."""
-    from olcli.inputs import _READ_ERRORS, CHUNK_BYTES, _chunks_of, open_source
+    from olcli.inputs import CHUNK_BYTES, chunks_of, open_source
 
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
@@ -230,17 +230,9 @@ def shard_chunks(shard: Shard, first_line: int = 1, chunk_bytes: int | None = No
             stream = io.BufferedReader(counted, buffer_size=1 << 16)
     except OSError as exc:
         raise DataError(f"cannot read {shard.name}: {exc.strerror or exc}") from exc
-    try:
-        for chunk in _chunks_of(stream, shard.name, chunk_bytes):
-            chunk.first_line += first_line - 1
-            yield chunk
-    except _READ_ERRORS as exc:
-        if isinstance(exc, DataError):
-            raise
-        raise DataError(f"cannot read {shard.name}: {exc}") from exc
-    finally:
-        stream.close()
-        counted.close()
+    for chunk in chunks_of(stream, counted, shard.name, chunk_bytes):
+        chunk.first_line += first_line - 1
+        yield chunk
 
 
 def _count_kernel():
