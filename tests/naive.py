@@ -416,7 +416,14 @@ class Mixture:
 
     eta = 1 (logistic), 1/(2 R^2) (squared), 1/R (the others), R = max - min of
     the labels seen (0 when R = 0). ``learn``/``predict`` take VW-style
-    features (index, value) pairs and return the prediction, base included."""
+    features (index, value) pairs and return the prediction, base included.
+
+    Which losses enter L: only those of examples no member has learned yet. In
+    the first pass that is every example learned from and every held-out one;
+    once ``later_pass`` is set (a later pass over the same examples, with
+    holdout) the examples learned from were learned before, so only held-out
+    examples (``hold_out``: scored by the members' predictors, never learned)
+    add their losses."""
 
     def __init__(self, gd, coin, dim, epsilon, loss_name, tau=0.5, scinol2_clip=False):
         self.gd, self.coin = gd, coin
@@ -426,6 +433,7 @@ class Mixture:
         self.low, self.high = (-50.0, 50.0) if loss_name in ("logistic", "poisson") else (0.0, 0.0)
         self.L = [0.0, 0.0, 0.0]
         self.labels = []   # every label seen while learning: eta's spread R
+        self.later_pass = False
 
     def rate(self) -> float:
         if self.loss_name == "logistic":
@@ -453,14 +461,32 @@ class Mixture:
         members = [self.gd.learn(features, y, importance, base), self.coin.learn(features, y, importance, base),
                    base + self.scinol2.learn(dict(features), y, importance, self.loss_name, self.tau, base,
                                              self.scinol2_clip, (self.low, self.high))]
-        for k, p_k in enumerate(members):
-            self.L[k] += importance * loss(self.loss_name, p_k, y, self.tau)
+        if not self.later_pass:
+            self._add_losses(members, y, importance)
         return self.clip(sum(w * p for w, p in zip(pi, members)))
 
+    def _add_losses(self, members, y, importance):
+        for k, p_k in enumerate(members):
+            self.L[k] += importance * loss(self.loss_name, p_k, y, self.tau)
+
+    def _members(self, features, base):
+        return [self.gd.predict(features, base), self.coin.predict(features, base),
+                self.clip(base + self.scinol2.predict(dict(features)))]
+
     def predict(self, features, base=0.0) -> float:
-        members = [self.gd.predict(features, base), self.coin.predict(features, base),
-                   self.clip(base + self.scinol2.predict(dict(features)))]
-        return self.clip(sum(w * p for w, p in zip(self.pi(), members)))
+        return self.clip(sum(w * p for w, p in zip(self.pi(), self._members(features, base))))
+
+    def hold_out(self, features, y, importance, base=0.0) -> float:
+        """A held-out labeled example while learning: its label is seen (VW's label
+        range, and R), it is predicted, never learned, and its losses count."""
+        for member in (self.gd, self.coin):
+            member.sd.see_label(y)
+        self.see_label(y)
+        members = self._members(features, base)
+        p = self.clip(sum(w * p_k for w, p_k in zip(self.pi(), members)))
+        if importance > 0:
+            self._add_losses(members, y, importance)
+        return p
 
     def weights(self, gd_weights, coin_weights) -> list:
         """sum_k pi_k w_k, given the VW members' weights (their own accessors)."""

@@ -68,6 +68,97 @@ def test_mixture_matches_the_reference_step_by_step(loss, variant):
         assert_close(fast.weights(), np.array(want), f"weights after {step}")
 
 
+@pytest.mark.parametrize("loss", ["logistic", "squared", "hinge"])
+def test_only_losses_of_examples_not_yet_learned_count(loss):
+    """Two passes over one stream with every 3rd example held out, step by step
+    against naive.Mixture: in pass 1 every example learned from and every held-out
+    one adds its members' losses; in pass 2 (a later pass with holdout: the
+    tally's H_ROWS set, as run.py and scaleout.py set it) only the held-out ones,
+    scored by the members' predictors and never learned. Predictions, members'
+    states, losses and weights after every example."""
+    from olcli.engine.records import new_tally
+
+    tau = 0.3
+    fast = learner("mix", loss, {}, tau)
+    reference = reference_for(fast, loss, tau)
+    examples = sparse_stream(seed=case_seed("mix-holdout", loss, {}), n=90, loss=loss)
+    period = 3
+    frozen_learned = []   # pass 2: the losses just before and after each learned example
+    for number in (1, 2):
+        tally = new_tally(holdout_period=period, holdout_rows=number > 1)
+        reference.later_pass = number > 1
+        for step, (index, value, label, importance, base) in enumerate(examples):
+            labels, imp, bases, row_ptr, idx, val = pack([(index, value, label, importance, base)])
+            before = fast.model.scalars[mixture.LOSSES:mixture.LOSSES + 3].copy()
+            p = fast.process(Batch(labels, imp, bases, row_ptr, idx, val, np.diff(row_ptr)), True, tally).predictions[0]
+            features = list(zip(index.tolist(), value.tolist()))
+            held_out = (step + 1) % period == 0
+            if math.isnan(label):
+                expected = reference.predict(features, base)
+            elif held_out:
+                expected = reference.hold_out(features, label, importance, base)
+            elif importance > 0:
+                expected = reference.learn(features, label, importance, base)
+                if number == 2:
+                    frozen_learned.append((before, fast.model.scalars[mixture.LOSSES:mixture.LOSSES + 3].copy()))
+            else:
+                for member in (reference.gd, reference.coin):
+                    member.sd.see_label(label)
+                reference.see_label(label)
+                expected = reference.predict(features, base)
+            where = f"pass {number}, example {step}"
+            assert p == pytest.approx(expected, rel=1e-9, abs=1e-9), f"prediction, {where}"
+            state = fast.model.state
+            assert_close(state[:, slice(*mixture.GD_COLUMNS)], vw_state(reference.gd, ROWS), f"gd state, {where}")
+            assert_close(state[:, slice(*mixture.COIN_COLUMNS)], vw_state(reference.coin, ROWS),
+                         f"coin state, {where}")
+            assert_close(fast.model.scalars[mixture.LOSSES:mixture.LOSSES + 3], reference.L, f"losses, {where}")
+            want = reference.weights(vw_weights(reference.gd, ROWS), vw_weights(reference.coin, ROWS))
+            assert_close(fast.weights(), np.array(want), f"weights, {where}")
+    # the rule did something: pass 2 learned from examples without counting them, held-out ones counted
+    assert frozen_learned and all(np.array_equal(a, b) for a, b in frozen_learned)
+    assert tally.holdout[4] > 0   # H_WEIGHT: held-out examples were scored in pass 2
+
+
+@pytest.mark.parametrize("loss,multiclass", [("logistic", {"oaa": 3}), (None, {"softmax": 3})])
+def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multiclass):
+    """Multiclass, two passes with every 4th example held out: the class scores
+    are sum_k pi_k scores_k with pi from the members' log losses of (pass 1)
+    every example and (pass 2) the held-out ones only; each member run alone
+    with the same holdout gives its scores."""
+    from olcli.engine.records import new_tally
+
+    classes, period = max(multiclass.values()), 4
+    batch = _stream(12, 300, classes=classes)
+    mix = Learner("mix", loss=loss, bits=8, **multiclass)
+    members = {name: Learner(name, loss=loss, bits=8, **multiclass) for name in MEMBER_COLUMNS}
+    softmax = "softmax" in multiclass
+    cumulative = np.zeros(3)
+    for number in (1, 2):
+        got = mix.process(batch, True, new_tally(period, number > 1)).scores
+        member_scores = [m.process(batch, True, new_tally(period, number > 1)).scores for m in members.values()]
+        for e in range(len(batch.labels)):
+            pi = np.exp(-(cumulative - cumulative.min()))
+            pi /= pi.sum()
+            want = sum(pi[k] * member_scores[k][e] for k in range(3))
+            np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"pass {number}, example {e}")
+            held_out = (e + 1) % period == 0
+            if number == 2 and not held_out:
+                continue
+            label = int(batch.labels[e]) - 1
+            for k in range(3):
+                s = member_scores[k][e]
+                if softmax:
+                    log_p = s - (s.max() + math.log(np.exp(s - s.max()).sum()))
+                else:
+                    sig = 1.0 / (1.0 + np.exp(-s))
+                    log_p = np.log(sig) - math.log(sig.sum())
+                cumulative[k] -= batch.importance[e] * log_p[label]
+    np.testing.assert_allclose(mix.model.scalars[mixture.LOSSES:mixture.LOSSES + 3], cumulative, rtol=1e-12)
+    for name, columns in MEMBER_COLUMNS.items():   # the members learned as alone
+        assert np.array_equal(members[name].model.state, mix.model.state[:, slice(*columns)]), name
+
+
 def _stream(seed, n, classes=0, loss="logistic"):
     """A seeded batch over 2^8 rows: 6 features each, scales 0.5..2, labels from a
     hidden linear model (+-1, real, or 1..classes)."""

@@ -35,9 +35,39 @@ own state, and the label range and counters are the model's, as alone. So each
 member, run alone by its flag, ends bit for bit where it ends inside the
 mixture (tests/test_mixture.py), and the mixture's only own state is the three
 cumulative losses L_k (the table's scalars ``loss_gd``, ``loss_coin``,
-``loss_scinol2``; a held-out example adds to none) and the labels' spread
-(``labels_seen``, ``labels_low``, ``labels_high``; every labeled example seen
-while learning, as VW's label range).
+``loss_scinol2``) and the labels' spread (``labels_seen``, ``labels_low``,
+``labels_high``; every labeled example seen while learning, as VW's label
+range).
+
+Which losses count: only those of examples no member has learned yet. The
+weights are meant to pick the member that predicts new examples best, and a
+member's loss on an example it has already learned from measures how well it
+remembers, not how well it generalises: in a second pass over the same data a
+member that fits its training examples more closely looks better than it is
+(on one machine ScInOL2 gains on --coin in pass 2 that way), and after a merge
+on a cluster (olcli/scaleout.py) the loss on the shard's examples, learned in
+the pass before, swung the weights from --coin to ScInOL2 on the text
+generator while merged --coin predicted the test part better
+(benchmarks/results/scale_out.md). So, while learning (labeled, importance
+> 0):
+- in the first pass of a run, every example adds its members' losses, the
+  ones learned from and the held-out ones (never learned: each is predicted
+  by the members' predictors before its loss is added, so the weights still
+  depend only on examples before it, as progressive validation);
+- in a later pass with holdout (the tally's H_ROWS, set by run.py and
+  scaleout.py for passes after the first when there is holdout), only the
+  held-out examples add theirs: every other example of the pass was learned
+  in a pass before. This is VW's own rule for what a later pass may report
+  (its holdout loss, VW's is_test_only in every pass);
+- a later pass without holdout (--holdout-off) cannot be told from a first
+  pass in the kernel (the tally carries no pass number), so it counts its
+  examples as a first pass does: the old rule, which rewards remembering;
+  a run that wants the weights picked on new examples keeps holdout on.
+A held-out example's loss enters the weights of the examples after it, also
+in later passes, where the same held-out example is scored again: its
+previous score then already moved the weights a little (3 numbers fitted on
+the held-out part), so the holdout loss of a pass after the first is very
+slightly optimistic for the mixture; a member's own columns never see it.
 
 Multiclass (--oaa K, --softmax K): each member predicts its K class scores and
 learns from them as alone (OAA: the binary loss of each class; softmax: the
@@ -75,7 +105,7 @@ from olcli.engine import coin, gd, scinol2
 from olcli.engine.driver import account_binary, clip_prediction, progress_row, start_example, widen_label_range
 from olcli.engine.losses import LOGISTIC, SQUARED, loss_derivative, loss_value
 from olcli.engine.multiclass import account_multiclass, class_gradients, log_probabilities
-from olcli.engine.records import C_ROUNDS, S_DIVERGED, Settings, Table
+from olcli.engine.records import C_ROUNDS, H_ROWS, S_DIVERGED, Settings, Table
 
 MEMBERS = ("gd", "coin", "scinol2")
 N_MEMBERS = 3
@@ -175,10 +205,29 @@ def mixture_weights(scalars, rate, out):
 
 
 @njit(inline="always")
-def _learn_member(k, update, member_table, member_settings, settings, index, value, lo, hi, offset, p, y, h,
-                  scalars):
-    """Member k learns from its own clipped prediction p, as alone; its loss is counted."""
-    scalars[LOSSES + k] += h * loss_value(settings.loss, p, y, settings.tau)
+def counts_loss(holdout, learn, held_out, learning, h, y):
+    """Whether the example's losses enter the members' cumulative losses L_k: only
+    an example no member has learned yet (module docstring, "Which losses count").
+    In the first pass (holdout[H_ROWS] unset) every example learned from and every
+    held-out one; in a later pass with holdout (H_ROWS set) only the held-out ones,
+    as the ones learned from were learned in the passes before."""
+    if not learn or np.isnan(y) or not h > 0.0:
+        return False
+    if held_out:
+        return True
+    return learning and holdout[H_ROWS] == 0.0
+
+
+@njit(inline="always")
+def _count_losses(scalars, settings, member, y, h):
+    """Each member's loss of its own clipped prediction, added to its L_k."""
+    for k in range(N_MEMBERS):
+        scalars[LOSSES + k] += h * loss_value(settings.loss, member[k], y, settings.tau)
+
+
+@njit(inline="always")
+def _learn_member(update, member_table, member_settings, settings, index, value, lo, hi, offset, p, y, h):
+    """Member k learns from its own clipped prediction p, as alone."""
     derivative = loss_derivative(settings.loss, p, y, settings.tau)
     if member_settings.clip:
         derivative = min(max(derivative, -1.0), 1.0)
@@ -221,25 +270,35 @@ def _run_binary(table, settings, batch, tally, predictions):
             p += pi[k] * member[k]
         p = clip_prediction(p, counters, settings)
         predictions[e] = p
-        if account_binary(tally, counters, settings, held_out, batch.feature_count[e], y, h, p) and learning:
-            _learn_member(0, gd.update, t_gd, s_gd, settings, index, value, lo, hi, 0, member[0], y, h, scalars)
-            _learn_member(1, coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[1], y, h,
-                          scalars)
-            _learn_member(2, scinol2.update, t_sc, s_sc, settings, index, value, lo, hi, 0, member[2], y, h,
-                          scalars)
+        labeled = account_binary(tally, counters, settings, held_out, batch.feature_count[e], y, h, p)
+        if counts_loss(holdout, learn, held_out, learning, h, y):
+            _count_losses(scalars, settings, member, y, h)
+        if labeled and learning:
+            _learn_member(gd.update, t_gd, s_gd, settings, index, value, lo, hi, 0, member[0], y, h)
+            _learn_member(coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[1], y, h)
+            _learn_member(scinol2.update, t_sc, s_sc, settings, index, value, lo, hi, 0, member[2], y, h)
             counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, p, batch.feature_count[e])
     return n_rows
 
 
 @njit(inline="always")
-def _learn_member_classes(k, update, member_table, member_settings, settings, index, value, lo, hi, block_rows,
-                          scores, label, h, log_probs, g, scalars):
+def _count_class_losses(scalars, settings, member, label, h, log_probs):
+    """Each member's multiclass log loss of its own scores, added to its L_k."""
+    for k in range(N_MEMBERS):
+        log_probabilities(member[k], settings.softmax, log_probs)
+        scalars[LOSSES + k] -= h * log_probs[label]
+
+
+@njit(inline="always")
+def _learn_member_classes(k, count, update, member_table, member_settings, settings, index, value, lo, hi,
+                          block_rows, scores, label, h, log_probs, g, scalars):
     """Member k's K classes learn from its own scores, as in multiclass.run_multiclass;
-    its multiclass log loss is counted."""
+    with ``count``, its multiclass log loss is added to its L_k."""
     n_classes = settings.classes
     log_probabilities(scores, settings.softmax, log_probs)
-    scalars[LOSSES + k] -= h * log_probs[label]
+    if count:
+        scalars[LOSSES + k] -= h * log_probs[label]
     class_gradients(scores, label, log_probs, settings.softmax, settings.loss, settings.tau,
                     member_settings.clip, g)
     for c in range(n_classes):
@@ -285,14 +344,17 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
             return n_rows
         label = account_multiclass(tally, counters, settings, held_out, batch.feature_count[e], y, h, scores[e], best,
                                    log_probs)
+        count = counts_loss(holdout, learn, held_out, learning, h, y)
         if learning and not np.isnan(y):
-            _learn_member_classes(0, gd.update, t_gd, s_gd, settings, index, value, lo, hi, block_rows,
+            _learn_member_classes(0, count, gd.update, t_gd, s_gd, settings, index, value, lo, hi, block_rows,
                                   member[0], label, h, log_probs, g, scalars)
-            _learn_member_classes(1, coin.update, t_coin, s_coin, settings, index, value, lo, hi, block_rows,
-                                  member[1], label, h, log_probs, g, scalars)
-            _learn_member_classes(2, scinol2.update, t_sc, s_sc, settings, index, value, lo, hi, block_rows,
-                                  member[2], label, h, log_probs, g, scalars)
+            _learn_member_classes(1, count, coin.update, t_coin, s_coin, settings, index, value, lo, hi,
+                                  block_rows, member[1], label, h, log_probs, g, scalars)
+            _learn_member_classes(2, count, scinol2.update, t_sc, s_sc, settings, index, value, lo, hi,
+                                  block_rows, member[2], label, h, log_probs, g, scalars)
             counters[C_ROUNDS] += 1.0
+        elif count:   # a held-out example
+            _count_class_losses(scalars, settings, member, label, h, log_probs)
         n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, batch.feature_count[e])
     return n_rows
 
