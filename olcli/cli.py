@@ -131,6 +131,7 @@ _audit = typer.Option(False, "--audit", rich_help_panel="Readable output",
 _format = typer.Option(Format.auto, "--format", help="Input format; auto decides from the first non-empty line.")
 _testonly = typer.Option(False, "--testonly", hidden=True, help="VW's -t: test mode.")
 _vw_progress = typer.Option(None, "--vw-progress", hidden=True, help="VW's -P/--progress interval.")
+_vw_header = typer.Option(False, "--vw-header", hidden=True, help="olcli vw: VW's header lines before the table.")
 
 
 _hyper = "Hyper-parameters"
@@ -228,6 +229,9 @@ def train(
     initial_weight: Optional[float] = typer.Option(
         None, "--initial-weight", show_default=False,
         help="Every weight starts at W (VW's --initial_weight; --gd, --adagrad and --sgd; default 0)."),
+    initial_constant: Optional[float] = typer.Option(
+        None, "-C", "--constant", show_default=False,
+        help="The constant's weight starts at C (VW's --constant; --gd, --adagrad and --sgd; default 0)."),
     predict_only_model: bool = typer.Option(False, "--predict-only-model", show_default=False,
                                             help="-f writes the weights only, without the optimizer state: the "
                                                  "model predicts (test, serve) but cannot be trained further."),
@@ -237,6 +241,10 @@ def train(
                                        help="With --passes > 1: every K-th example is held out."),
     holdout_off: bool = typer.Option(False, "--holdout-off", rich_help_panel=_passes,
                                      help="With --passes > 1: learn from every example; report progressive loss."),
+    holdout_after: Optional[int] = typer.Option(
+        None, "--holdout-after", rich_help_panel=_passes, show_default=False,
+        help="Hold out every example after the first N of each pass, instead of every --holdout-period-th; "
+             "on even with one pass (VW's --holdout_after)."),
     early_terminate: int = typer.Option(3, "--early-terminate", rich_help_panel=_passes,
                                         help="Stop after K passes without a better holdout loss."),
     cache: Optional[str] = typer.Option(None, "--cache", rich_help_panel=_passes, show_default=False,
@@ -279,6 +287,7 @@ def train(
     testonly: bool = _testonly,
     vw_cache: bool = typer.Option(False, "--vw-cache", hidden=True, help="VW's -c: the example cache beside the data."),
     vw_progress: Optional[str] = _vw_progress,
+    vw_header: bool = _vw_header,
     sparse_weights: bool = typer.Option(False, "--sparse-weights", hidden=True, help="VW's --sparse_weights."),
     **flags,
 ):
@@ -286,12 +295,15 @@ def train(
     from olcli import commands
 
     _vw_notes(vw_progress, sparse_weights, quiet)
-    if testonly:
+    if testonly and initial_model:
         return _test_only(ctx, data, initial_model, final_model, passes, dict(
             sources=data or ["-"], initial_model=initial_model, predictions=predictions,
             loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
             input_format=input_format.value, report=report, quiet=quiet, progress=progress, strict=strict,
-            probabilities=probabilities, audit=audit, threads=threads))
+            probabilities=probabilities, audit=audit, threads=threads, progress_every=vw_progress,
+            vw_header=vw_header))
+    if testonly and passes > 1:
+        raise UsageError("-t (test mode) with --passes: olcli tests in one pass over the data")
     if vw_cache and cache is None and data:
         from olcli.pipeline import default_cache_path
 
@@ -308,9 +320,11 @@ def train(
         features={**_feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear),
                   **_generated_options(ngram, skips, hash_seed, permutations, leave_duplicate_interactions)},
         predict_only_model=predict_only_model, initial_weight=initial_weight, indexing=indexing,
-        report=report, quiet=quiet, progress=progress, strict=strict,
+        initial_constant=initial_constant, report=report, quiet=quiet, progress=progress, strict=strict,
         passes=dict(passes=passes, holdout_period=0 if holdout_off else holdout_period,
+                    holdout_after=holdout_after or 0, progress_every=vw_progress,
                     early_terminate=early_terminate, cache_path=cache, kill_cache=kill_cache, threads=threads),
+        learn=not testonly, vw_header=vw_header,
         multiclass=_multiclass_option(oaa, softmax), probabilities=probabilities,
         text_outputs=dict(audit=audit, invert_hash=invert_hash, readable_model=readable_model),
     )
@@ -320,8 +334,8 @@ def train(
 # options about learning, which have nothing to do when nothing is learned (VW
 # accepts them too). The others would change the model's features or outputs and
 # are refused: the model's own settings apply.
-_TEST_MODE_IDLE = {"ctx", "testonly", "vw_cache", "vw_progress", "sparse_weights", "final_model", "passes",
-                   "predict_only_model", "initial_weight", "holdout_after",
+_TEST_MODE_IDLE = {"ctx", "testonly", "vw_cache", "vw_progress", "vw_header", "sparse_weights", "final_model",
+                   "passes", "predict_only_model", "initial_weight", "initial_constant", "holdout_after",
                    "holdout_period", "holdout_off", "early_terminate", "cache", "kill_cache",
                    *(name.replace("-", "_") for name in ALGORITHMS), *OPTIONS}
 _TEST_MODE_KEPT = {"data", "initial_model", "predictions", "loss", "quantile_tau", "probabilities", "audit",
@@ -342,9 +356,6 @@ def _test_only(ctx, data, initial_model, final_model, passes, arguments) -> None
                          "(or train without -t)")
     if passes > 1:
         raise UsageError("-t (test mode) with --passes: olcli tests in one pass over the data")
-    if not initial_model:
-        raise UsageError("-t without -i: not supported; olcli tests a saved model, -i MODEL (VW's -t alone "
-                         "predicts with an empty model)")
     commands.test(**arguments)
     if final_model:
         from olcli.atomic import atomic_write
@@ -361,18 +372,17 @@ def _spelling(ctx, name: str) -> str:
 
 
 def _vw_notes(vw_progress, sparse_weights, quiet) -> None:
-    """VW options olcli takes without doing what VW does: said, never silent."""
-    if quiet:
-        return
+    """VW options olcli takes without doing what VW does, or with a value VW changes:
+    said, never silent."""
     if vw_progress is not None:
-        try:
-            spacing = float(vw_progress)
-        except ValueError:
-            raise UsageError(f"-P/--progress {vw_progress!r}: expected a number (VW's progress interval)") from None
-        if "." not in vw_progress or spacing != 2.0:
-            sys.stderr.write(f"note: -P {vw_progress}: olcli prints a progress row at each doubling of the "
-                             "example weight (VW's -P 2.0); other spacings are not supported\n")
-    if sparse_weights:
+        factor, step = vw_spellings.progress_spacing(vw_progress)  # a bad value is refused, --quiet or not
+        if quiet:
+            pass
+        elif "." in vw_progress and factor != float(vw_progress):  # VW's warnings when it changes the value
+            sys.stderr.write(f"warning: multiplicative -P/--progress {vw_progress} is <= 1.0: adding 1.0\n")
+        elif "." not in vw_progress and step != float(vw_progress):
+            sys.stderr.write(f"warning: additive -P/--progress {vw_progress} can't be < 1: forcing to 1\n")
+    if sparse_weights and not quiet:
         sys.stderr.write("note: --sparse_weights: accepted; olcli's weight table is dense by design "
                          "(2^-b rows allocated at the start), so nothing changes\n")
 
@@ -441,7 +451,7 @@ def test(
         loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
         input_format=input_format.value, report=report, quiet=quiet, progress=progress, strict=strict,
         probabilities=probabilities,
-        audit=audit, threads=threads,
+        audit=audit, threads=threads, progress_every=vw_progress,
     )
 
 

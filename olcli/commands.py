@@ -130,7 +130,8 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
             "max_prediction": model.max_prediction, "ngram": model.ngram, "skips": model.skips,
             "hash_seed": model.hash_seed, "permutations": model.permutations,
             "leave_duplicate_interactions": model.leave_duplicate_interactions,
-            "initial_weight": model.initial_weight, "indexing": model.indexing, **model.params}
+            "initial_weight": model.initial_weight, "initial_constant": model.initial_constant,
+            "indexing": model.indexing, **model.params}
     for name, value in given.items():
         if value is not None and value != held[name]:
             raise UsageError(f"{path} was trained with {name} = {held[name]!r}, not {value!r}; "
@@ -142,7 +143,9 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
           loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
           passes=None, progress=False, multiclass=("", 0), probabilities=False, text_outputs=None,
           scale_out=None, prediction_range=(None, None), predict_only_model=False, initial_weight=None,
-          indexing=None) -> None:
+          indexing=None, initial_constant=None, learn=True, vw_header=False) -> None:
+    """A training run (``learn=False``: VW's -t without -i, predicting with the new model
+    the options describe, weights at their start, and learning nothing)."""
     text_outputs = text_outputs or {}
     features = {name: value for name, value in (features or {}).items()}
     mode, classes = multiclass
@@ -154,6 +157,11 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
             raise UsageError("--holdout-period must be 2 or more (or use --holdout-off)")
         if passes.get("early_terminate", 3) < 1:
             raise UsageError("--early-terminate must be at least 1")
+        if passes.get("holdout_after", 0) < 0:
+            raise UsageError("--holdout-after must be 1 or more (the examples learned from in each pass)")
+        if passes.get("holdout_after") and scale_out:
+            raise UsageError("--holdout-after with --workers/--scheduler: not supported (the shards of a pass are "
+                             "learned at once, there is no 'after the first N'); use --holdout-period")
         inputs = _data_inputs(sources) + _model_input(initial_model)
         outputs = []
         cache_path = passes.get("cache_path")
@@ -178,7 +186,8 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                                           {"bits": bits, "loss": loss, "quantile_tau": quantile_tau, "link": link,
                                            "constant": constant, "min_prediction": prediction_range[0],
                                            "max_prediction": prediction_range[1], "initial_weight": initial_weight,
-                                           "indexing": indexing, **features}, input_format)
+                                           "initial_constant": initial_constant, "indexing": indexing, **features},
+                                          input_format)
                 model = learner.model
                 if mode and (mode, classes) != (model.multiclass, model.classes):
                     raise UsageError(
@@ -187,7 +196,8 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                         f"drop --{mode} to continue it")
             else:
                 algorithm = algorithm or registry.DEFAULT_ALGORITHM
-                copies = 2 if passes.get("passes", 1) > 1 and passes.get("holdout_period", 10) else 1
+                copies = 2 if (passes.get("passes", 1) > 1 or passes.get("holdout_after")) and \
+                    passes.get("holdout_period", 10) else 1
                 model = new_model(algorithm, loss, bits, features.get("interactions") or (), link=link,
                                   constant=True if constant is None else constant,
                                   ignore=features.get("ignore") or "", keep=features.get("keep") or "",
@@ -201,11 +211,11 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                                   permutations=bool(features.get("permutations")),
                                   leave_duplicate_interactions=bool(features.get("leave_duplicate_interactions")),
                                   initial_weight=initial_weight, indexing=indexing,
-                                  **hyper_parameters(algorithm, options))
+                                  initial_constant=initial_constant, **hyper_parameters(algorithm, options))
                 learner = Learner.from_model(model, input_format)
             session.learner = learner
         names = FeatureNames(learner.model.block_rows) if text_outputs.get("invert_hash") else None
-        run_options = RunOptions(sources=sources, learn=True, input_format=input_format,
+        run_options = RunOptions(sources=sources, learn=learn, input_format=input_format,
                                  strict=strict, quiet=quiet, progress=progress,
                                  audit=bool(text_outputs.get("audit")), names=names, **passes)
         extra = []
@@ -217,11 +227,27 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
             from olcli import scaleout
 
             return scaleout.execute(session, run_options, scale_out, prediction_output, extra)
+        if vw_header and not quiet:
+            _write_vw_header(learner.model, run_options, final_model, predictions, probabilities, link)
         session.execute(run_options, prediction_output, link or learner.model.link, probabilities, extra)
 
 
+def _write_vw_header(model, options: RunOptions, final_model, predictions, probabilities, link) -> None:
+    """olcli vw: VW's lines before the table (olcli/vw.py's header)."""
+    from olcli import vw
+
+    cache = options.cache_path
+    if cache is None and options.passes > 1:
+        cache = default_cache_path(options.sources)
+    sys.stderr.write(vw.header(model, sources=options.sources, final_model=final_model, predictions=predictions,
+                               cache_path=cache, cache_exists=bool(cache) and os.path.exists(cache),
+                               kill_cache=options.kill_cache, passes=options.passes, testing=not options.learn,
+                               probabilities=probabilities, link=link))
+
+
 def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input_format, report, quiet,
-         strict, probabilities=False, audit=False, progress=False, threads=None) -> None:
+         strict, probabilities=False, audit=False, progress=False, threads=None, progress_every=None,
+         vw_header=False) -> None:
     with signals.deferred():
         inputs = _data_inputs(sources) + _model_input(initial_model)
         outputs = []
@@ -240,9 +266,12 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
                 learner.model.loss_tau = check_tau(quantile_tau)
             session.learner = learner
         run_options = RunOptions(sources=sources, learn=False, input_format=input_format,
-                                 strict=strict, quiet=quiet, progress=progress, audit=audit)
+                                 strict=strict, quiet=quiet, progress=progress, audit=audit,
+                                 progress_every=progress_every)
         if threads is not None:
             run_options.threads = threads
+        if vw_header and not quiet:
+            _write_vw_header(learner.model, run_options, None, predictions, probabilities, link)
         session.execute(run_options, prediction_output, link or learner.model.link, probabilities, [])
 
 

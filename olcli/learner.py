@@ -152,7 +152,7 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
               ignore="", keep="", ignore_linear="", oaa=None, softmax=None, quantile_tau=None,
               min_prediction=None, max_prediction=None, copies: int = 1, ngram=(), skips=(), hash_seed=0,
               permutations=False, leave_duplicate_interactions=False, initial_weight=0.0, indexing=None,
-              **hyper) -> model_file.Model:
+              initial_constant=0.0, **hyper) -> model_file.Model:
     """A fresh model, every option checked (the messages name the CLI spelling too)."""
     from olcli.parsing import check_grams
 
@@ -199,9 +199,23 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
     if initial_weight != 0.0 and spec.name not in model_file.INITIAL_WEIGHT_ALGORITHMS:
         raise UsageError(f"--initial-weight: --{spec.name} does not keep its weights as state (they follow from "
                          f"its sums); it works with --{', --'.join(model_file.INITIAL_WEIGHT_ALGORITHMS)}")
+    initial_constant = 0.0 if initial_constant is None else initial_constant
+    if not isinstance(initial_constant, (int, float, np.number)) or not math.isfinite(initial_constant):
+        raise UsageError(f"initial_constant (--constant) must be a finite number (got {initial_constant})")
+    if initial_constant != 0.0 and spec.name not in model_file.INITIAL_WEIGHT_ALGORITHMS:
+        raise UsageError(f"--constant with --{spec.name}: not supported; --{spec.name} keeps no weights to start "
+                         f"from (they follow from its sums; VW's --constant sets the weight of its gd learners "
+                         f"only); olcli takes it with --{', --'.join(model_file.INITIAL_WEIGHT_ALGORITHMS)}")
+    if initial_constant != 0.0 and not constant:
+        raise UsageError("--constant with --noconstant: there is no constant feature to start at "
+                         f"{initial_constant:g}")
     state = np.zeros((max(1, classes) * model_file.table_rows(bits), len(spec.slots)))
     if initial_weight != 0.0:
         state[:, 0] = float(initial_weight)  # VW: every weight, the constant's included
+    if initial_constant != 0.0:
+        # VW's --constant: the constant's weight (after --initial_weight); with --oaa that of
+        # the first class only, as VW sets the one weight at the constant's index
+        state[model_file.table_rows(bits) - 1, 0] = float(initial_constant)
     return model_file.Model(
         counters=counters, scalars=np.array(spec.initial_scalars(params), dtype=np.float64),
         min_prediction=None if min_prediction is None else float(min_prediction),
@@ -209,6 +223,7 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
         algorithm=spec.name, params=params, bits=int(bits), loss=loss, loss_tau=check_tau(quantile_tau),
         link=link, input_format=None, constant=bool(constant),
         state=state, slots=spec.slots, initial_weight=float(initial_weight),
+        initial_constant=float(initial_constant),
         indexing=INDEXING_UNDECIDED if indexing is None else int(indexing),
         interactions=_interaction_specs(interactions), ignore=_letters("ignore (--ignore)", ignore),
         keep=_letters("keep (--keep)", keep), ignore_linear=_letters("ignore_linear (--ignore-linear)", ignore_linear),
@@ -232,13 +247,14 @@ class Learner:
                  constant=True, ignore="", keep="", ignore_linear="", oaa=None, softmax=None,
                  quantile_tau=0.5, min_prediction=None, max_prediction=None, input_format="auto", ngram=(),
                  skips=(), hash_seed=0, permutations=False, leave_duplicate_interactions=False, initial_weight=0.0,
-                 indexing=None, **hyper):
+                 indexing=None, initial_constant=0.0, **hyper):
         model = new_model(algorithm, loss, bits, interactions, link=link, constant=constant, ignore=ignore,
                           keep=keep, ignore_linear=ignore_linear, oaa=oaa, softmax=softmax,
                           quantile_tau=quantile_tau, min_prediction=min_prediction,
                           max_prediction=max_prediction, ngram=ngram, skips=skips, hash_seed=hash_seed,
                           permutations=permutations, leave_duplicate_interactions=leave_duplicate_interactions,
-                          initial_weight=initial_weight, indexing=indexing, **hyper)
+                          initial_weight=initial_weight, indexing=indexing, initial_constant=initial_constant,
+                          **hyper)
         self._attach(model, input_format)
 
     @classmethod
@@ -726,7 +742,7 @@ def logistic(x: np.ndarray) -> np.ndarray:
 def _check_compatible(a: model_file.Model, b: model_file.Model) -> None:
     for what in ("algorithm", "params", "bits", "loss", "loss_tau", "constant", "interactions", "ignore",
                  "keep", "ignore_linear", "classes", "multiclass", "ngram", "skips", "hash_seed", "permutations",
-                 "leave_duplicate_interactions", "predict_only", "initial_weight", "indexing"):
+                 "leave_duplicate_interactions", "predict_only", "initial_weight", "initial_constant", "indexing"):
         if getattr(a, what) != getattr(b, what):
             raise UsageError(f"cannot merge learners with different {what}: "
                              f"{getattr(a, what)!r} and {getattr(b, what)!r}")

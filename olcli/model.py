@@ -63,6 +63,7 @@ class Model:
     leave_duplicate_interactions: bool = False  # --leave-duplicate-interactions
     predict_only: str = ""     # --predict-only-model: the algorithm the weights came from (state: weights, --sgd)
     initial_weight: float = 0.0   # --initial-weight: every weight's start (VW's --initial_weight)
+    initial_constant: float = 0.0  # --constant: the (first class's) constant weight's start (VW's --constant)
     indexing: int = 2          # multiclass labels: 0 (0..K-1), 1 (1..K), 2 (1..K until a 0 or K is learned), VW's
     file_header: dict | None = None   # the header as read from a file, for inspect
 
@@ -102,6 +103,7 @@ class Model:
             },
             "predict_only": {"trained_with": self.predict_only} if self.predict_only else None,
             "initial_weight": self.initial_weight,
+            "initial_constant": self.initial_constant,
             "multiclass": {"mode": self.multiclass, "classes": self.classes, "indexing": self.indexing},
             "counters": dict(zip(COUNTER_NAMES, self.counters.tolist())),
             "scalars": dict(zip((name for name, _ in getattr(ALGORITHMS.get(self.algorithm), "scalars", ())),
@@ -293,6 +295,11 @@ def _initial_weight(value, header):
         return f"{value} with --{header['algorithm']} (only {', '.join(INITIAL_WEIGHT_ALGORITHMS)} start from one)"
 
 
+def _initial_constant(value, header):
+    if value != 0.0 and header["algorithm"] not in INITIAL_WEIGHT_ALGORITHMS:
+        return f"{value} with --{header['algorithm']} (only {', '.join(INITIAL_WEIGHT_ALGORITHMS)} start from one)"
+
+
 def _classes(value, header):
     mode = header["multiclass"]["mode"]
     if mode == "" and value != 0:
@@ -400,6 +407,7 @@ HEADER_FIELDS = (
     Field("input.leave_duplicate_interactions", "bool", required=False, default=False),
     Field("predict_only", "dict|null", _predict_only, required=False),
     Field("initial_weight", "number", _initial_weight, required=False, default=0.0),
+    Field("initial_constant", "number", _initial_constant, required=False, default=0.0),
     Field("multiclass", "dict", required=False, default={"mode": "", "classes": 0, "indexing": 2}),
     Field("multiclass.mode", "str", _one_of("", "oaa", "softmax")),
     Field("multiclass.classes", "int", _classes),
@@ -485,8 +493,16 @@ def _check_state(state: np.ndarray, header: dict, path: str) -> None:
         if rule == "round" and ((values < 0) | (values > rounds) | (values != np.floor(values))).any():
             raise ModelError(f"{path} is corrupted (state slot {slot} must be a round number 0..{rounds:g})")
     start = float(header.get("initial_weight", 0.0))
-    # --initial-weight: a table that never learned holds it in slot w
-    learned = (state[:, 0] != start).any() or state[:, 1:].any() if start != 0.0 else state.any()
+    constant_start = float(header.get("initial_constant", 0.0))
+    # --initial-weight: a table that never learned holds it in slot w; --constant: the
+    # constant's row of the first block holds that
+    if constant_start != 0.0:
+        weights = state[:, 0].copy()
+        row = _block_rows(header) - 1
+        weights[row] = start if weights[row] == constant_start else np.nan
+        learned = bool((weights != start).any() or state[:, 1:].any())
+    else:
+        learned = (state[:, 0] != start).any() or state[:, 1:].any() if start != 0.0 else state.any()
     if rounds < 1 and learned:
         raise ModelError(f"{path} is corrupted (the state is not empty, but counters.rounds is {rounds:g})")
 
@@ -545,6 +561,7 @@ def decode(raw: bytes, path: str) -> Model:
         permutations=inputs["permutations"], leave_duplicate_interactions=inputs["leave_duplicate_interactions"],
         predict_only=(header.get("predict_only") or {}).get("trained_with", ""),
         initial_weight=float(header["initial_weight"]), indexing=multiclass["indexing"],
+        initial_constant=float(header["initial_constant"]),
         file_header=header,
     )
 

@@ -106,6 +106,7 @@ class ProgressTable:
 
     HEADER = ("average  since         example        example        current        current  current\n"
               "loss     last          counter         weight          label        predict features\n")
+    classes = 0   # multiclass (K > 0): labels and predictions are class numbers, printed as integers (VW's oaa)
 
     def __init__(self, stream):
         self.stream = stream
@@ -118,13 +119,15 @@ class ProgressTable:
             self.stream.write(self.HEADER)
             self.started = True
         for r in records:
-            label = "unknown" if r["current_label"] is None else f"{r['current_label']:.4f}"
+            number = "{:.0f}" if self.classes else "{:.4f}"
+            label = "unknown" if r["current_label"] is None else number.format(r["current_label"])
             prediction = r["current_prediction"]
             mark = " h" if r.get("holdout") else ""
+            unknown = "unknown" if r.get("holdout") else "n/a"  # VW: a holdout row with no holdout loss yet
             self.stream.write(
-                f"{_fixed(r['average_loss']):<8} {_fixed(r['since_last']):<8} "
+                f"{_fixed(r['average_loss'], unknown=unknown):<8} {_fixed(r['since_last'], unknown=unknown):<8} "
                 f"{r['example_counter']:>12} {r['example_weight']:>14.1f} {label:>14} "
-                f"{'nan' if prediction is None else format(prediction, '.4f'):>14} "
+                f"{'nan' if prediction is None else number.format(prediction):>14} "
                 f"{r['current_features']:>8}{mark}\n")
         self.stream.flush()
 
@@ -180,8 +183,8 @@ class ProgressBar:
         self.progress.stop()
 
 
-def _fixed(x, digits=6):
-    return "n/a" if x is None else f"{x:.{digits}f}"
+def _fixed(x, digits=6, unknown="n/a"):
+    return unknown if x is None else f"{x:.{digits}f}"
 
 
 def render_summary(report: dict) -> str:
@@ -200,7 +203,8 @@ def render_summary(report: dict) -> str:
         "finished run" if report["complete"] else "run stopped early (the reason follows)",
         *counted,
         f"weighted example sum = {report['weighted_example_sum']:.6f}",
-        f"weighted label sum = {report['weighted_label_sum']:.6f}",
+        # VW sums no class labels (its multiclass labels are not scalars): 0 with --oaa/--softmax
+        f"weighted label sum = {0.0 if report.get('classes') else report['weighted_label_sum']:.6f}",
         "average loss = " + ("n.a." if report["average_loss"] is None else f"{report['average_loss']:.6f}")
         + (" h" if holdout else ""),
     ]

@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from olcli import __version__
-from olcli.engine.records import C_ROUNDS, H_LOSS, H_ROWS, H_SEEN, H_WEIGHT, new_holdout
+from olcli.engine.records import (C_ROUNDS, H_LOSS, H_ROWS, H_SEEN, H_SINCE_LOSS, H_SINCE_WEIGHT, H_WEIGHT,
+                                  MAX_PROGRESS_ROWS, S_DUMP_FACTOR, S_DUMP_STEP, S_NEXT_DUMP, new_holdout)
 from olcli.errors import DataError, Diverged
 from olcli.inputs import CHUNK_BYTES
 from olcli.parsing import batch_of
 from olcli.pipeline import PARSE_AHEAD, Examples
 from olcli.report import summarize
 from olcli.signals import StopSignals, critical
+from olcli.vw import progress_spacing
 
 LEARN_BUDGET = 1 << 22   # feature updates (features x classes) per learning kernel call
 from olcli.sinks import BadLines, Progress, write_audit
@@ -44,6 +46,8 @@ class RunOptions:
     chunk_bytes: int = CHUNK_BYTES
     passes: int = 1
     holdout_period: int = 10       # used when passes > 1; 0 = --holdout-off
+    holdout_after: int = 0         # --holdout-after N: every example after the pass's first N is held out,
+                                   # instead of every holdout_period-th, even in one pass (VW's); 0 = not given
     early_terminate: int = 3       # stop after this many passes without a better holdout loss
     cache_path: str | None = None  # --cache; default <first data file>.olcache when passes > 1
     kill_cache: bool = False       # -k: rebuild the cache
@@ -55,8 +59,14 @@ class RunOptions:
     def caching(self) -> bool:
         return self.passes > 1 or self.cache_path is not None
 
+    progress_every: str | None = None  # VW's -P/--progress: "N" a row every N examples, "X.Y" at weight x X.Y
+
     @property
     def holdout(self) -> int:
+        """The kernels' H_PERIOD: the period (passes > 1), -N for --holdout-after N
+        (VW: any number of passes), 0 for no holdout (--holdout-off: period 0)."""
+        if self.holdout_after > 0 and self.holdout_period != 0:
+            return -self.holdout_after
         return self.holdout_period if self.passes > 1 else 0
 
 
@@ -75,6 +85,7 @@ class _BestPass:
     number: int | None = None
     since: int = 0
     snapshot: tuple | None = None
+    start: tuple = (0.0, 0.0)   # the holdout sums (loss, weight) when the pass began
 
 
 def run(learner, options: RunOptions, predictions=None, stderr=None, result: RunResult | None = None) -> RunResult:
@@ -87,15 +98,24 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
     stderr = stderr if stderr is not None else sys.stderr
     result = result if result is not None else RunResult(report={})
     progress = Progress(stderr, options.quiet, options.progress)
+    if progress.table is not None:
+        progress.table.classes = learner.model.classes  # class numbers as integers, as VW's oaa
     bad_lines = BadLines(progress)
     examples = Examples(learner, options, bad_lines, warn=lambda message: progress.stderr.write(message + "\n"))
     best = _BestPass()
     pass_number, pass1_examples = 0, 0
+    if options.progress_every is not None:
+        set_progress_spacing(learner.tally.stats, options.progress_every)
     started = time.perf_counter()
     try:
         with StopSignals() as signals:
             for pass_number in range(1, options.passes + 1):
-                learner.tally.holdout[:] = new_holdout(options.holdout, pass_number > 1 and options.holdout > 0)
+                # The holdout sums run on over the passes (the rows show them, as VW's); each
+                # pass's own loss is the difference (_end_pass).
+                sums = learner.tally.holdout[[H_LOSS, H_WEIGHT, H_SINCE_LOSS, H_SINCE_WEIGHT]].copy()
+                learner.tally.holdout[:] = new_holdout(options.holdout, pass_number > 1 and options.holdout != 0)
+                learner.tally.holdout[[H_LOSS, H_WEIGHT, H_SINCE_LOSS, H_SINCE_WEIGHT]] = sums
+                best.start = (sums[0], sums[1])
                 text = examples.reads_text(pass_number)
                 progress.start_pass(pass_number, examples.input_size if text else
                                     (pass1_examples if pass_number > 1 else None))
@@ -125,9 +145,17 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
     return result
 
 
-def spans(row_ptr: np.ndarray, n: int, classes: int, budget: int = LEARN_BUDGET) -> list:
+def set_progress_spacing(stats, value: str) -> None:
+    """A tally's progress spacing (records.S_DUMP_*); the first row is due at weight 1
+    (a factor) or N (a step), as VW's dump_interval."""
+    factor, step = progress_spacing(value)
+    stats[S_DUMP_FACTOR], stats[S_DUMP_STEP] = factor, step
+    stats[S_NEXT_DUMP] = step if step > 0 else 1.0
+
+
+def spans(row_ptr: np.ndarray, n: int, classes: int, budget: int = LEARN_BUDGET, most: int | None = None) -> list:
     """(first, last) ranges of examples, each at most ``budget`` feature updates
-    (features x classes), but at least one example."""
+    (features x classes), but at least one example; and at most ``most`` examples."""
     if n == 0:
         return [(0, 0)]
     per_call = max(1, budget // max(1, classes))
@@ -136,6 +164,8 @@ def spans(row_ptr: np.ndarray, n: int, classes: int, budget: int = LEARN_BUDGET)
     while first < n:
         last = int(np.searchsorted(row_ptr[:n + 1], row_ptr[first] + per_call, side="right")) - 1
         last = min(n, max(last, first + 1))
+        if most is not None:
+            last = min(last, first + most)
         out.append((first, last))
         first = last
     return out
@@ -146,7 +176,9 @@ def _learn_piece(learner, piece, options, predictions, progress, pass_number, si
     example at a time with --audit); a stop request is checked after each call."""
     parsed = piece.parsed
     ranges = ([(e, e + 1) for e in range(parsed.n_examples)] if piece.named is not None
-              else spans(parsed.row_ptr, parsed.n_examples, learner.model.classes))
+              else spans(parsed.row_ptr, parsed.n_examples, learner.model.classes,
+                         # -P: rows may come at every example; a kernel call holds MAX_PROGRESS_ROWS
+                         most=MAX_PROGRESS_ROWS if options.progress_every is not None else None))
     for first, last in ranges:
         if signals is not None and first > 0:
             signals.check()
@@ -184,7 +216,8 @@ def _end_pass(learner, options, best: _BestPass, pass_number: int) -> bool:
     if not options.holdout:
         return False
     holdout = learner.tally.holdout
-    loss = holdout[H_LOSS] / holdout[H_WEIGHT] if holdout[H_WEIGHT] > 0 else float("inf")
+    loss_sum, weight = holdout[H_LOSS] - best.start[0], holdout[H_WEIGHT] - best.start[1]
+    loss = loss_sum / weight if weight > 0 else float("inf")
     best.losses.append(loss)
     if loss < best.loss:
         best.loss, best.number, best.since = loss, pass_number, 0
@@ -222,7 +255,8 @@ def report_of(learner, options, elapsed, *, bad_lines, bad_line_samples, progres
         "bad_line_samples": bad_line_samples,
         "progress": progress,
         "passes": passes,
-        "holdout_period": options.holdout,
+        "holdout_period": max(options.holdout, 0),
+        "holdout_after": -options.holdout if options.holdout < 0 else None,
         "holdout_losses": [x if x != float("inf") else None for x in best.losses],
         "best_pass": best.number,
         "cache": cache,

@@ -95,8 +95,8 @@ VW_OPTIONS = [
     VWOption(("--invert_hash",), True, "--invert-hash"),
     VWOption(("--audit", "-a"), False, "--audit"),
     VWOption(("--quiet",), False, "--quiet"),
-    VWOption(("--progress", "-P"), True, "--vw-progress", "accepted; olcli's table has a row at each doubling "
-             "(VW's -P 2.0), with a note when another spacing is asked"),
+    VWOption(("--progress", "-P"), True, "--vw-progress", "a progress row every N examples (-P N), or each time "
+             "the example weight grows by a factor (-P X.Y; VW's default 2.0)"),
     VWOption(("--strict_parse",), False, "--strict"),
     VWOption(("--save_resume",), False, "", "accepted: olcli's models always keep the optimizer state"),
     VWOption(("--predict_only_model",), False, "--predict-only-model"),
@@ -309,7 +309,7 @@ def _vw_words(option: VWOption, name: str, attached, args: list, i: int, known: 
 
 # Targets olcli may not have yet (built by other work on the same issue).
 _NOT_YET = {"--ngram", "--skips", "--hash-seed", "--permutations", "--leave-duplicate-interactions",
-            "--initial-weight", "--holdout-after", "--predict-only-model", "--constant", "--indexing"}
+            "--initial-weight", "--predict-only-model", "--indexing"}
 
 
 def _ftrl_target(name: str, args: list) -> str:
@@ -361,10 +361,9 @@ def translate(args: list, known: Known) -> list:
     out = _translate_words(args, known)
     if "--no_stdin" in given and not data and "--data" not in given:
         out.append(os.devnull)  # VW reads nothing; olcli would read standard input
-    testing = "--testonly" in given
-    if not testing and "--initial_regressor" not in given:
-        if not given & _ALGORITHMS:
-            out.append("--gd")  # VW's default learner
+    if "--initial_regressor" not in given and not given & _ALGORITHMS:
+        out.append("--gd")  # VW's default learner (-t without -i too: it tests VW's default model, weights 0)
+    out.append("--vw-header")  # VW's lines before the table
     return out
 
 
@@ -387,6 +386,103 @@ def _translate_words(args: list, known: Known) -> list:
     return out
 
 
+def progress_spacing(value: str) -> tuple:
+    """VW's -P/--progress value -> (factor, step): an integer N (no '.') is a row every N
+    of example weight (at least 1), a number with a '.' a row each time the weight
+    grows by that factor (a factor <= 1 gets 1 added, as VW's parse_args)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if number != number or number in (float("inf"), float("-inf")):
+        raise UsageError(f"-P/--progress {value!r}: expected a number (VW's progress interval)")
+    if "." not in value:
+        return 2.0, max(1.0, float(int(number)))
+    return (number + 1.0 if number <= 1.0 else number), 0.0
+
+
 def summary() -> str:
     """The VW options olcli takes, compactly (``olcli vw --help``)."""
     return "VW options taken: " + " ".join("/".join(reversed(option.names)) for option in VW_OPTIONS) + "."
+
+
+def _g(x: float) -> str:
+    """A number as VW's C++ streams print a float (6 significant digits)."""
+    return f"{float(x):g}"
+
+
+def header(model, *, sources, final_model=None, predictions=None, cache_path=None, cache_exists=False,
+           kill_cache=False, passes=1, testing=False, probabilities=False, link=None, l1=0.0, l2=0.0) -> str:
+    """VW 9's lines on stderr before the progress table, for the run ``olcli vw`` is about to
+    make with ``model`` (read from VW's reference stderr files of its linear learners: the
+    feature options, regularization, test mode, outputs, the learner's settings, the cache
+    and data, then the reductions and label types). olcli's cache file is named as olcli
+    names it (DATA.olcache); a model continued with -i shows its own settings."""
+    lines = []
+    specs = list(model.interactions)
+    if specs:
+        if all(len(spec) == 2 for spec in specs):
+            lines.append("creating quadratic features for pairs: " + " ".join(specs))
+        elif all(len(spec) == 3 for spec in specs):
+            lines.append("creating cubic features for triples: " + " ".join(specs))
+        else:
+            lines.append("creating features for following interactions: " + " ".join(specs))
+    if model.ignore:
+        lines.append("ignoring namespaces beginning with: " + " ".join(model.ignore))
+    if model.keep:
+        lines.append("using namespaces beginning with: " + " ".join(model.keep))
+    if model.ignore_linear:
+        lines.append("ignoring linear terms for namespaces beginning with: " + " ".join(model.ignore_linear))
+    params = model.params
+    l1 = params.get("l1", l1) or 0.0
+    l2 = params.get("l2", l2) or 0.0
+    if l1 > 0:
+        lines.append(f"using l1 regularization = {_g(l1)}")
+    if l2 > 0:
+        lines.append(f"using l2 regularization = {_g(l2)}")
+    if testing:
+        lines.append("only testing")
+    if final_model:
+        lines.append(f"final_regressor = {final_model}")
+    if predictions:
+        lines.append(f"predictions = {predictions}")
+    if model.algorithm in ("ftrl", "coin"):
+        lines += ["Enabling FTRL based optimization",
+                  "Algorithm used: " + ("Proximal-FTRL" if model.algorithm == "ftrl" else "Coin Betting"),
+                  f"ftrl_alpha = {_g(params['alpha'])}", f"ftrl_beta = {_g(params['beta'])}"]
+    if cache_path:
+        lines.append(f"{'using' if cache_exists and not kill_cache else 'creating'} cache_file = {cache_path}")
+    else:
+        lines.append("using no cache")
+    names = [source for source in sources if source != "-"]
+    lines += [f"Reading datafile = {names[0] if names else ''}", f"num sources = {max(1, len(sources))}",
+              f"Num weight bits = {model.bits}"]
+    eta, power_t, initial_t = 0.5, 0.5, 0.0
+    if model.algorithm in ("gd", "sgd"):
+        eta, power_t, initial_t = params["eta"], params["power_t"], params["initial_t"]
+    from olcli.engine.records import C_WEIGHT
+
+    seen = float(model.counters[C_WEIGHT])  # a continued model's t (VW saves it)
+    if testing:
+        initial_t += seen
+    elif initial_t > 0:
+        eta *= initial_t ** power_t  # VW prints the rate its first update uses
+        initial_t += seen
+    else:
+        initial_t += seen
+    lines += [f"learning rate = {_g(eta)}", f"initial_t = {_g(initial_t)}", f"power_t = {_g(power_t)}"]
+    if passes > 1:
+        lines.append("decay_learning_rate = 1")
+    base = {"ftrl": "ftrl-Proximal-FTRL", "coin": "ftrl-Coin Betting"}.get(model.algorithm, "gd")
+    learners = [base] + (["generate_interactions"] if specs and any(":" in spec for spec in specs) else [])
+    link = link or model.link
+    learners.append(f"scorer-{'identity' if link in (None, 'identity') else link}")
+    if model.classes:
+        learners.append("oaa-prob" if probabilities else "oaa")
+    else:
+        learners.append("count_label")
+    lines.append("Enabled learners: " + ", ".join(learners))
+    lines.append(f"Input label = {'MULTICLASS' if model.classes else 'SIMPLE'}")
+    lines.append("Output pred = " + ("SCALARS" if model.classes and probabilities else
+                                     "MULTICLASS" if model.classes else "SCALAR"))
+    return "\n".join(lines) + "\n"

@@ -22,8 +22,8 @@ from olcli.engine.losses import loss_derivative, loss_value, sigmoid
 from olcli.engine.records import (
     AUC_BINS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_FEATURES, C_LABEL_SUM, C_LABELED, C_LOSS, C_ROUNDS, C_WEIGHT, H_LOSS, H_PERIOD,
     H_ROWS, H_SEEN, H_SINCE_LOSS, H_SINCE_WEIGHT, H_WEIGHT, MAX_PROGRESS_ROWS, R_AVERAGE_LOSS, R_COUNTER,
-    R_FEATURES, R_LABEL, R_PREDICTION, R_SINCE_LAST, R_WEIGHT, S_CORRECT, S_DIVERGED, S_EXAMPLES, S_FEATURES,
-    S_LABEL_SQUARES, S_LABEL_SUM, S_LABELED, S_LOSS, S_NEGATIVE, S_NEXT_DUMP, S_OTHER_LABELS, S_POSITIVE,
+    R_FEATURES, R_LABEL, R_PREDICTION, R_SINCE_LAST, R_WEIGHT, S_CORRECT, S_DIVERGED, S_DUMP_FACTOR, S_DUMP_STEP,
+    S_EXAMPLES, S_FEATURES, S_LABEL_SQUARES, S_LABEL_SUM, S_LABELED, S_LOSS, S_NEGATIVE, S_NEXT_DUMP, S_OTHER_LABELS, S_POSITIVE,
     S_SINCE_LOSS, S_SINCE_WEIGHT, S_UNLABELED_WEIGHT, S_WEIGHT)
 
 
@@ -62,11 +62,12 @@ def _account(stats, auc_histogram, loss, label, weight, p):
 @njit(inline="always")
 def start_example(holdout, learn, h, y):
     """(held out, learning) for the next example of the pass: every H_PERIOD-th is
-    held out; an example is learned from when learning, labeled, with positive
-    importance, and not held out."""
+    held out, or with H_PERIOD = -N (VW's --holdout_after N) every one after the
+    pass's first N; an example is learned from when learning, labeled, with
+    positive importance, and not held out."""
     holdout[H_SEEN] += 1.0
     period = holdout[H_PERIOD]
-    held_out = period > 0.0 and holdout[H_SEEN] % period == 0.0
+    held_out = (period > 0.0 and holdout[H_SEEN] % period == 0.0) or (period < 0.0 and holdout[H_SEEN] > -period)
     return held_out, learn and h > 0.0 and not np.isnan(y) and not held_out
 
 
@@ -142,8 +143,11 @@ def account_binary(tally, counters, settings, held_out, features, y, h, p):
 
 @njit
 def progress_row(progress, n_rows, stats, holdout, label, prediction, features):
-    """VW's table: a row each time the example weight reaches the next power of two.
-    Rows report the holdout loss when H_ROWS is set (passes after the first)."""
+    """VW's table: a row each time the example weight reaches S_NEXT_DUMP, which then
+    becomes the weight times S_DUMP_FACTOR (VW's default: 2, a row at each doubling) or,
+    with VW's -P N (an integer), the weight plus N (S_DUMP_STEP), as VW's
+    update_dump_interval. Rows report the holdout loss when H_ROWS is set (passes
+    after the first)."""
     seen = stats[S_WEIGHT] + stats[S_UNLABELED_WEIGHT]
     if seen < stats[S_NEXT_DUMP] or n_rows >= MAX_PROGRESS_ROWS:
         return n_rows
@@ -165,8 +169,10 @@ def progress_row(progress, n_rows, stats, holdout, label, prediction, features):
     row[R_FEATURES] = features
     stats[S_SINCE_LOSS] = 0.0
     stats[S_SINCE_WEIGHT] = 0.0
-    while stats[S_NEXT_DUMP] <= seen:
-        stats[S_NEXT_DUMP] *= 2.0
+    if stats[S_DUMP_STEP] > 0.0:
+        stats[S_NEXT_DUMP] = seen + stats[S_DUMP_STEP]
+    else:
+        stats[S_NEXT_DUMP] = seen * stats[S_DUMP_FACTOR]
     return n_rows + 1
 
 

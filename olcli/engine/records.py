@@ -48,7 +48,9 @@ S_SINCE_WEIGHT = 13
 S_LABELED = 14        # labeled examples
 S_LOG_LOSS = 15       # multiclass: importance-weighted log loss of the class probabilities
 S_DIVERGED = 16       # 1 + the batch position of the example whose prediction was NaN/inf; 0 = fine
-N_STATS = 17
+S_DUMP_FACTOR = 17    # VW's -P: after a row the next is due at weight x this (VW's default 2.0) ...
+S_DUMP_STEP = 18      # ... or, when this is > 0 (-P N, an integer), at weight + N
+N_STATS = 19
 
 # Progress row columns (Tally.progress): VW's table.
 R_AVERAGE_LOSS, R_SINCE_LAST, R_COUNTER, R_WEIGHT, R_LABEL, R_PREDICTION, R_FEATURES = range(7)
@@ -58,7 +60,8 @@ MAX_PROGRESS_ROWS = 128
 AUC_BINS = 1 << 16
 
 # Holdout sums of one pass (Tally.holdout).
-H_PERIOD = 0        # every H_PERIOD-th example of the data is held out; 0 = no holdout
+H_PERIOD = 0        # every H_PERIOD-th example of the data is held out; 0 = no holdout;
+                    # -N: every example after the first N of the pass (VW's --holdout_after N)
 H_SEEN = 1          # examples of this pass processed so far
 H_ROWS = 2          # 1: progress rows report the holdout loss (passes after the first)
 H_LOSS = 3          # importance-weighted loss of held-out examples in this pass
@@ -107,6 +110,7 @@ class Tally(NamedTuple):
 def new_tally(holdout_period: int = 0, holdout_rows: bool = False) -> Tally:
     stats = np.zeros(N_STATS)
     stats[S_NEXT_DUMP] = 1.0
+    stats[S_DUMP_FACTOR] = 2.0
     return Tally(stats, np.zeros((2, AUC_BINS)), np.zeros((MAX_PROGRESS_ROWS, N_PROGRESS_COLUMNS)),
                  new_holdout(holdout_period, holdout_rows))
 
