@@ -412,7 +412,9 @@ class Mixture:
     clipped to the label range. With L_k member k's importance-weighted loss
     (``loss`` above) over the examples learned from before this one:
 
-        pi_k = exp(-eta L_k) / sum_j exp(-eta L_j),   p = sum_k pi_k p_k
+        pi_k = q_k exp(-eta L_k) / sum_j q_j exp(-eta L_j),   p = sum_k pi_k p_k
+
+    with the prior q = (0.9, 0.05, 0.05) (VW's default learner first) and
 
     eta = 1 (logistic), 1/(2 R^2) (squared), 1/R (the others), R = max - min of
     the labels seen (0 when R = 0). ``learn``/``predict`` take VW-style
@@ -443,9 +445,11 @@ class Mixture:
             return 0.0
         return 1.0 / (2.0 * width * width) if self.loss_name == "squared" else 1.0 / width
 
+    PRIOR = (0.9, 0.05, 0.05)   # the prior weights q: VW's default learner until the losses say otherwise
+
     def pi(self) -> list:
         low = min(self.L)
-        e = [math.exp(-self.rate() * (x - low)) for x in self.L]
+        e = [q * math.exp(-self.rate() * (x - low)) for q, x in zip(self.PRIOR, self.L)]
         return [x / sum(e) for x in e]
 
     def clip(self, p: float) -> float:

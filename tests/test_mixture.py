@@ -138,7 +138,7 @@ def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multicl
         got = mix.process(batch, True, new_tally(period, number > 1)).scores
         member_scores = [m.process(batch, True, new_tally(period, number > 1)).scores for m in members.values()]
         for e in range(len(batch.labels)):
-            pi = np.exp(-(cumulative - cumulative.min()))
+            pi = np.array(naive.Mixture.PRIOR) * np.exp(-(cumulative - cumulative.min()))
             pi /= pi.sum()
             want = sum(pi[k] * member_scores[k][e] for k in range(3))
             np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"pass {number}, example {e}")
@@ -217,7 +217,7 @@ def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass):
     softmax = "softmax" in multiclass
     cumulative = np.zeros(3)
     for e in range(len(batch.labels)):
-        pi = np.exp(-(cumulative - cumulative.min()))
+        pi = np.array(naive.Mixture.PRIOR) * np.exp(-(cumulative - cumulative.min()))
         pi /= pi.sum()
         want = sum(pi[k] * member_scores[k][e] for k in range(3))
         np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"example {e}")
