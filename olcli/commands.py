@@ -14,6 +14,7 @@ wrong").
 import io
 import json
 import os
+import re
 import signal
 import sys
 
@@ -399,6 +400,11 @@ class _Session:
         if outcome is None and read == 0 and bad > 0:
             first = result.bad_line_samples[0] if result.bad_line_samples else "?"
             hint = "" if "interactions would generate" in first else "; is the data in the format you think (--format)?"
+            if re.search(r"is not a number: '\d+:[-+.\deE]+' in ", first):
+                # VW's cost-sensitive labels (class:cost); VW's simple-label parser reads '1:1' as 1
+                hint = ("; that label looks like a cost-sensitive one (class:cost): olcli's labels are numbers (a class "
+                        "number with --oaa), and VW's cost-sensitive reductions (--csoaa, --csoaa_ldf, --wap_ldf) "
+                        "are not supported")
             outcome = DataError(f"no example could be read: all {bad} non-blank lines were bad (first: {first}){hint}")
         warnings = []
         if bad > 0 and bad > read:

@@ -433,6 +433,8 @@ def header(model, *, sources, final_model=None, predictions=None, cache_path=Non
         lines.append("using namespaces beginning with: " + " ".join(model.keep))
     if model.ignore_linear:
         lines.append("ignoring linear terms for namespaces beginning with: " + " ".join(model.ignore_linear))
+    if testing:
+        lines.append("only testing")
     params = model.params
     l1 = params.get("l1", l1) or 0.0
     l2 = params.get("l2", l2) or 0.0
@@ -440,8 +442,6 @@ def header(model, *, sources, final_model=None, predictions=None, cache_path=Non
         lines.append(f"using l1 regularization = {_g(l1)}")
     if l2 > 0:
         lines.append(f"using l2 regularization = {_g(l2)}")
-    if testing:
-        lines.append("only testing")
     if final_model:
         lines.append(f"final_regressor = {final_model}")
     if predictions:

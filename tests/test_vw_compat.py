@@ -758,4 +758,24 @@ def test_vw_header_lines_follow_the_options(cli, tmp_path):
                           "Input label = SIMPLE\nOutput pred = SCALAR\naverage  since"), err
     code, _, err = cli("train", data, "--gd")  # olcli's own train keeps its own lines
     assert code == 0 and err.startswith("average  since"), err
+    # VW's tests 7 and 8 (train-sets/ref/0002c.stderr, 0002c.predict's stderr): a model
+    # tested with -t -i shows its own power_t, and initial_t is the weight it has seen
+    assert cli("vw", "-k", "--power_t", "0.45", "-f", "0002c.olm", "-d", data, "--quiet")[0] == 0
+    code, _, err = cli("vw", "-k", "-t", "-i", "0002c.olm", "-d", data, "-p", "0002c.predict")
+    assert code == 0, err
+    assert err.startswith("only testing\npredictions = 0002c.predict\nusing no cache\n"
+                          "Reading datafile = train-sets/0002.dat\nnum sources = 1\nNum weight bits = 18\n"
+                          "learning rate = 0.5\ninitial_t = 1000\npower_t = 0.45\n"
+                          "Enabled learners: gd, scorer-identity, count_label\n"), err
 
+
+
+def test_cost_sensitive_labels_are_named(cli, tmp_path):
+    # VW's test 204 data: labels `class:cost`. VW's simple-label parser reads the number before
+    # ':'; olcli refuses the lines (a label that is not a number) and says what they look like.
+    (tmp_path / "cs.vw").write_text("1:1 |s a b |t c\n2:0 |s a |t d\n")
+    code, _, err = cli("vw", "-d", tmp_path / "cs.vw", "-q", "st")
+    assert code == 1
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("Error: no example could be read") and "line 1" in last and "'1:1'" in last
+    assert "cost-sensitive" in last and "--csoaa" in last
