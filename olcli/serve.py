@@ -176,7 +176,7 @@ class ReloadRefused(OlcliError):
     pass
 
 
-@dataclass
+@dataclass(slots=True)   # slots: the counters are incremented on every request
 class Stats:
     connections_total: int = 0
     connections_refused: int = 0
@@ -517,11 +517,12 @@ class LineConnection(asyncio.Protocol):
 
     def __init__(self, server: "LineServer"):
         self.server = server
+        self.served = server.served
+        self.max_line_bytes = server.options.max_line_bytes
         self.transport = None
         self.buffer = b""
         self.discarding = 0          # bytes of an over-long line dropped so far
         self.last_active = time.monotonic()
-        self.lines = 0
         self.errors = 0
         self.peer = None
         self.accepted = False
@@ -551,8 +552,7 @@ class LineConnection(asyncio.Protocol):
         if not self.accepted:
             return
         self.last_active = time.monotonic()
-        if not self.buffer and not self.discarding and data[-1:] == b"\n" \
-                and len(data) <= self.server.options.max_line_bytes:
+        if data[-1:] == b"\n" and not self.buffer and not self.discarding and len(data) <= self.max_line_bytes:
             self._reply(data)   # the usual read: whole lines, none of them too long
             return
         if self.discarding:
@@ -595,15 +595,14 @@ class LineConnection(asyncio.Protocol):
         self._reply(data)
 
     def _reply(self, data: bytes) -> None:
-        server = self.server
         try:
-            reply = server.served.reply_lines(data)
+            reply = self.served.reply_lines(data)
         except Exception as exc:  # a bug, not the client's mistake: say so for each line, keep serving
+            server = self.server
             server.served.stats.internal_errors += 1
             server.log("internal_error", "error", peer=self.peer, error=f"{type(exc).__name__}: {exc}")
             count = sum(1 for line in data.split(b"\n") if line.strip(b" \t\r"))
             reply = (error_line(f"internal error ({type(exc).__name__}); see the server log") + b"\n") * count
-        self.lines += reply.count(b"\n")
         if reply:
             self.transport.write(reply)
 

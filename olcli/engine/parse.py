@@ -99,11 +99,8 @@ def count_lines(buf):
 
 
 @njit
-def _allocate(buf, record):
-    n_lines = count_lines(buf)
-    # A feature needs at least one byte and a separator, and each line adds one
-    # constant, so this bounds the number of features in the chunk.
-    capacity = len(buf) // 2 + n_lines + 1
+def _arrays(n_lines, capacity, record):
+    """The arrays a chunk kernel fills, for ``n_lines`` lines and ``capacity`` features."""
     labels = np.empty(n_lines, np.float64)
     importance = np.empty(n_lines, np.float64)
     base = np.empty(n_lines, np.float64)
@@ -116,8 +113,23 @@ def _allocate(buf, record):
     feature_count = np.empty(n_lines, np.int64)
     errors = np.zeros((n_lines, N_ERROR_COLUMNS), np.int64)
     names = np.empty((capacity if record else 0, NAME_COLUMNS), np.int64)
-    return (n_lines, labels, importance, base, tags, example_line, row_ptr, index, value, letters,
-            names, feature_count, errors)
+    bloom = np.zeros(64, np.uint64)            # merge_duplicates' filter (it clears it when it uses it)
+    scratch = np.empty(10, np.int64)           # _parse_vw_label_part's token spans
+    return (labels, importance, base, tags, example_line, row_ptr, index, value, letters, names, feature_count,
+            errors, bloom, scratch)
+
+
+@njit
+def _feature_capacity(length, n_lines):
+    # A feature needs at least one byte and a separator, and each line adds one
+    # constant, so this bounds the number of features in the chunk.
+    return length // 2 + n_lines + 1
+
+
+@njit
+def _allocate(buf, record):
+    n_lines = count_lines(buf)
+    return _arrays(n_lines, _feature_capacity(len(buf), n_lines), record)
 
 
 @njit(inline="always")
@@ -397,10 +409,127 @@ def _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode, ind
     return label, 1.0, 0.0, 0, 0, n_features, code, bad_start, bad_end
 
 
+@njit(inline="always")
+def _parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
+                 max_generated, budget, arrays, libsvm, interacting):
+    """The chunk kernels' one body (parse_lines says what it does and returns), filling
+    ``arrays`` (``_arrays``'s, large enough for ``buf``; grown if interactions need more).
+    ``buf`` and ``namespace_mode`` are borrowed views; ``libsvm`` and ``interacting`` are None
+    or True, types rather than values: Numba compiles only the branches a kernel uses."""
+    (labels, importance, base, tags, example_line, row_ptr, index, value, letters, names, feature_count, errors,
+     bloom, scratch) = arrays
+    some_linear_ignored = False
+    for letter in range(256):
+        if namespace_mode[letter] == LINEAR_IGNORED:
+            some_linear_ignored = True
+    # the feature spec's tail (features.NGRAM_AT...): n-grams of some namespace, interaction flags
+    has_ngrams = False
+    flags = np.int64(0)
+    if len(namespace_mode) > FLAGS_AT:
+        flags = np.int64(namespace_mode[FLAGS_AT])
+        for letter in range(256):
+            if namespace_mode[NGRAM_AT + letter] >= 2:
+                has_ngrams = True
+    # np.int64(0), not 0: a literal 0 would make Numba type (and compile) each
+    # callee twice, once for the first iteration's literal and once for int64.
+    n_examples = np.int64(0)
+    n_features = np.int64(0)
+    n_errors = np.int64(0)
+    pos = np.int64(0)
+    line = np.int64(0)
+    work = np.int64(0)  # features parsed and generated in this call
+    while pos < len(buf):
+        if budget > 0 and work >= budget:
+            break  # the caller parses the rest of the buffer in another call
+        start, end, next_pos, nul = _line_bounds(buf, pos)
+        pos = next_pos
+        line += 1
+        if _blank(buf, start, end):
+            continue
+        if nul >= 0:
+            n_errors = _record_error(errors, n_errors, line, ERR_NUL, nul, nul + 1, start, end)
+            continue
+        needed = n_features + (end - start) // 2 + 2
+        if needed > len(index):  # only interactions make the first estimate too small
+            index, value, letters, names = grow(index, value, letters, names, needed)
+        first_feature = n_features
+        if libsvm is not None:
+            parsed = _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode,
+                                           index, value, letters, names, n_features)
+        else:
+            parsed = _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode,
+                                    index, value, letters, names, n_features, scratch)
+        label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end = parsed
+        if code != 0:
+            n_features = first_feature
+            n_errors = _record_error(errors, n_errors, line, code, bad_start, bad_end, start, end)
+            continue
+        if has_ngrams:  # --ngram: n-grams join their namespace, so interactions and --ignore-linear see them
+            index, value, letters, names, n_features = add_ngrams(
+                index, value, letters, names, first_feature, n_features, n_features, namespace_mode, mask)
+        linear_end = n_features
+        work += linear_end - first_feature + 1
+        if interacting is not None:
+            generated = interaction_size(letters, first_feature, linear_end, interactions, lengths, flags)
+            if generated > max_generated:
+                n_features = first_feature
+                n_errors = _record_error(errors, n_errors, line, ERR_TOO_MANY_FEATURES, start, start, start, end)
+                errors[n_errors - 1, E_DETAIL] = np.int64(min(generated, 9.0e18))
+                continue
+            work += np.int64(generated)
+            needed = n_features + np.int64(generated) + 2
+            if needed > len(index):  # one allocation of the right size, not many doublings
+                index, value, letters, names = grow(index, value, letters, names, needed)
+            index, value, letters, names, n_features = interact(
+                index, value, letters, names, first_feature, linear_end, n_features, interactions, lengths,
+                mask, flags)
+        linear_ignored = 0
+        if some_linear_ignored and not record:
+            # --ignore-linear: such features only feed interactions; VW still counts them.
+            # (Record mode keeps them: products name their components by position,
+            # and VW's --audit lists them too.)
+            kept = first_feature
+            for j in range(first_feature, n_features):
+                if j < linear_end and namespace_mode[letters[j]] == LINEAR_IGNORED:
+                    linear_ignored += 1
+                    continue
+                index[kept] = index[j]
+                value[kept] = value[j]
+                letters[kept] = letters[j]
+                kept += 1
+            n_features = kept
+        counted = n_features - first_feature + linear_ignored
+        if not record:  # record mode names every occurrence, so it keeps repeats apart
+            n_features = drop_unusable(index, value, first_feature, n_features)
+            n_features = merge_duplicates(index, value, first_feature, n_features, bloom)
+        if constant_index >= 0:
+            if n_features == len(index):
+                index, value, letters, names = grow(index, value, letters, names, n_features + 1)
+            index[n_features] = constant_index
+            value[n_features] = 1.0
+            if record:
+                clear_names(names, n_features)
+            n_features += 1
+            counted += 1
+        labels[n_examples] = label
+        importance[n_examples] = weight
+        base[n_examples] = offset
+        tags[n_examples, 0] = tag_start
+        tags[n_examples, 1] = tag_end
+        example_line[n_examples] = line
+        feature_count[n_examples] = counted
+        n_examples += 1
+        row_ptr[n_examples] = n_features
+    return (n_examples, labels, importance, base, tags, example_line, row_ptr,
+            index, value, feature_count, n_errors, errors, line, names, pos)
+
+
+
 def _chunk_parser(libsvm, interacting):
     """The chunk kernel for one input format, with or without interactions.
 
-    ``libsvm`` and ``interacting`` are constants of the closure, so Numba prunes
+    ``libsvm`` and ``interacting`` are constants of the closure (None or True for
+    ``_parse_chunk``, the body every kernel shares), so Numba prunes
     the branches they rule out and never compiles the parts a run does not use
     (the other format's line parser, the interaction generator): a first run
     compiles less. Each pair is its own cache entry, under its own name: Numba
@@ -409,119 +538,16 @@ def _chunk_parser(libsvm, interacting):
     different processes and loaded into one, could take each other's environment
     ("'descr' is NULL" on return). A distinct name per kernel rules that out.
     """
+    libsvm_type = True if libsvm else None
+    interacting_type = True if interacting else None
+
     def parse_chunk(text, mask, constant_index, label_kind, spec, interactions, lengths, record,
                     max_generated, budget):
         # Borrowed views (engine/borrowed.py): the helpers called per line and per
         # token take them without counting references (the caller holds the arrays).
         buf, namespace_mode = borrowed(text), borrowed(spec)
-        (n_lines, labels, importance, base, tags, example_line, row_ptr,
-         index, value, letters, names, feature_count, errors) = _allocate(buf, record)
-        some_linear_ignored = False
-        for letter in range(256):
-            if namespace_mode[letter] == LINEAR_IGNORED:
-                some_linear_ignored = True
-        # the feature spec's tail (features.NGRAM_AT...): n-grams of some namespace, interaction flags
-        has_ngrams = False
-        flags = np.int64(0)
-        if len(namespace_mode) > FLAGS_AT:
-            flags = np.int64(namespace_mode[FLAGS_AT])
-            for letter in range(256):
-                if namespace_mode[NGRAM_AT + letter] >= 2:
-                    has_ngrams = True
-        bloom = np.zeros(64, np.uint64)
-        scratch = np.empty(10, np.int64)
-        # np.int64(0), not 0: a literal 0 would make Numba type (and compile) each
-        # callee twice, once for the first iteration's literal and once for int64.
-        n_examples = np.int64(0)
-        n_features = np.int64(0)
-        n_errors = np.int64(0)
-        pos = np.int64(0)
-        line = np.int64(0)
-        work = np.int64(0)  # features parsed and generated in this call
-        while pos < len(buf):
-            if budget > 0 and work >= budget:
-                break  # the caller parses the rest of the buffer in another call
-            start, end, next_pos, nul = _line_bounds(buf, pos)
-            pos = next_pos
-            line += 1
-            if _blank(buf, start, end):
-                continue
-            if nul >= 0:
-                n_errors = _record_error(errors, n_errors, line, ERR_NUL, nul, nul + 1, start, end)
-                continue
-            needed = n_features + (end - start) // 2 + 2
-            if needed > len(index):  # only interactions make the first estimate too small
-                index, value, letters, names = grow(index, value, letters, names, needed)
-            first_feature = n_features
-            if libsvm:
-                parsed = _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode,
-                                               index, value, letters, names, n_features)
-            else:
-                parsed = _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode,
-                                        index, value, letters, names, n_features, scratch)
-            label, weight, offset, tag_start, tag_end, n_features, code, bad_start, bad_end = parsed
-            if code != 0:
-                n_features = first_feature
-                n_errors = _record_error(errors, n_errors, line, code, bad_start, bad_end, start, end)
-                continue
-            if has_ngrams:  # --ngram: n-grams join their namespace, so interactions and --ignore-linear see them
-                index, value, letters, names, n_features = add_ngrams(
-                    index, value, letters, names, first_feature, n_features, n_features, namespace_mode, mask)
-            linear_end = n_features
-            work += linear_end - first_feature + 1
-            if interacting:
-                generated = interaction_size(letters, first_feature, linear_end, interactions, lengths, flags)
-                if generated > max_generated:
-                    n_features = first_feature
-                    n_errors = _record_error(errors, n_errors, line, ERR_TOO_MANY_FEATURES, start, start, start, end)
-                    errors[n_errors - 1, E_DETAIL] = np.int64(min(generated, 9.0e18))
-                    continue
-                work += np.int64(generated)
-                needed = n_features + np.int64(generated) + 2
-                if needed > len(index):  # one allocation of the right size, not many doublings
-                    index, value, letters, names = grow(index, value, letters, names, needed)
-                index, value, letters, names, n_features = interact(
-                    index, value, letters, names, first_feature, linear_end, n_features, interactions, lengths,
-                    mask, flags)
-            linear_ignored = 0
-            if some_linear_ignored and not record:
-                # --ignore-linear: such features only feed interactions; VW still counts them.
-                # (Record mode keeps them: products name their components by position,
-                # and VW's --audit lists them too.)
-                kept = first_feature
-                for j in range(first_feature, n_features):
-                    if j < linear_end and namespace_mode[letters[j]] == LINEAR_IGNORED:
-                        linear_ignored += 1
-                        continue
-                    index[kept] = index[j]
-                    value[kept] = value[j]
-                    letters[kept] = letters[j]
-                    kept += 1
-                n_features = kept
-            counted = n_features - first_feature + linear_ignored
-            if not record:  # record mode names every occurrence, so it keeps repeats apart
-                n_features = drop_unusable(index, value, first_feature, n_features)
-                n_features = merge_duplicates(index, value, first_feature, n_features, bloom)
-            if constant_index >= 0:
-                if n_features == len(index):
-                    index, value, letters, names = grow(index, value, letters, names, n_features + 1)
-                index[n_features] = constant_index
-                value[n_features] = 1.0
-                if record:
-                    clear_names(names, n_features)
-                n_features += 1
-                counted += 1
-            labels[n_examples] = label
-            importance[n_examples] = weight
-            base[n_examples] = offset
-            tags[n_examples, 0] = tag_start
-            tags[n_examples, 1] = tag_end
-            example_line[n_examples] = line
-            feature_count[n_examples] = counted
-            n_examples += 1
-            row_ptr[n_examples] = n_features
-        return (n_examples, labels, importance, base, tags, example_line, row_ptr,
-                index, value, feature_count, n_errors, errors, line, names, pos)
+        return _parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
+                            max_generated, budget, _allocate(buf, record), libsvm_type, interacting_type)
 
     name = f"parse_chunk_{'libsvm' if libsvm else 'vw'}{'_interacting' if interacting else ''}"
     parse_chunk.__name__ = parse_chunk.__qualname__ = name
@@ -558,6 +584,42 @@ def parse_lines(buf, libsvm, mask, constant_index, label_kind, namespace_mode, i
     kernel = _PARSERS[bool(libsvm), len(lengths) > 0]
     return kernel(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
                   float(max_generated), np.int64(budget))
+
+
+@njit(cache=True)
+def parse_buffers(length):
+    """Arrays for ``parse_into`` to fill, allocated once by a caller that parses many small
+    buffers (``olcli serve``'s single-example path): enough for any buffer of whole lines up
+    to ``length`` bytes (every line takes at least one byte)."""
+    record = length < 0  # False, typed as a run-time bool
+    return _arrays(length + 1, _feature_capacity(length, length + 1), record)
+
+
+@njit(inline="always")
+def parse_into(text, mask, constant_index, label_kind, spec, interactions, lengths, max_generated, buffers,
+               libsvm, interacting):
+    """``parse_lines``' kernel (the same ``_parse_chunk``, without record mode or budget) for
+    compiled callers, filling ``buffers`` (``parse_buffers``') instead of allocating its arrays:
+    no allocation per call for a buffer they fit (else new arrays, as ``parse_lines``). Returns
+    what ``parse_lines`` returns; the arrays are ``buffers`` (or the new ones), valid until the
+    next call. ``libsvm`` and ``interacting``: None or True (types: one format's branch compiled)."""
+    buf, namespace_mode = borrowed(text), borrowed(spec)
+    (labels, importance, base, tags, example_line, row_ptr, index, value, letters, names, feature_count, errors,
+     bloom, scratch) = buffers
+    n_lines = count_lines(buf)
+    record = n_lines < 0  # False, typed as a run-time bool
+    # borrowed views: the caller holds the buffers; counting references to them was ~1 µs a call
+    arrays = (borrowed(labels), borrowed(importance), borrowed(base), borrowed(tags), borrowed(example_line),
+              borrowed(row_ptr), borrowed(index), borrowed(value), borrowed(letters), borrowed(names),
+              borrowed(feature_count), borrowed(errors), borrowed(bloom), borrowed(scratch))
+    if n_lines > len(labels) or _feature_capacity(len(buf), n_lines) > len(index):
+        arrays = _allocate(buf, record)
+    else:  # as _arrays leaves them: row_ptr starts at 0, an error's E_DETAIL is 0 unless set
+        row_ptr[0] = 0
+        for line in range(n_lines):
+            errors[line, E_DETAIL] = 0
+    return _parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
+                        max_generated, np.int64(0), arrays, libsvm, interacting)
 
 
 @njit(cache=True, nogil=True)

@@ -5,13 +5,19 @@
 arguments are NamedTuples, typed by Numba in Python on every call) and the formatter. For a
 batch of thousands of lines that is nothing; for one line it is ~30 µs of Python and Numba
 dispatch around well under a microsecond of arithmetic. Here one call parses the lines with
-the parser's own chunk kernel (``parse._PARSERS``), predicts them with the algorithm's own
+the parser's own chunk kernel body (``parse.parse_into``: the same ``_parse_chunk`` as
+``parse_lines``, filling buffers allocated once), predicts them with the algorithm's own
 ``run_chunk``/``run_chunk_multiclass`` (learn off) and writes the reply text with the same
-``format_predictions``, into a buffer allocated once: the batch path's kernels, called from
-inside one kernel. Its arguments are plain arrays (the records are built inside), so
-dispatch is ~1 µs. The predictions are therefore those of the batch path, computed by the
-same code; the link (``identity``/``logistic``) is the only arithmetic added, written as
+``format_predictions``, into a reply buffer allocated once: the batch path's kernels, called
+from inside one kernel. The predictions are therefore those of the batch path, computed by
+the same code; the link (``identity``/``logistic``) is the only arithmetic added, written as
 ``learner.logistic`` is (other links are left to the batch path).
+
+What a call costs besides the work (~1 µs for one click-log line): its arguments are the
+request's bytes, one ``Context`` (every other array, unboxed as one object: ~15 arrays
+passed one by one cost ~0.5 µs) and three None-or-True flags; inside, the arrays are borrowed
+views (engine/borrowed.py: no reference counting, ~1 µs otherwise), and the parser's arrays
+and the predictions are the context's buffers (no allocation per call but the reply text).
 
 Anything the fast path does not do (a bad line, a diverged prediction, multiclass
 probabilities, learning, an algorithm without an entry here) is left to the batch path:
@@ -26,16 +32,15 @@ import math
 
 import numpy as np
 from numba import njit, typeof
+from numba.core import types
+from numba.experimental import structref
+from numba.extending import overload
 
 from olcli.engine import adagrad, adagrad_dual, coin, ftrl, gd, mixture, scinol1, scinol2, sgd
+from olcli.engine.borrowed import borrowed
 from olcli.engine.format import format_predictions
-from olcli.engine.parse import _PARSERS, MAX_EXAMPLE_FEATURES
+from olcli.engine.parse import MAX_EXAMPLE_FEATURES, parse_buffers, parse_into
 from olcli.engine.records import S_DIVERGED, Batch, Settings, Table, Tally
-
-_PARSE_VW = _PARSERS[False, False]
-_PARSE_VW_INTERACTING = _PARSERS[False, True]
-_PARSE_LIBSVM = _PARSERS[True, False]
-_PARSE_LIBSVM_INTERACTING = _PARSERS[True, True]
 
 # The float64 ``config`` array: everything of Settings and the parser that is a number.
 (K_LOSS, K_TAU, K_CLIP, K_BLOCK_ROWS, K_CLASSES, K_SOFTMAX, K_MIN_PREDICTION, K_MAX_PREDICTION,
@@ -47,39 +52,65 @@ BAD_LINES = -1
 DIVERGED = -2
 
 
+@structref.register
+class ContextType(types.StructRef):
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(kind)) for name, kind in fields)
+
+
+class Context(structref.StructRefProxy):
+    """Every array an entry reads or fills but the request's bytes, in one object (``new_context``):
+    Numba unboxes it as one argument, where passing the ~15 arrays themselves cost ~0.5 µs a call."""
+
+
+structref.define_boxing(ContextType, Context)
+
+
+def _context(arrays):
+    raise NotImplementedError("_context() is for compiled code")
+
+
+@overload(_context)
+def _context_overload(arrays):
+    context_type = ContextType([("arrays", arrays)])
+
+    def build(arrays):
+        context = structref.new(context_type)
+        context.arrays = arrays
+        return context
+    return build
+
+
+@njit(cache=True)
+def new_context(arrays):
+    """A Context holding ``arrays`` (the tuple ``_reply`` unpacks): the model's state, counters,
+    scalars, the settings and feature spec, the tally, the reply buffer, the parser's buffers
+    and the predictions buffer."""
+    return _context(arrays)
+
+
 @njit(inline="always")
-def _parse(buf, config, namespace_mode, interactions, lengths, libsvm, interacting):
-    """The parser's own chunk kernel for the model's input format. ``libsvm`` and
-    ``interacting`` are None or not (types, not values): Numba compiles only the branch a
-    model uses, as parse._chunk_parser's closure constants do."""
-    mask = np.int64(config[K_MASK])
-    constant_index = np.int64(config[K_CONSTANT])
-    label_kind = np.int64(config[K_LABEL_KIND])
-    max_generated = float(MAX_EXAMPLE_FEATURES)
-    budget = np.int64(0)
-    record = budget < 0  # False, typed as a run-time bool: a literal would compile the parser again
-    if libsvm is not None:
-        if interacting is not None:
-            return _PARSE_LIBSVM_INTERACTING(buf, mask, constant_index, label_kind, namespace_mode, interactions,
-                                             lengths, record, max_generated, budget)
-        return _PARSE_LIBSVM(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
-                             max_generated, budget)
-    if interacting is not None:
-        return _PARSE_VW_INTERACTING(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths,
-                                     record, max_generated, budget)
-    return _PARSE_VW(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
-                     max_generated, budget)
-
-
-@njit(inline="always")  # the dispatcher arguments must be inlined for the entry points to be cached
-def _reply(run_chunk, run_chunk_multiclass, buf, state, counters, scalars, params, config, namespace_mode,
-           interactions, lengths, stats, auc, progress, holdout, out, libsvm, interacting, multiclass):
-    """Parse ``buf`` (whole lines), predict every example without learning (accounting into
-    the tally arrays), write the reply lines into ``out``; returns their length, or
-    BAD_LINES / DIVERGED (nothing written; the tally may have counted the examples
-    before a divergence, as the batch path's does)."""
+def _reply(run_chunk, run_chunk_multiclass, data, context, libsvm, interacting, multiclass):
+    """Parse ``data`` (bytes of whole lines) into the context's parser buffers, predict every
+    example without learning (accounting into the tally arrays), write the reply lines into
+    the context's ``out``; returns their length, or BAD_LINES / DIVERGED (nothing written; the
+    tally may have counted the examples before a divergence, as the batch path's does).
+    ``libsvm``, ``interacting`` and ``multiclass`` are None or not (types, not values): Numba
+    compiles only the parser branch and the example loop a model uses."""
+    (state, counters, scalars, params, config, namespace_mode, interactions, lengths, stats, auc, progress,
+     holdout, out, buffers, predicted) = context.arrays
+    # Borrowed views (engine/borrowed.py): the context holds the arrays for the call, and the
+    # callees take the views without counting references (~1 µs a call otherwise).
+    state, counters, scalars, params, config = (borrowed(state), borrowed(counters), borrowed(scalars),
+                                                borrowed(params), borrowed(config))
+    interactions, lengths = borrowed(interactions), borrowed(lengths)
+    stats, auc, progress, holdout, out, predicted = (borrowed(stats), borrowed(auc), borrowed(progress),
+                                                     borrowed(holdout), borrowed(out), borrowed(predicted))
+    buf = np.frombuffer(data, np.uint8)
     (n, labels, importance, base, tags, example_line, row_ptr, index, value, feature_count, n_errors, errors,
-     n_lines, names, consumed) = _parse(buf, config, namespace_mode, interactions, lengths, libsvm, interacting)
+     n_lines, names, consumed) = parse_into(buf, np.int64(config[K_MASK]), np.int64(config[K_CONSTANT]),
+                                            np.int64(config[K_LABEL_KIND]), namespace_mode, interactions, lengths,
+                                            float(MAX_EXAMPLE_FEATURES), buffers, libsvm, interacting)
     if n_errors > 0:
         return np.int64(BAD_LINES)
     table = Table(state, counters, scalars)
@@ -90,8 +121,11 @@ def _reply(run_chunk, run_chunk_multiclass, buf, state, counters, scalars, param
                         config[K_MIN_PREDICTION], config[K_MAX_PREDICTION])
     batch = Batch(labels[:n], importance[:n], base[:n], row_ptr[:n + 1], index, value, feature_count[:n])
     tally = Tally(stats, auc, progress, holdout)
-    predictions = np.empty(n)
-    if multiclass is not None:  # None or not is the type: only one of the loops is compiled
+    if n <= len(predicted):
+        predictions = predicted[:n]
+    else:  # more examples than the buffer holds (the parser allocated its arrays too)
+        predictions = np.empty(n)
+    if multiclass is not None:
         run_chunk_multiclass(table, settings, batch, tally, predictions, np.empty((n, classes)))
     else:
         run_chunk(table, settings, batch, tally, predictions)
@@ -106,80 +140,58 @@ def _reply(run_chunk, run_chunk_multiclass, buf, state, counters, scalars, param
             predictions[e] = 1.0 / (1.0 + math.exp(-min(max(predictions[e], -700.0), 700.0)))
     text = format_predictions(predictions, n, tags, buf, classes > 0)
     size = len(text)
-    out[:size] = text
+    for k in range(size):  # a loop: Numba 0.68 dropped a slice assignment (out[:size] = text) into an
+        out[k] = text[k]   # array of the context here (the reply came back unwritten)
     return np.int64(size)
 
 
-@njit(cache=True, nogil=True)
-def reply_adagrad(buf, state, counters, scalars, params, config, namespace_mode, interactions, lengths,
-                  stats, auc, progress, holdout, out, libsvm, interacting, multiclass):
-    return _reply(adagrad.run_chunk, adagrad.run_chunk_multiclass, buf, state, counters, scalars, params, config,
-                  namespace_mode, interactions, lengths, stats, auc, progress, holdout, out, libsvm, interacting,
+# One cached entry per algorithm (the dispatchers must be named in the entry for it to be cached).
+# Not nogil: the server calls them from its one event loop thread, where releasing and taking
+# the GIL back cost ~0.1 µs a call for nothing.
+@njit(cache=True)
+def reply_adagrad(data, context, libsvm, interacting, multiclass):
+    return _reply(adagrad.run_chunk, adagrad.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
+
+
+@njit(cache=True)
+def reply_adagrad_dual(data, context, libsvm, interacting, multiclass):
+    return _reply(adagrad_dual.run_chunk, adagrad_dual.run_chunk_multiclass, data, context, libsvm, interacting,
                   multiclass)
 
 
-@njit(cache=True, nogil=True)
-def reply_adagrad_dual(buf, state, counters, scalars, params, config, namespace_mode, interactions, lengths,
-                       stats, auc, progress, holdout, out, libsvm, interacting, multiclass):
-    return _reply(adagrad_dual.run_chunk, adagrad_dual.run_chunk_multiclass, buf, state, counters, scalars, params, config,
-                  namespace_mode, interactions, lengths, stats, auc, progress, holdout, out, libsvm, interacting,
-                  multiclass)
+@njit(cache=True)
+def reply_ftrl(data, context, libsvm, interacting, multiclass):
+    return _reply(ftrl.run_chunk, ftrl.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
 
 
-@njit(cache=True, nogil=True)
-def reply_ftrl(buf, state, counters, scalars, params, config, namespace_mode, interactions, lengths,
-               stats, auc, progress, holdout, out, libsvm, interacting, multiclass):
-    return _reply(ftrl.run_chunk, ftrl.run_chunk_multiclass, buf, state, counters, scalars, params, config,
-                  namespace_mode, interactions, lengths, stats, auc, progress, holdout, out, libsvm, interacting,
-                  multiclass)
+@njit(cache=True)
+def reply_scinol1(data, context, libsvm, interacting, multiclass):
+    return _reply(scinol1.run_chunk, scinol1.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
 
 
-@njit(cache=True, nogil=True)
-def reply_scinol1(buf, state, counters, scalars, params, config, namespace_mode, interactions, lengths,
-                  stats, auc, progress, holdout, out, libsvm, interacting, multiclass):
-    return _reply(scinol1.run_chunk, scinol1.run_chunk_multiclass, buf, state, counters, scalars, params, config,
-                  namespace_mode, interactions, lengths, stats, auc, progress, holdout, out, libsvm, interacting,
-                  multiclass)
+@njit(cache=True)
+def reply_scinol2(data, context, libsvm, interacting, multiclass):
+    return _reply(scinol2.run_chunk, scinol2.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
 
 
-@njit(cache=True, nogil=True)
-def reply_scinol2(buf, state, counters, scalars, params, config, namespace_mode, interactions, lengths,
-                  stats, auc, progress, holdout, out, libsvm, interacting, multiclass):
-    return _reply(scinol2.run_chunk, scinol2.run_chunk_multiclass, buf, state, counters, scalars, params, config,
-                  namespace_mode, interactions, lengths, stats, auc, progress, holdout, out, libsvm, interacting,
-                  multiclass)
+@njit(cache=True)
+def reply_sgd(data, context, libsvm, interacting, multiclass):
+    return _reply(sgd.run_chunk, sgd.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
 
 
-@njit(cache=True, nogil=True)
-def reply_sgd(buf, state, counters, scalars, params, config, namespace_mode, interactions, lengths,
-              stats, auc, progress, holdout, out, libsvm, interacting, multiclass):
-    return _reply(sgd.run_chunk, sgd.run_chunk_multiclass, buf, state, counters, scalars, params, config,
-                  namespace_mode, interactions, lengths, stats, auc, progress, holdout, out, libsvm, interacting,
-                  multiclass)
+@njit(cache=True)
+def reply_gd(data, context, libsvm, interacting, multiclass):
+    return _reply(gd.run_chunk, gd.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
 
 
-@njit(cache=True, nogil=True)
-def reply_gd(buf, state, counters, scalars, params, config, namespace_mode, interactions, lengths,
-             stats, auc, progress, holdout, out, libsvm, interacting, multiclass):
-    return _reply(gd.run_chunk, gd.run_chunk_multiclass, buf, state, counters, scalars, params, config,
-                  namespace_mode, interactions, lengths, stats, auc, progress, holdout, out, libsvm, interacting,
-                  multiclass)
+@njit(cache=True)
+def reply_coin(data, context, libsvm, interacting, multiclass):
+    return _reply(coin.run_chunk, coin.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
 
 
-@njit(cache=True, nogil=True)
-def reply_coin(buf, state, counters, scalars, params, config, namespace_mode, interactions, lengths,
-               stats, auc, progress, holdout, out, libsvm, interacting, multiclass):
-    return _reply(coin.run_chunk, coin.run_chunk_multiclass, buf, state, counters, scalars, params, config,
-                  namespace_mode, interactions, lengths, stats, auc, progress, holdout, out, libsvm, interacting,
-                  multiclass)
-
-
-@njit(cache=True, nogil=True)
-def reply_mix(buf, state, counters, scalars, params, config, namespace_mode, interactions, lengths,
-              stats, auc, progress, holdout, out, libsvm, interacting, multiclass):
-    return _reply(mixture.run_chunk, mixture.run_chunk_multiclass, buf, state, counters, scalars, params, config,
-                  namespace_mode, interactions, lengths, stats, auc, progress, holdout, out, libsvm, interacting,
-                  multiclass)
+@njit(cache=True)
+def reply_mix(data, context, libsvm, interacting, multiclass):
+    return _reply(mixture.run_chunk, mixture.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
 
 
 ENTRIES = {"adagrad": reply_adagrad, "adagrad-dual": reply_adagrad_dual, "ftrl": reply_ftrl,
@@ -216,12 +228,14 @@ class LinePredictor:
         config[K_LOGISTIC_LINK] = link == "logistic" and not model.classes
         config[K_FIRST_CLASS] = 0 if getattr(model, "indexing", 1) == 0 else 1   # the label of class 1
         features = learner.feature_spec
-        self._fixed = (model.counters, model.scalars, settings.params, config, features.namespace_mode,
+        self._counters, self._scalars = model.counters, model.scalars
+        self._fixed = (model.state, model.counters, model.scalars, settings.params, config, features.namespace_mode,
                        features.interactions, features.lengths, tally.stats, tally.auc, tally.progress,
                        tally.holdout)
         # None or not: which parser and example loop the entry compiles (one per kind of model)
-        self._flags = (True if model.input_format == "libsvm" else None,
-                       True if len(features.lengths) else None, True if model.classes else None)
+        self._libsvm = True if model.input_format == "libsvm" else None
+        self._interacting = True if len(features.lengths) else None
+        self._multiclass = True if model.classes else None
         self._grow(1 << 12)
 
     @staticmethod
@@ -237,29 +251,34 @@ class LinePredictor:
         """The reply text (bytes) for ``data`` (whole lines, each ending in '\\n'), or None:
         a bad line or a diverged prediction, for the batch path to answer."""
         model = self._model
-        counters, scalars = self._fixed[0], self._fixed[1]
-        if (self.learner.model is not model or model.state is not self._state or model.counters is not counters
-                or model.scalars is not scalars):
+        if (self.learner.model is not model or model.state is not self._state
+                or model.counters is not self._counters or model.scalars is not self._scalars):
             return None  # the learner's model (or an array of it) was replaced: build a new predictor
-        if len(data) > self._capacity:
-            self._grow(len(data))
-        size = self._call(np.frombuffer(data, np.uint8), self._state, *self._arguments)
+        if len(data) > self._capacity or type(data) is not bytes:
+            data = bytes(data)  # the entry is compiled for bytes
+            if len(data) > self._capacity:
+                self._grow(len(data))
+        size = self._call(data, self._context, self._libsvm, self._interacting, self._multiclass)
         if size < 0:
             return None
-        return self._out[:size].tobytes()
+        return self._view[:size].tobytes()
 
     def _grow(self, length: int) -> None:
-        """A reply buffer for reads of up to ``length`` bytes: an example takes at least 2 bytes
-        of input (a character and '\\n') and at most 33 of reply plus its tag (part of the input)."""
+        """The buffers for reads of up to ``length`` bytes, allocated once (``Context``): the
+        parser's arrays (engine/parse.py ``parse_buffers``), the predictions, and the reply: an
+        example takes at least 2 bytes of input (a character and '\\n') and at most 33 of reply
+        plus its tag (part of the input)."""
         self._out = np.empty(33 * (length // 2 + 1) + length, np.uint8)
+        self._view = memoryview(self._out)  # slices of a memoryview cost less than an array's
         self._capacity = length
-        self._arguments = (*self._fixed, self._out, *self._flags)
+        buffers = parse_buffers(length)
+        self._context = new_context((*self._fixed, self._out, buffers, np.empty(len(buffers[0]))))
+        arguments = (b"", self._context, self._libsvm, self._interacting, self._multiclass)
         self._call = self._entry
-        self._call(np.frombuffer(b"", np.uint8), self._state, *self._arguments)  # load or compile it
-        # The compiled function itself, without the dispatcher's typing of 17 arguments on every
-        # call (~0.4 µs of ~3.5): the argument types never change (same arrays; the input is
-        # always a read-only uint8 array of bytes). The dispatcher if Numba has no such entry.
-        arguments = (np.frombuffer(b"", np.uint8), self._state, *self._arguments)
+        self._call(*arguments)  # load or compile it
+        # The compiled function itself, without the dispatcher's typing of its arguments on every
+        # call: their types never change (the same context; the input is always bytes). The
+        # dispatcher if Numba has no such entry.
         overload = self._entry.overloads.get(tuple(typeof(a) for a in arguments))
         if overload is not None and getattr(overload, "entry_point", None) is not None:
             self._call = overload.entry_point
