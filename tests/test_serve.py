@@ -246,6 +246,58 @@ def test_single_example_path_equals_olcli_test_p(tmp_path, case, split, train_op
     assert fast.reply(b"\n   \n") == b"", "empty lines get no reply"
 
 
+def test_single_example_parser_fills_its_buffers_as_parse_lines_parses():
+    """The one-call path's parser entry (parse.parse_into: the training kernels' own body, into
+    buffers allocated once) gives what parse_lines gives, read after read on the same buffers:
+    reads of other sizes, bad lines (an example over the feature limit sets a detail), a read
+    whose interactions outgrow the buffers (grown for that read) and one longer than they hold
+    (new arrays for that read), each followed by a small read on the buffers again."""
+    from numba import njit
+
+    from olcli.engine import parse
+
+    @njit
+    def parse_into(text, mask, constant, label_kind, spec, interactions, lengths, max_generated, buffers,
+                   interacting):
+        return parse.parse_into(text, mask, constant, label_kind, spec, interactions, lengths, max_generated,
+                                buffers, None, interacting)
+
+    learner = olcli.Learner(loss="logistic", bits=12, interactions=["ab"])
+    spec = learner.feature_spec
+    mask, constant, kind = (1 << 12) - 1, 1 << 12, learner.label_kind
+    rng = np.random.default_rng(5)
+
+    def line(n_a, n_b, label="1"):
+        return (f"{label} |a " + " ".join(f"x{rng.integers(50)}:{rng.normal():.3f}" for _ in range(n_a))
+                + " |b " + " ".join(f"y{rng.integers(50)}" for _ in range(n_b)) + "\n")
+
+    small = [line(3, 2) for _ in range(5)]
+    reads = ["".join(small), small[0], line(2, 2) + "x |a b\n" + line(60, 60) + line(1, 1), small[1],
+             line(70, 70), small[2], "".join(line(4, 4) for _ in range(80)), small[3], "\n  \n", small[4]]
+    buffers = parse.parse_buffers(1000)
+    assert len(reads[6]) > 1000 and len(reads[4]) < 1000 and 70 * 70 > len(buffers[6])
+    for k, text in enumerate(reads):
+        buf = np.frombuffer(text.encode(), np.uint8)
+        want = parse.parse_lines(buf, False, mask, constant, kind, spec.namespace_mode, spec.interactions,
+                                 spec.lengths, False, max_generated=3000)
+        got = parse_into(buf, mask, constant, kind, spec.namespace_mode, spec.interactions, spec.lengths, 3000.0,
+                         buffers, True)
+        n, n_errors, n_features = want[0], want[10], want[6][want[0]]
+        assert (got[0], got[10], got[12], got[14]) == (n, n_errors, want[12], want[14]), k
+        for column in (1, 2, 3, 4, 5, 9):  # labels, importance, base, tags, example_line, feature_count
+            np.testing.assert_array_equal(got[column][:n], want[column][:n], err_msg=f"read {k}")
+        np.testing.assert_array_equal(got[6][:n + 1], want[6][:n + 1], err_msg=f"read {k}")
+        np.testing.assert_array_equal(got[7][:n_features], want[7][:n_features], err_msg=f"read {k}")
+        np.testing.assert_array_equal(got[8][:n_features], want[8][:n_features], err_msg=f"read {k}")
+        np.testing.assert_array_equal(got[11][:n_errors], want[11][:n_errors], err_msg=f"read {k}")
+        if k != 6:  # the buffers were filled (not new arrays), but for the read longer than they hold
+            np.testing.assert_array_equal(buffers[0][:n], want[1][:n], err_msg=f"read {k}")
+    assert [e[1] for e in parse.parse_lines(np.frombuffer(reads[2].encode(), np.uint8), False, mask, constant,
+                                            kind, spec.namespace_mode, spec.interactions, spec.lengths, False,
+                                            max_generated=3000)[11][:2]] == [parse.ERR_LABEL_NUMBER,
+                                                                              parse.ERR_TOO_MANY_FEATURES]
+
+
 def test_single_example_path_reads_the_weights_in_place(tmp_path):
     """Learning between calls (the --learn server's single writer, on the same thread) is seen by
     the next call: no copy of the weights is kept."""
