@@ -67,6 +67,11 @@ class Link(str, Enum):
     poisson = "poisson"
 
 
+class HashRule(str, Enum):
+    all = "all"
+    strings = "strings"
+
+
 class Format(str, Enum):
     auto = "auto"
     vw = "vw"
@@ -218,6 +223,10 @@ def train(
                                                    "0-16), as VW."),
     hash_seed: Optional[int] = typer.Option(None, "--hash-seed", rich_help_panel=_features, show_default=False,
                                             help="Seed of the namespace hashes (VW's --hash_seed; default 0)."),
+    hash_rule: Optional[HashRule] = typer.Option(
+        None, "--hash", rich_help_panel=_features, show_default=False,
+        help="How names are hashed: all = MurmurHash3 of every name (olcli's default); strings = a name of digits "
+             "only is its number plus the namespace's hash (VW's default; olcli vw uses it)."),
     permutations: bool = typer.Option(False, "--permutations", rich_help_panel=_features,
                                       help="-q aa pairs every feature with every one, not i <= j (VW's --permutations)."),
     leave_duplicate_interactions: bool = typer.Option(
@@ -318,7 +327,8 @@ def train(
         input_format=input_format.value, constant=None if not noconstant else False,
         prediction_range=(min_prediction, max_prediction),
         features={**_feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear),
-                  **_generated_options(ngram, skips, hash_seed, permutations, leave_duplicate_interactions)},
+                  **_generated_options(ngram, skips, hash_seed, hash_rule, permutations,
+                                       leave_duplicate_interactions)},
         predict_only_model=predict_only_model, initial_weight=initial_weight, indexing=indexing,
         initial_constant=initial_constant, report=report, quiet=quiet, progress=progress, strict=strict,
         passes=dict(passes=passes, holdout_period=0 if holdout_off else holdout_period,
@@ -397,10 +407,11 @@ def _multiclass_option(oaa, softmax) -> tuple:
     return "", 0
 
 
-def _generated_options(ngram, skips, hash_seed, permutations, leave_duplicate_interactions) -> dict:
-    """--ngram, --skips, --hash-seed and the interaction flags as given (None: not given, so -i can tell)."""
+def _generated_options(ngram, skips, hash_seed, hash_rule, permutations, leave_duplicate_interactions) -> dict:
+    """--ngram, --skips, --hash-seed, --hash and the interaction flags as given (None: not given, so -i can tell)."""
     return {"ngram": list(ngram) if ngram else None, "skips": list(skips) if skips else None,
-            "hash_seed": hash_seed, "permutations": True if permutations else None,
+            "hash_seed": hash_seed, "hash": hash_rule.value if hash_rule else None,
+            "permutations": True if permutations else None,
             "leave_duplicate_interactions": True if leave_duplicate_interactions else None}
 
 

@@ -129,7 +129,7 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
             "constant": model.constant, "interactions": model.interactions, "ignore": model.ignore,
             "keep": model.keep, "ignore_linear": model.ignore_linear, "min_prediction": model.min_prediction,
             "max_prediction": model.max_prediction, "ngram": model.ngram, "skips": model.skips,
-            "hash_seed": model.hash_seed, "permutations": model.permutations,
+            "hash_seed": model.hash_seed, "hash": model.hash, "permutations": model.permutations,
             "leave_duplicate_interactions": model.leave_duplicate_interactions,
             "initial_weight": model.initial_weight, "initial_constant": model.initial_constant,
             "indexing": model.indexing, **model.params}
@@ -208,7 +208,7 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                                   quantile_tau=quantile_tau, min_prediction=prediction_range[0],
                                   max_prediction=prediction_range[1], copies=copies,
                                   ngram=features.get("ngram") or (), skips=features.get("skips") or (),
-                                  hash_seed=features.get("hash_seed") or 0,
+                                  hash_seed=features.get("hash_seed") or 0, hash=features.get("hash") or "all",
                                   permutations=bool(features.get("permutations")),
                                   leave_duplicate_interactions=bool(features.get("leave_duplicate_interactions")),
                                   initial_weight=initial_weight, indexing=indexing,
@@ -525,6 +525,7 @@ def _inspect(learner, path, top, readable, invert_hash) -> None:
     extras = [f"ngram: {' '.join(model.ngram)}" if model.ngram else "",
               f"skips: {' '.join(model.skips)}" if model.skips else "",
               f"hash-seed: {model.hash_seed}" if model.hash_seed else "",
+              f"hash: {model.hash}" if model.hash != "all" else "",
               "permutations" if model.permutations else "",
               "leave-duplicate-interactions" if model.leave_duplicate_interactions else "",
               f"predict-only (weights of --{model.predict_only})" if model.predict_only else ""]

@@ -152,12 +152,14 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
               ignore="", keep="", ignore_linear="", oaa=None, softmax=None, quantile_tau=None,
               min_prediction=None, max_prediction=None, copies: int = 1, ngram=(), skips=(), hash_seed=0,
               permutations=False, leave_duplicate_interactions=False, initial_weight=0.0, indexing=None,
-              initial_constant=0.0, **hyper) -> model_file.Model:
+              initial_constant=0.0, hash="all", **hyper) -> model_file.Model:
     """A fresh model, every option checked (the messages name the CLI spelling too)."""
     from olcli.parsing import check_grams
 
     ngram, skips = [str(v) for v in ngram or ()], [str(v) for v in skips or ()]
     check_grams(ngram, skips)
+    if hash not in model_file.HASHES:
+        raise UsageError(f"hash (--hash) must be one of {', '.join(model_file.HASHES)} (got {hash!r})")
     if not isinstance(hash_seed, (int, np.integer)) or not 0 <= hash_seed < 2 ** 32:
         raise UsageError(f"hash_seed (--hash-seed) must be a whole number 0 to 2^32-1 (got {hash_seed})")
     spec = registry.get(algorithm or registry.DEFAULT_ALGORITHM)
@@ -228,7 +230,8 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
         interactions=_interaction_specs(interactions), ignore=_letters("ignore (--ignore)", ignore),
         keep=_letters("keep (--keep)", keep), ignore_linear=_letters("ignore_linear (--ignore-linear)", ignore_linear),
         classes=int(classes), multiclass=mode, ngram=ngram, skips=skips, hash_seed=int(hash_seed),
-        permutations=bool(permutations), leave_duplicate_interactions=bool(leave_duplicate_interactions))
+        permutations=bool(permutations), leave_duplicate_interactions=bool(leave_duplicate_interactions),
+        hash=hash)
 
 
 class Learner:
@@ -247,14 +250,14 @@ class Learner:
                  constant=True, ignore="", keep="", ignore_linear="", oaa=None, softmax=None,
                  quantile_tau=0.5, min_prediction=None, max_prediction=None, input_format="auto", ngram=(),
                  skips=(), hash_seed=0, permutations=False, leave_duplicate_interactions=False, initial_weight=0.0,
-                 indexing=None, initial_constant=0.0, **hyper):
+                 indexing=None, initial_constant=0.0, hash="all", **hyper):
         model = new_model(algorithm, loss, bits, interactions, link=link, constant=constant, ignore=ignore,
                           keep=keep, ignore_linear=ignore_linear, oaa=oaa, softmax=softmax,
                           quantile_tau=quantile_tau, min_prediction=min_prediction,
                           max_prediction=max_prediction, ngram=ngram, skips=skips, hash_seed=hash_seed,
                           permutations=permutations, leave_duplicate_interactions=leave_duplicate_interactions,
                           initial_weight=initial_weight, indexing=indexing, initial_constant=initial_constant,
-                          **hyper)
+                          hash=hash, **hyper)
         self._attach(model, input_format)
 
     @classmethod
@@ -324,7 +327,8 @@ class Learner:
 
             m = self.model
             self._features = FeatureSpec.build(m.interactions, m.ignore, m.keep, m.ignore_linear, m.ngram, m.skips,
-                                               m.hash_seed, m.permutations, m.leave_duplicate_interactions)
+                                               m.hash_seed, m.permutations, m.leave_duplicate_interactions,
+                                               m.hash == "strings")
         return self._features
 
     def settings(self, learn: bool) -> Settings:
@@ -741,7 +745,7 @@ def logistic(x: np.ndarray) -> np.ndarray:
 
 def _check_compatible(a: model_file.Model, b: model_file.Model) -> None:
     for what in ("algorithm", "params", "bits", "loss", "loss_tau", "constant", "interactions", "ignore",
-                 "keep", "ignore_linear", "classes", "multiclass", "ngram", "skips", "hash_seed", "permutations",
+                 "keep", "ignore_linear", "classes", "multiclass", "ngram", "skips", "hash_seed", "hash", "permutations",
                  "leave_duplicate_interactions", "predict_only", "initial_weight", "initial_constant", "indexing"):
         if getattr(a, what) != getattr(b, what):
             raise UsageError(f"cannot merge learners with different {what}: "

@@ -29,8 +29,13 @@ from olcli.engine.registry import ALGORITHMS
 from olcli.errors import ModelError, UsageError
 
 MAGIC = b"OLCLIMDL"
-FORMAT_VERSION = 3   # 2: counters min_label/max_label, prediction range, algorithm scalars;
-                     # 3: n-grams, hash seed, interaction flags, predict-only models
+FORMAT_VERSION = 4   # 2: counters min_label/max_label, prediction range, algorithm scalars;
+                     # 3: n-grams, hash seed, interaction flags, predict-only models;
+                     # 4: the hash rule (input.hash_rule: VW's --hash all or strings)
+HASHES = ("all", "strings")   # VW's --hash values (engine/parse.py name_hash); files before 4: "all"
+_HASH_TEXT = {"all": "murmur3_x86_32(name, seed=hash(namespace)) & (2**bits - 1)",
+              "strings": "a name of digits only: its integer + seed; else murmur3_x86_32(name, seed); "
+                         "seed = hash(namespace) for a feature, hash_seed for a namespace; & (2**bits - 1)"}
 _PREFIX = struct.Struct("<8sII")
 _CHECKSUM_BYTES = 32
 
@@ -61,6 +66,7 @@ class Model:
     hash_seed: int = 0                          # --hash-seed: seeds the namespace hashes (VW's --hash_seed)
     permutations: bool = False                  # --permutations: equal namespaces pair every feature with every one
     leave_duplicate_interactions: bool = False  # --leave-duplicate-interactions
+    hash: str = "all"                           # --hash: VW's "all" (murmur) or "strings" (digits as numbers)
     predict_only: str = ""     # --predict-only-model: the algorithm the weights came from (state: weights, --sgd)
     initial_weight: float = 0.0   # --initial-weight: every weight's start (VW's --initial_weight)
     initial_constant: float = 0.0  # --constant: the (first class's) constant weight's start (VW's --constant)
@@ -99,7 +105,8 @@ class Model:
                 "hash_seed": self.hash_seed,
                 "permutations": self.permutations,
                 "leave_duplicate_interactions": self.leave_duplicate_interactions,
-                "hash": "murmur3_x86_32(feature, seed=murmur3_x86_32(namespace, hash_seed)) & (2**bits - 1)",
+                "hash_rule": self.hash,
+                "hash": _HASH_TEXT[self.hash],
             },
             "predict_only": {"trained_with": self.predict_only} if self.predict_only else None,
             "initial_weight": self.initial_weight,
@@ -405,6 +412,7 @@ HEADER_FIELDS = (
     Field("input.hash_seed", "int", _in_range(0, 2 ** 32 - 1), required=False, default=0),
     Field("input.permutations", "bool", required=False, default=False),
     Field("input.leave_duplicate_interactions", "bool", required=False, default=False),
+    Field("input.hash_rule", "str", _one_of(*HASHES), required=False, default="all"),
     Field("predict_only", "dict|null", _predict_only, required=False),
     Field("initial_weight", "number", _initial_weight, required=False, default=0.0),
     Field("initial_constant", "number", _initial_constant, required=False, default=0.0),
@@ -559,7 +567,7 @@ def decode(raw: bytes, path: str) -> Model:
         max_prediction=_optional_float(header.get("prediction_range", {}).get("max")),
         ngram=list(inputs["ngram"]), skips=list(inputs["skips"]), hash_seed=inputs["hash_seed"],
         permutations=inputs["permutations"], leave_duplicate_interactions=inputs["leave_duplicate_interactions"],
-        predict_only=(header.get("predict_only") or {}).get("trained_with", ""),
+        hash=inputs["hash_rule"], predict_only=(header.get("predict_only") or {}).get("trained_with", ""),
         initial_weight=float(header["initial_weight"]), indexing=multiclass["indexing"],
         initial_constant=float(header["initial_constant"]),
         file_header=header,

@@ -6,7 +6,8 @@ import numpy as np
 
 from olcli.engine import parse as kernels
 from olcli.engine.features import (
-    FLAGS_AT, IGNORED, LEAVE_DUPLICATES, LINEAR_IGNORED, MAX_INTERACTION, NGRAM_AT, PERMUTATIONS, SEED_AT, SKIPS_AT,
+    FLAGS_AT, HASH_STRINGS, IGNORED, LEAVE_DUPLICATES, LINEAR_IGNORED, MAX_INTERACTION, NGRAM_AT, PERMUTATIONS, SEED_AT,
+    SKIPS_AT,
     SPEC_SIZE, WILDCARD, namespace_letters)
 from olcli.errors import UsageError
 from olcli.engine.records import Batch
@@ -110,7 +111,7 @@ class FeatureSpec:
 
     @staticmethod
     def build(interactions=(), ignore="", keep="", ignore_linear="", ngram=(), skips=(), hash_seed=0,
-              permutations=False, leave_duplicates=False) -> "FeatureSpec":
+              permutations=False, leave_duplicates=False, hash_strings=False) -> "FeatureSpec":
         mode = np.zeros(SPEC_SIZE, np.int64)
         for at, table in ((NGRAM_AT, gram_table(ngram, "ngram", MAX_NGRAM)),
                           (SKIPS_AT, gram_table(skips, "skips", MAX_SKIPS))):
@@ -119,7 +120,8 @@ class FeatureSpec:
                     mode[at:at + 256] = number
                 else:
                     mode[at + letter] = number
-        mode[FLAGS_AT] = (PERMUTATIONS if permutations else 0) | (LEAVE_DUPLICATES if leave_duplicates else 0)
+        mode[FLAGS_AT] = ((PERMUTATIONS if permutations else 0) | (LEAVE_DUPLICATES if leave_duplicates else 0)
+                          | (HASH_STRINGS if hash_strings else 0))
         mode[SEED_AT] = int(hash_seed) & 0xFFFFFFFF
         modes = mode[:256]
         if keep:

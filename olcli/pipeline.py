@@ -114,7 +114,7 @@ class Examples:
                           "constant": model.constant, "label_kind": self.learner.label_kind,
                           "interactions": list(model.interactions), "ignore": model.ignore,
                           "keep": model.keep, "ignore_linear": model.ignore_linear, "ngram": list(model.ngram),
-                          "skips": list(model.skips), "hash_seed": model.hash_seed,
+                          "skips": list(model.skips), "hash_seed": model.hash_seed, "hash": model.hash,
                           "permutations": model.permutations,
                           "leave_duplicate_interactions": model.leave_duplicate_interactions}}
 

@@ -10,7 +10,9 @@ Two uses of one table (``VW_OPTIONS``):
   number is olcli's bar, ``--progress 10`` is VW's interval).
 * ``translate`` takes a whole VW command line (``olcli vw ARGS...``) and gives
   the ``olcli train`` arguments that run it: VW's default learner (``--gd``) unless
-  another is chosen, ``-t`` for test mode. A VW option
+  another is chosen, VW's default hashing (``--hash strings``: a name of digits
+  only is its number plus the namespace's hash) unless ``--hash all`` or a model
+  (``-i``) says otherwise, ``-t`` for test mode. A VW option
   olcli does not have is refused by name with what olcli offers instead (exit 2);
   nothing is silently ignored.
 
@@ -74,7 +76,8 @@ VW_OPTIONS = [
     VWOption(("--ngram",), True, "--ngram"),
     VWOption(("--skips",), True, "--skips"),
     VWOption(("--hash_seed",), True, "--hash-seed"),
-    VWOption(("--hash",), True, "", "'strings' (olcli's hashing is VW's default); 'all' is refused"),
+    VWOption(("--hash",), True, "--hash", "'strings' (VW's default, and olcli vw's) or 'all' (olcli train's "
+             "default): how names of digits only are hashed"),
     VWOption(("--l1",), True, "--l1"),
     VWOption(("--l2",), True, "--l2"),
     VWOption(("--ftrl",), False, "--ftrl"),
@@ -290,10 +293,8 @@ def _vw_words(option: VWOption, name: str, attached, args: list, i: int, known: 
     target = option.target
     if target == DATA:
         return [value], i
-    if name == "--hash":
-        if value != "strings":
-            raise UsageError(f"--hash {value}: not supported; olcli hashes as VW's --hash strings (the default)")
-        return [], i
+    if name == "--hash" and value not in ("strings", "all"):
+        raise UsageError(f"--hash {value}: VW's values are 'strings' and 'all'")
     if name in ("--ftrl_alpha", "--ftrl_beta"):
         target = _ftrl_target(name, args)
     if not target:
@@ -323,7 +324,7 @@ def _ftrl_target(name: str, args: list) -> str:
 
 
 # Options that choose the learner; without any, olcli vw uses VW's default learner
-# (olcli's --gd; olcli train's default is --adagrad). VW's --ftrl and --coin defaults
+# (olcli's --gd; olcli train's default is --mix). VW's --ftrl and --coin defaults
 # (alpha 0.5, beta 1; alpha 4, beta 1) are olcli's.
 _ALGORITHMS = {"--ftrl", "--coin", "--adaptive", "--normalized", "--invariant"}
 
@@ -363,6 +364,8 @@ def translate(args: list, known: Known) -> list:
         out.append(os.devnull)  # VW reads nothing; olcli would read standard input
     if "--initial_regressor" not in given and not given & _ALGORITHMS:
         out.append("--gd")  # VW's default learner (-t without -i too: it tests VW's default model, weights 0)
+    if "--initial_regressor" not in given and "--hash" not in given:
+        out.extend(["--hash", "strings"])  # VW's default hashing (olcli train's is --hash all); -i: the model's
     out.append("--vw-header")  # VW's lines before the table
     return out
 

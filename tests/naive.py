@@ -47,6 +47,23 @@ def vw_feature_index(namespace: str, feature: str, bits: int) -> int:
     return murmur3_32(feature.encode(), seed) & ((1 << bits) - 1)
 
 
+def vw_hashstring(name: bytes, seed: int) -> int:
+    """VW's ``--hash strings`` (its hashstring, VW's default): a name of ASCII digits
+    only (the empty name too) is its integer plus the seed, in 64-bit unsigned
+    arithmetic; any other name is MurmurHash3 seeded with the seed's low 32 bits."""
+    if all(48 <= c <= 57 for c in name):
+        return (int(name or b"0") + seed) % 2 ** 64
+    return murmur3_32(name, seed & 0xFFFFFFFF)
+
+
+def vw_strings_index(namespace: bytes, feature: bytes, bits: int, hash_seed: int = 0) -> int:
+    """A feature's row under ``--hash strings``: the namespace's hash is hashstring of
+    its name seeded with hash_seed (the default namespace: murmur3("", hash_seed)),
+    the feature's is hashstring of its name seeded with that, masked to ``bits``."""
+    seed = vw_hashstring(namespace, hash_seed) if namespace else murmur3_32(b"", hash_seed)
+    return vw_hashstring(feature, seed) & ((1 << bits) - 1)
+
+
 def merge_repeats(features: list) -> list:
     """An example as a sparse vector (DESIGN/README: repeated indices are summed):
     unchanged when no index repeats; otherwise sorted by index, values summed,

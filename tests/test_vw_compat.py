@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from olcli import vw as vw_spellings
-from tests import naive_vw
+from tests import naive, naive_vw
 from tests.conftest import SAMPLE
 
 OLCLI = [sys.executable, "-m", "olcli"]
@@ -298,10 +298,10 @@ def test_olcli_vw_is_train_with_vw_defaults(cli, data):
                        "--report", "vw.json")
     assert code == 0, err
     code, _, err = cli("train", data["binary"], "--gd", "--loss", "logistic", "-f", "ol.olm", "-q", "ab", "-b", "16",
-                       "--report", "ol.json")
+                       "--hash", "strings", "--report", "ol.json")
     assert code == 0, err
     assert report("vw.json") == report("ol.json")
-    assert report("vw.json")["algorithm"] == "gd"  # VW's default learner, not olcli train's --adagrad
+    assert report("vw.json")["algorithm"] == "gd"  # VW's default learner, not olcli train's --mix
     assert open("vw.olm", "rb").read() == open("ol.olm", "rb").read()
 
 
@@ -332,7 +332,7 @@ def test_olcli_vw_multipass_with_cache_and_holdout_off(cli, data):
     (["--pistol"], "--pistol: not supported; olcli's learners are --gd"),
     (["--no_such_option"], "--no_such_option: not supported; olcli learns linear models online; `olcli vw --help`"),
     (["--loss_function", "classic"], "--loss_function classic: not supported; olcli's choices: squared"),
-    (["--hash", "all"], "--hash all: not supported; olcli hashes as VW's --hash strings"),
+    (["--hash", "none"], "--hash none: VW's values are 'strings' and 'all'"),
     (["--coin", "--constant", "2"], "--constant with --coin: not supported; --coin keeps no weights"),
     (["--ftrl_alpha", "0.1"], "--ftrl_alpha applies to --ftrl (olcli: -l) or --coin (olcli: --coin-alpha)"),
     (["--radius", "0.5"], "--radius: not supported"),  # olcli train's --radius is not VW's
@@ -779,3 +779,76 @@ def test_cost_sensitive_labels_are_named(cli, tmp_path):
     last = err.strip().splitlines()[-1]
     assert last.startswith("Error: no example could be read") and "line 1" in last and "'1:1'" in last
     assert "cost-sensitive" in last and "--csoaa" in last
+
+
+# ---------------------------------------------------------------------------------------------
+# --hash: VW's default (strings: a name of digits only is its number plus the namespace's hash)
+# under olcli vw; olcli train's default is all (MurmurHash3 of every name, DESIGN §3).
+
+def _audit_rows(out: bytes) -> list:
+    return [[int(item.split(":")[1]) for item in line.split("\t")[1:]]
+            for line in out.decode().splitlines() if line.startswith("\t")]
+
+
+def test_olcli_vw_hashes_as_vw_by_default(cli, tmp_path):
+    from tests.test_hashing import EDGE, VW_AUDIT
+
+    (tmp_path / "edge.vw").write_bytes(EDGE)
+    code, out, err = cli("vw", "-d", "edge.vw", "--audit", "-b", "24", "--noconstant", "--quiet")
+    assert code == 0, err
+    assert _audit_rows(out) == VW_AUDIT[0]  # vw --audit's indices
+    code, out, err = cli("vw", "-d", "edge.vw", "--audit", "-b", "24", "--noconstant", "--quiet", "--hash_seed", "5")
+    assert code == 0, err
+    assert _audit_rows(out) == VW_AUDIT[5]
+    code, out, err = cli("vw", "-d", "edge.vw", "--audit", "-b", "18", "--noconstant", "--quiet", "--hash", "all")
+    assert code == 0, err
+    assert _audit_rows(out)[1] == [naive.vw_feature_index("123", "7", 18), naive.vw_feature_index("123", "x", 18)]
+    code, out, err = cli("train", "edge.vw", "--audit", "-b", "24", "--noconstant", "--quiet")
+    assert code == 0, err
+    assert _audit_rows(out)[2] == [naive.vw_feature_index("", "7", 24), naive.vw_feature_index("", "x", 24)]
+
+
+def _as_format_3(path: str, out: str) -> None:
+    """The model file as olcli wrote it before the hash rule was recorded: format 3,
+    no input.hash_rule (the layout of model.py's docstring, rebuilt here)."""
+    import hashlib
+    import struct
+
+    raw = open(path, "rb").read()
+    magic, _, size = struct.unpack_from("<8sII", raw)
+    header = json.loads(raw[16:16 + size])
+    del header["input"]["hash_rule"]
+    header["format_version"] = 3
+    text = json.dumps(header, indent=1, sort_keys=True).encode()
+    body = struct.pack("<8sII", magic, 3, len(text)) + text + raw[16 + size:-32]
+    open(out, "wb").write(body + hashlib.sha256(body).digest())
+
+
+def test_hash_rule_is_kept_by_the_model(cli, tmp_path):
+    from olcli import model as model_file
+    from tests.test_hashing import EDGE, VW_AUDIT
+
+    (tmp_path / "edge.vw").write_bytes(EDGE * 3)
+    code, _, err = cli("train", "edge.vw", "--gd", "--hash", "strings", "-b", "24", "--noconstant", "-f", "s.olm")
+    assert code == 0, err
+    header, _ = model_file.read_header(open("s.olm", "rb").read(), "s.olm")
+    assert header["input"]["hash_rule"] == "strings" and header["format_version"] == 4
+    # the rows learned are VW's rows for these names (an independent oracle: vw --audit)
+    code, out, err = cli("inspect", "s.olm", "--readable")
+    assert code == 0, err
+    rows = {int(m.group(1)) for m in re.finditer(r"^(\d+):", out.decode(), re.M)}
+    assert rows == {i for row in VW_AUDIT[0] for i in row}
+    # test hashes as training did; a different --hash with -i is refused, naming it
+    code, out, err = cli("test", "edge.vw", "-i", "s.olm", "--audit")
+    assert code == 0, err
+    assert _audit_rows(out)[:3] == VW_AUDIT[0]
+    code, _, err = cli("train", "edge.vw", "-i", "s.olm", "--hash", "all", "-f", "t.olm")
+    assert code == 2 and "hash" in err and not os.path.exists("t.olm"), err
+    # a file written before the rule was recorded (format 3) reads as --hash all, as it was trained
+    code, _, err = cli("train", "edge.vw", "--gd", "-b", "24", "--noconstant", "-f", "a.olm", "-p", "a.p")
+    assert code == 0, err
+    _as_format_3("a.olm", "old.olm")
+    assert model_file.load("old.olm").hash == "all"
+    assert cli("test", "edge.vw", "-i", "a.olm", "-p", "new.p")[0] == 0
+    assert cli("test", "edge.vw", "-i", "old.olm", "-p", "old.p")[0] == 0
+    assert open("old.p").read() == open("new.p").read()

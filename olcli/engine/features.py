@@ -46,6 +46,7 @@ NORMAL, IGNORED, LINEAR_IGNORED = 0, 1, 2
 NGRAM_AT, SKIPS_AT, FLAGS_AT, SEED_AT = 256, 512, 768, 769
 SPEC_SIZE = 770
 PERMUTATIONS, LEAVE_DUPLICATES = 1, 2   # bits of spec[FLAGS_AT]
+HASH_STRINGS = 4                         # bit of spec[FLAGS_AT]: VW's --hash strings (parse.name_hash)
 NGRAM_PRIME = np.uint64(27942141)       # VW's quadratic_constant: h = h * P + next token's index
 NGRAM_NAME = -2                          # names[:, N_NAME_START] of an n-gram (its tokens are its components)
 

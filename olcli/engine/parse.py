@@ -17,8 +17,11 @@ VW grammar, as VW's own text parser reads it::
     feature   := name[':' value]                    -- value 1 when omitted, 0 drops it
 
 Tokens are separated by spaces or tabs; a trailing '\\r' is ignored; lines of
-only white space are skipped. Namespace hash = murmur3(name, 0) (0 for the
-default namespace); feature index = murmur3(name, namespace hash) & mask.
+only white space are skipped. Namespace hash = murmur3(name, hash seed) (for the
+default namespace murmur3("", seed): 0 unseeded); feature index = murmur3(name,
+namespace hash) & mask: VW's ``--hash all``. With the spec's HASH_STRINGS flag
+(VW's default ``--hash strings``) a name of digits only, namespace or feature, is
+hashed as its integer plus the seed instead (``name_hash``).
 
 libsvm grammar: ``label (index:value)* [# comment]``; ``qid:`` tokens are
 ignored; index is a non-negative integer, taken modulo the table size.
@@ -30,8 +33,8 @@ import numpy as np
 from numba import njit
 
 from olcli.engine.features import (
-    FLAGS_AT, IGNORED, LINEAR_IGNORED, N_NAME_END, N_NAME_START, N_NS_END, N_NS_START, NAME_COLUMNS, NGRAM_AT,
-    SEED_AT, add_ngrams, clear_names, grow, interact, interaction_size, merge_duplicates)
+    FLAGS_AT, HASH_STRINGS, IGNORED, LINEAR_IGNORED, N_NAME_END, N_NAME_START, N_NS_END, N_NS_START, NAME_COLUMNS,
+    NGRAM_AT, SEED_AT, add_ngrams, clear_names, grow, interact, interaction_size, merge_duplicates)
 from olcli.engine.borrowed import borrowed
 from olcli.engine.murmur import murmur3_32
 from olcli.engine.numbers import NUMBER_OK, NUMBER_NONFINITE, parse_number
@@ -254,6 +257,26 @@ def _parse_vw_label_part(buf, start, bar, has_bar, scratch):
     return label, importance, base, tag_start, tag_end, 0, 0, 0
 
 
+@njit(inline="always")
+def name_hash(buf, start, end, seed, strings):
+    """The hash of the name buf[start:end] seeded with ``seed``: MurmurHash3 (VW's
+    ``--hash all``); with ``strings`` (VW's default ``--hash strings``, its
+    hashstring) a name of ASCII digits only, the empty name included, is instead
+    its integer plus the seed, in 64-bit unsigned arithmetic as VW's (a longer
+    number wraps around 2^64), so ``|f 3:1`` is row hash(f) + 3."""
+    if strings:
+        number = np.uint64(0)
+        k = start
+        while k < end:
+            digit = buf[k]
+            if digit < 48 or digit > 57:
+                return murmur3_32(buf, start, end, seed)
+            number = number * np.uint64(10) + np.uint64(digit - 48)
+            k += 1
+        return number + np.uint64(seed)
+    return murmur3_32(buf, start, end, seed)
+
+
 @njit
 def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letters, names, n_features):
     """Namespaces and features from the first '|' to the end of the line; features
@@ -261,6 +284,7 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
     Returns (n_features, error code, error token start, error token end)."""
     k = bar
     seed = np.uint64(namespace_mode[SEED_AT]) if len(namespace_mode) > SEED_AT else np.uint64(0)
+    strings = len(namespace_mode) > FLAGS_AT and (namespace_mode[FLAGS_AT] & HASH_STRINGS) != 0
     default_hash = murmur3_32(buf, bar, bar, seed)  # the default namespace's: murmur3("", seed), 0 unseeded
     namespace_hash = default_hash
     scale = 1.0
@@ -276,7 +300,7 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
             name_start = k
             while k < end and not _is_ws(buf[k]) and buf[k] != _COLON and buf[k] != _BAR:
                 k += 1
-            namespace_hash = murmur3_32(buf, name_start, k, seed) if k > name_start else default_hash
+            namespace_hash = name_hash(buf, name_start, k, seed, strings) if k > name_start else default_hash
             letter = buf[name_start] if k > name_start else _SPACE
             namespace_start, namespace_end = name_start, k
             scale = 1.0
@@ -306,7 +330,7 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
         x *= scale
         if x == 0.0 or namespace_mode[letter] == IGNORED:
             continue
-        h = murmur3_32(buf, token_start, name_end, namespace_hash)
+        h = name_hash(buf, token_start, name_end, namespace_hash, strings)
         index[n_features] = np.int32(h & np.uint64(mask))
         value[n_features] = x
         letters[n_features] = letter
