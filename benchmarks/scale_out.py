@@ -1,6 +1,7 @@
 """Training on a Dask cluster (issue 18): loss against one machine, speed-up, merge cost.
 
-    python benchmarks/scale_out.py [DATA_DIR] [--out benchmarks/results/scale_out.md] [--parts loss,speed,merge,rule]
+    python benchmarks/scale_out.py [DATA_DIR] [--out benchmarks/results/scale_out.md]
+        [--parts loss,speed,merge,rule,members]
 
 DATA_DIR defaults to ../shared/data. Every run is the real command (``python -m olcli
 train ... --report R``) in a subprocess; the numbers come from the JSON reports.
@@ -26,6 +27,9 @@ train ... --report R``) in a subprocess; the numbers come from the JSON reports.
 4. Rule: covtype on 4 shards pass after pass, AdaGrad and --gd, with olcli's merge (G grows
    by the increments' weighted mean), with the sum of the increments, and with VW's G
    (written here only): what the accumulators' rule does to the loss of 1.
+5. Members: the text generator on one machine and on 4 shards pass after pass, the test loss
+   of the default mixture and of each of its members inside it, and its weights: which
+   member the mixture follows after merges, and how each member's merge fares.
 """
 
 import json
@@ -225,6 +229,150 @@ def rule(data: Path, work: Path, shards: int = 4, passes: int = 5) -> dict:
     return found
 
 
+def members(work: Path, shards: int = 4, passes: int = 5) -> dict:
+    """The text generator (as in part 1) on one machine and on ``shards`` shards, pass after
+    pass, with the default holdout (every 10th example): the test loss of the default
+    mixture and of each of its members inside it (the member's own predictor: the mixture
+    with all its weight on that member), and the mixture's weights. The shard and merge
+    tasks of olcli/scaleout.py run in the benchmark's process (no cluster; the same
+    functions the workers run), the holdout offsets from the shards' line counts."""
+    import numpy as np
+
+    from olcli import scaleout
+    from olcli.engine import mixture
+    from olcli.learner import Learner
+
+    train, test = work / "text_train.vw", work / "text_test.vw"
+    if not train.exists():
+        text = work / "text.vw"
+        subprocess.run([sys.executable, "-m", "olcli.datagen", "text", "--lines", "240000", "--seed", "11",
+                        "-o", str(text)], check=True)
+        split(text, train, test, 200000)
+    test_lines, data = test.read_bytes(), train.read_bytes()
+    found = {}
+    for count in (1, shards):
+        learner = Learner("mix", loss="logistic")
+        learner.decide_format("vw", str(train))
+        cut = scaleout.cut_shards([str(train)], count)
+        lines = [data[c.start:len(data) if c.end is None else c.end].count(b"\n") for c in cut]
+        rows = []
+        for number in range(1, passes + 1):
+            state = learner.to_bytes()
+            parts, before = [], 0
+            for shard, n in zip(cut, lines):
+                parts.append(scaleout.learn_shard(state, scaleout.Job(shard, number, first_line=before + 1,
+                                                                       holdout_period=10,
+                                                                       holdout_offset=before % 10)))
+                before += n
+            learner = Learner.from_bytes(scaleout.tree(parts, lambda a, b: scaleout.merge_parts(state, a, b)).model)
+            losses = learner.model.scalars[mixture.LOSSES:mixture.LOSSES + mixture.N_MEMBERS]
+            pi = np.array(mixture.PRIOR) * np.exp(-(losses - losses.min()))
+            row = {"mix": learner.copy().evaluate(test_lines).loss, "weights": (pi / pi.sum()).tolist()}
+            for k, member in enumerate(mixture.MEMBERS):
+                alone = learner.copy()
+                alone.model.scalars[mixture.LOSSES:mixture.LOSSES + mixture.N_MEMBERS] = 1e9
+                alone.model.scalars[mixture.LOSSES + k] = 0.0
+                row[member] = alone.evaluate(test_lines).loss
+            rows.append(row)
+            print(f"members {count} shards, pass {number}: {row}", file=sys.stderr)
+        found["one machine" if count == 1 else f"{count} shards"] = rows
+    return found
+
+
+def _coin_variant(name: str):
+    """olcli's --coin merge (coin.merge) with one part changed, written here only, for the
+    'coin' part: "mean increment": G grows by the increments' weighted mean (as AdaGrad's
+    and --gd's), Z rescaled so the bettor keeps its fraction and the merged weight;
+    "wealth added": each bettor's wealth is the base's plus the shards' increments (the
+    money won on the union of their examples), its fraction the dG-weighted mean of the
+    shards' signed fractions, and the weight the one that bettor holds."""
+    import numpy as np
+
+    from olcli.engine import coin, merge_common
+
+    own = coin.merge
+
+    def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_scalars=None,
+              shard_scalars=None):
+        out = own(base, shards, params, base_rounds, shard_rounds, shard_weights, base_scalars, shard_scalars)
+        result, active = merge_common.prepare(base, shards, base_rounds, shard_rounds, shard_weights)
+        if result is not None:
+            return out
+        touched = np.stack([(shards[k] != base).any(axis=1) for k in active])
+        changed = touched.any(axis=0)
+        grown = np.maximum(np.where(touched, np.stack([shards[k][:, coin.G] for k in active]) - base[:, coin.G],
+                                    0.0), 0.0)
+        total = grown.sum(axis=0)
+        lm = out[:, coin.L] * out[:, coin.M]
+        ok = changed & (total > 0.0) & (lm > 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if name == "mean increment":
+                g = base[:, coin.G] + merge_common.mean_increment(grown, total)
+                z = out[:, coin.Z] * (lm + g) / (lm + out[:, coin.G])
+                out[ok, coin.G], out[ok, coin.Z] = g[ok], z[ok]
+            else:
+                signed = np.stack([s[:, coin.Z] / (s[:, coin.L] * s[:, coin.M] + s[:, coin.G])
+                                   for s in (shards[k] for k in active)])
+                signed = np.where(np.isfinite(signed), signed, 0.0)
+                fraction, _ = merge_common.weighted_mean(signed, grown)
+                wealths = np.stack([shards[k][:, coin.WEALTH] for k in active])
+                added = base[:, coin.WEALTH] + np.where(touched, wealths - base[:, coin.WEALTH], 0.0).sum(axis=0)
+                lowest = np.min(np.where(touched, wealths, np.inf), axis=0)
+                added = np.maximum(added, np.where(np.isfinite(lowest), lowest, added))   # never below every shard's
+                scalars = coin.merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds,
+                                             shard_weights)
+                average = (scalars[coin.NORM_X_SUM] + 1e-6) / scalars[coin.TOTAL_WEIGHT]
+                out[ok, coin.Z] = (fraction * (lm + out[:, coin.G]))[ok]
+                out[ok, coin.WEALTH] = added[ok]
+                out[ok, coin.W] = ((params[coin.P_ALPHA] + added) * fraction / lm / average)[ok]
+        return out
+
+    return merge
+
+
+def coin_rules(work: Path, shards: int = 4, passes: int = 5) -> dict:
+    """The text generator on 4 shards, pass after pass (holdout every 10th example, the shard
+    and merge tasks in this process), --coin alone with olcli's merge and the two variants of
+    _coin_variant, and one machine: test loss after each pass."""
+    from olcli import scaleout
+    from olcli.engine import coin
+    from olcli.learner import Learner
+
+    train, test = work / "text_train.vw", work / "text_test.vw"
+    if not train.exists():
+        text = work / "text.vw"
+        subprocess.run([sys.executable, "-m", "olcli.datagen", "text", "--lines", "240000", "--seed", "11",
+                        "-o", str(text)], check=True)
+        split(text, train, test, 200000)
+    test_lines, data = test.read_bytes(), train.read_bytes()
+    own = coin.merge
+    found = {}
+    try:
+        for name, count in (("one machine", 1), ("olcli's merge", shards), ("mean increment", shards),
+                            ("wealth added", shards)):
+            coin.merge = own if name in ("one machine", "olcli's merge") else _coin_variant(name)
+            learner = Learner("coin", loss="logistic")
+            learner.decide_format("vw", str(train))
+            cut = scaleout.cut_shards([str(train)], count)
+            lines = [data[c.start:len(data) if c.end is None else c.end].count(b"\n") for c in cut]
+            found[name] = []
+            for number in range(1, passes + 1):
+                state = learner.to_bytes()
+                parts, before = [], 0
+                for shard, n in zip(cut, lines):
+                    parts.append(scaleout.learn_shard(state, scaleout.Job(shard, number, first_line=before + 1,
+                                                                           holdout_period=10,
+                                                                           holdout_offset=before % 10)))
+                    before += n
+                learner = Learner.from_bytes(scaleout.tree(parts,
+                                                           lambda a, b: scaleout.merge_parts(state, a, b)).model)
+                found[name].append(learner.copy().evaluate(test_lines).loss)
+            print(f"coin {name}: {found[name]}", file=sys.stderr)
+    finally:
+        coin.merge = own
+    return found
+
+
 def _default() -> str:
     from olcli.engine import registry
 
@@ -232,7 +380,7 @@ def _default() -> str:
 
 
 def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list, loads: tuple,
-          rules: dict | None = None) -> None:
+          rules: dict | None = None, found_members: dict | None = None, coins: dict | None = None) -> None:
     lines = ["# Training on a Dask cluster: loss against one machine, speed-up, merge cost", "",
              f"`python benchmarks/scale_out.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}). Machine: "
              f"{os.cpu_count()} cores, shared with other jobs: load average {loads[0]} before the speed runs, "
@@ -282,6 +430,44 @@ def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list
             ratios = ", ".join(f"{name.split(': ')[1]} {found[PASSES] / one:.4f}" for name, found in rules.items()
                                if name.startswith(algorithm + ":") and not name.endswith("one machine"))
             lines.append(f"- {algorithm}, after {PASSES + 1} passes against one machine after {PASSES}: {ratios}")
+    if found_members:
+        one = found_members["one machine"]
+        lines += ["", "## The text generator on 4 shards: the mixture and its members, pass after pass", "",
+                  "The text generator as in the loss table (200,000 train, 40,000 test), holdout every 10th "
+                  "example, no early stop; the shard and merge tasks of olcli/scaleout.py run in the benchmark's "
+                  "process. Test loss of the default mixture and of each member inside it (its own predictor), "
+                  "and the mixture's weights (--gd, --coin, ScInOL2) after the pass. The mixture counts only "
+                  "losses of examples not learned yet (olcli/engine/mixture.py), so it follows the member whose "
+                  "held-out loss is lowest; the last column compares each member on 4 shards after P + 1 passes "
+                  f"with itself on one machine after P = {PASSES}.", "",
+                  "| run | pass | mix | gd | coin | scinol2 | weights |", "|---|---:|---:|---:|---:|---:|---|"]
+        for name, rows in found_members.items():
+            for number, row in enumerate(rows, 1):
+                lines.append(f"| {name} | {number} | {row['mix']:.4f} | {row['gd']:.4f} | {row['coin']:.4f} | "
+                             f"{row['scinol2']:.4f} | {', '.join(f'{w:.3f}' for w in row['weights'])} |")
+        for name, rows in found_members.items():
+            if name != "one machine" and len(rows) > PASSES:
+                ratios = ", ".join(f"{m} {rows[PASSES][m] / one[PASSES - 1][m]:.4f}"
+                                   for m in ("mix", "gd", "coin", "scinol2"))
+                lines.append(f"\n- {name} after {PASSES + 1} passes against one machine after {PASSES}: {ratios}")
+    if coins:
+        lines += ["", "## --coin's merge on the text generator with 4 shards", "",
+                  "--coin alone, the text generator (200,000 train, 40,000 test), holdout every 10th example, no "
+                  "early stop, the shard and merge tasks in the benchmark's process; test loss after each pass. "
+                  "`olcli's merge`: coin.merge (w averaged by the gradient mass dG_k, G added, each bettor rebuilt "
+                  "to hold the averaged weight with the shards' mean fraction); `mean increment`: G grows by the "
+                  "increments' weighted mean instead (as AdaGrad's); `wealth added`: the bettors' wealth is the "
+                  "base's plus the shards' increments, the fraction their mean, the weight the one that bettor "
+                  "holds (both written in this script only).", "",
+                  "| run | " + " | ".join(f"pass {k + 1}" for k in range(len(coins["one machine"]))) + " |",
+                  "|---|" + "---:|" * len(coins["one machine"])]
+        for name, found in coins.items():
+            lines.append(f"| {name} | " + " | ".join(f"{x:.4f}" for x in found) + " |")
+        one = coins["one machine"][PASSES - 1]
+        lines.append("")
+        lines.append(f"- after {PASSES + 1} passes against one machine after {PASSES}: "
+                     + ", ".join(f"{name} {found[PASSES] / one:.4f}" for name, found in coins.items()
+                                 if name != "one machine"))
     lines += ["", "## Wall speed-up with 2 workers", "",
               f"`python -m olcli.datagen click --lines 2000000` ({click_bytes / 1e6:.0f} MB), one pass, logistic; "
               f"{ROUNDS} rounds, the configurations alternating. `train s` = the report's `elapsed_seconds` (the "
@@ -328,7 +514,7 @@ def main() -> None:
     again when the machine is quiet."""
     argv = list(sys.argv[1:])
     out = ROOT / "benchmarks" / "results" / "scale_out.md"
-    parts = {"loss", "speed", "merge", "rule"}
+    parts = {"loss", "speed", "merge", "rule", "members", "coin"}
     for flag in ("--out", "--parts"):
         if flag in argv:
             value = argv[argv.index(flag) + 1]
@@ -339,7 +525,7 @@ def main() -> None:
                 parts = set(value.split(","))
     data = Path(argv[0]) if argv else ROOT.parent / "shared" / "data"
     raw = out.with_suffix(".json")
-    saved = json.loads(raw.read_text()) if raw.exists() and parts != {"loss", "speed", "merge", "rule"} else {}
+    saved = json.loads(raw.read_text()) if raw.exists() and parts != {"loss", "speed", "merge", "rule", "members", "coin"} else {}
     start_load = load()
     with tempfile.TemporaryDirectory(prefix="olcli-scale-out-") as tmp:
         work = Path(tmp)
@@ -361,11 +547,17 @@ def main() -> None:
     if "rule" in parts:
         with tempfile.TemporaryDirectory(prefix="olcli-scale-out-") as tmp:
             saved["rule"] = rule(data, Path(tmp))
+    if "members" in parts:
+        with tempfile.TemporaryDirectory(prefix="olcli-scale-out-") as tmp:
+            saved["members"] = members(Path(tmp))
+    if "coin" in parts:
+        with tempfile.TemporaryDirectory(prefix="olcli-scale-out-") as tmp:
+            saved["coin"] = coin_rules(Path(tmp))
     raw.write_text(json.dumps(saved, indent=1) + "\n")
     loss_rows = [{(tuple(map(int, k.split("x"))) if "x" in k and k[0].isdigit() else k): v for k, v in row.items()}
                  for row in saved["loss"]]
     write(out, loss_rows, saved["speed"], saved["click_bytes"], saved["merge"], tuple(saved["speed_loads"]),
-          saved.get("rule"))
+          saved.get("rule"), saved.get("members"), saved.get("coin"))
     print(out.read_text())
 
 
