@@ -236,7 +236,7 @@ def shard_chunks(shard: Shard, first_line: int = 1, chunk_bytes: int | None = No
 
 
 def _count_kernel():
-    from numba import njit
+    from olcli.engine.jit import njit
 
     @njit(cache=True, nogil=True)
     def count_lines_and_examples(buf):

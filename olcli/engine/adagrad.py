@@ -28,7 +28,7 @@ example, each occurrence is applied in turn, as VW does.
 import math
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop

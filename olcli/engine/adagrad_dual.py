@@ -14,7 +14,7 @@ H_i = 0 the weight is 0.
 import math
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop

@@ -45,7 +45,7 @@ from (VW's --coin raises M_i and rewrites w_i for it).
 """
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop

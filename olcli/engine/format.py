@@ -9,7 +9,7 @@ scientific notation with six decimals; NaN and infinities are written as
 import math
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 _DIGITS = 6
 _SCALE = 10 ** _DIGITS

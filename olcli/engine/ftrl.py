@@ -16,7 +16,7 @@ bookkeeping.
 import math
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop

@@ -67,7 +67,7 @@ the invariant update off), after the same adaptive and normalised bookkeeping.
 import math
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop

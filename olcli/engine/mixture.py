@@ -114,7 +114,7 @@ so the mixture is as scale invariant as its members are.
 import math
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 from olcli.engine import coin, gd, scinol2
 from olcli.engine.driver import account_binary, clip_prediction, progress_row, start_example, widen_label_range

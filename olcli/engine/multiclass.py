@@ -22,7 +22,7 @@ normalized sigmoids sigma(p_k) / sum_j sigma(p_j) for OAA (VW's --probabilities)
 import math
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 from olcli.engine.driver import count_example, count_labeled, count_loss, progress_row, start_example
 from olcli.engine.losses import log1p_exp, loss_derivative, sigmoid

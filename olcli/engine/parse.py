@@ -30,7 +30,7 @@ ignored; index is a non-negative integer, taken modulo the table size.
 import math
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 from olcli.engine.features import (
     FLAGS_AT, HASH_STRINGS, IGNORED, LINEAR_IGNORED, N_NAME_END, N_NAME_START, N_NS_END, N_NS_START, NAME_COLUMNS,

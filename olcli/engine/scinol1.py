@@ -20,7 +20,7 @@ rate: predictions are invariant to rescaling any feature (Appendix B).
 import math
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 from olcli.engine.driver import run_binary, weights_loop
 from olcli.engine.multiclass import run_multiclass

@@ -31,11 +31,12 @@ algorithm (an algorithm missing from ``ENTRIES`` simply has no fast path).
 import math
 
 import numpy as np
-from numba import njit, typeof
+from numba import typeof
 from numba.core import types
 from numba.experimental import structref
 from numba.extending import overload
 
+from olcli.engine.jit import njit
 from olcli.engine import adagrad, adagrad_dual, coin, ftrl, gd, mixture, scinol1, scinol2, sgd
 from olcli.engine.borrowed import borrowed
 from olcli.engine.format import format_predictions

@@ -1,0 +1,84 @@
+"""The kernels' on-disk cache follows the whole engine (olcli/engine/jit.py): a change
+to any engine file, not only to a kernel's own, makes a cached kernel compile again."""
+
+import importlib
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import olcli
+import olcli.engine
+from olcli.engine import jit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(olcli.__file__)))
+
+
+def _cached_dispatchers():
+    from numba.core.dispatcher import Dispatcher
+
+    names = [f"olcli.engine.{m.name}" for m in pkgutil.iter_modules(olcli.engine.__path__)]
+    for name in names + ["olcli.scaleout"]:
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if isinstance(value, Dispatcher) and value._cache.__class__.__name__ != "NullCache":
+                yield name, value
+
+
+def test_every_cached_kernel_is_stamped_by_the_whole_engine():
+    from olcli.scaleout import _count_kernel
+
+    found = list(_cached_dispatchers()) + [("olcli.scaleout", _count_kernel())]
+    assert len(found) >= 12
+    for name, dispatcher in found:
+        locator = dispatcher._cache._impl.locator
+        assert isinstance(locator, jit._EngineStamp), (name, dispatcher.__name__, type(locator))
+        assert locator.get_source_stamp()[1] == jit.engine_stamp(os.path.abspath(locator._py_file))
+
+
+def test_the_stamp_changes_with_any_engine_file(tmp_path):
+    engine = tmp_path / "engine"
+    shutil.copytree(os.path.dirname(jit.__file__), engine, ignore=shutil.ignore_patterns("__pycache__"))
+    before = jit.stamp_of(str(engine))
+    assert before == jit.stamp_of(os.path.dirname(jit.__file__))  # contents, not places or times
+    losses = engine / "losses.py"
+    text = losses.read_bytes()
+    losses.write_bytes(text + b"\n# a comment\n")
+    assert jit.stamp_of(str(engine)) != before
+    losses.write_bytes(text)
+    assert jit.stamp_of(str(engine)) == before
+    (engine / "extra.py").write_text("X = 1\n")
+    assert jit.stamp_of(str(engine)) != before
+
+
+_PROBE = textwrap.dedent("""
+    import numpy as np
+    from olcli.scaleout import _count_kernel
+    kernel = _count_kernel()
+    print(kernel(np.frombuffer(b"1 |a b\\n\\n", np.uint8)), kernel.stats.cache_hits.total(),
+          kernel.stats.cache_misses.total())
+""")
+
+
+def test_a_changed_dependency_recompiles_a_cached_kernel(tmp_path):
+    # A copy of olcli whose cache lives in tmp_path; the kernel (scaleout's line
+    # counter) is defined outside the engine and calls nothing from it, so with
+    # Numba's own stamp a change to engine/losses.py would leave it cached.
+    shutil.copytree(os.path.join(ROOT, "olcli"), tmp_path / "olcli", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+
+    def probe():
+        done = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        words = done.stdout.split()
+        return words[0] + " " + words[1], int(words[2]), int(words[3])
+
+    counts, hits, misses = probe()
+    assert counts == "(2, 1)" and (hits, misses) == (0, 1)   # compiled, written to the cache
+    assert probe()[1:] == (1, 0)                              # loaded from it
+    losses = tmp_path / "olcli" / "engine" / "losses.py"
+    losses.write_bytes(losses.read_bytes() + b"\n# changed\n")
+    assert probe()[1:] == (0, 1)                              # compiled again
+    assert probe()[1:] == (1, 0)
