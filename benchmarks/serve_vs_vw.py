@@ -617,8 +617,9 @@ def render(args, results, http_runs, parallel, vw_note, count, loads, cpu, in_pr
         "- Every olcli server's pipelined replies (one and two connections) were checked equal, byte for byte, "
         "to `olcli test -p` on the same lines, and its HTTP predictions within 1e-6.",
         "- One-call path: a read of whole lines up to 64 KiB is parsed, predicted and formatted in one Numba "
-        "call (`olcli/engine/single.py`, the batch path's own kernels called from inside one kernel, plain-array "
-        "arguments). The batch-path row is the same server with that path switched off "
+        "call (`olcli/engine/single.py`, the batch path's own kernels called from inside one kernel; one context "
+        "object holding every array, the parser filling buffers allocated once, borrowed views without "
+        "reference counting). The batch-path row is the same server with that path switched off "
         "(`OLCLI_SERVE_FAST_PATH=0`), i.e. the server as it was before it: `Learner.parse`, `Learner.process` "
         "and `format_predictions` per read, ~30 µs of Python and Numba dispatch (the argument records typed on "
         "every call, the parser's result arrays boxed) around well under a microsecond of arithmetic.",
