@@ -28,6 +28,15 @@ def reference_for(fast, loss, tau):
                          ROWS, params["epsilon"], loss, tau, clipped("scinol2", loss))
 
 
+def _log_probabilities(s, softmax):
+    """A member's class log-probabilities from its K scores: the softmax's, or OAA's
+    sigmoids normalised to sum to 1 (the mixture's multiclass log loss, mixture.py)."""
+    if softmax:
+        return s - (s.max() + math.log(np.exp(s - s.max()).sum()))
+    sig = 1.0 / (1.0 + np.exp(-s))
+    return np.log(sig) - math.log(sig.sum())
+
+
 @pytest.mark.parametrize("variant", [{}, {"epsilon": 0.3, "alpha": 1.0, "eta": 0.2}])
 @pytest.mark.parametrize("loss", LOSSES)
 def test_mixture_matches_the_reference_step_by_step(loss, variant):
@@ -147,13 +156,7 @@ def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multicl
                 continue
             label = int(batch.labels[e]) - 1
             for k in range(3):
-                s = member_scores[k][e]
-                if softmax:
-                    log_p = s - (s.max() + math.log(np.exp(s - s.max()).sum()))
-                else:
-                    sig = 1.0 / (1.0 + np.exp(-s))
-                    log_p = np.log(sig) - math.log(sig.sum())
-                cumulative[k] -= batch.importance[e] * log_p[label]
+                cumulative[k] -= batch.importance[e] * _log_probabilities(member_scores[k][e], softmax)[label]
     np.testing.assert_allclose(mix.model.scalars[mixture.LOSSES:mixture.LOSSES + 3], cumulative, rtol=1e-12)
     for name, columns in MEMBER_COLUMNS.items():   # the members learned as alone
         assert np.array_equal(members[name].model.state, mix.model.state[:, slice(*columns)]), name
@@ -223,13 +226,7 @@ def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass):
         np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"example {e}")
         label = int(batch.labels[e]) - 1
         for k in range(3):
-            s = member_scores[k][e]
-            if softmax:
-                log_p = s - (s.max() + math.log(np.exp(s - s.max()).sum()))
-            else:
-                sig = 1.0 / (1.0 + np.exp(-s))
-                log_p = np.log(sig) - math.log(sig.sum())
-            cumulative[k] -= batch.importance[e] * log_p[label]
+            cumulative[k] -= batch.importance[e] * _log_probabilities(member_scores[k][e], softmax)[label]
 
 
 @pytest.mark.parametrize("loss,multiclass", [("logistic", {}), ("squared", {}), ("logistic", {"oaa": 3}),
