@@ -238,33 +238,14 @@ def members(work: Path, shards: int = 4, passes: int = 5) -> dict:
     functions the workers run), the holdout offsets from the shards' line counts."""
     import numpy as np
 
-    from olcli import scaleout
     from olcli.engine import mixture
-    from olcli.learner import Learner
 
-    train, test = work / "text_train.vw", work / "text_test.vw"
-    if not train.exists():
-        text = work / "text.vw"
-        subprocess.run([sys.executable, "-m", "olcli.datagen", "text", "--lines", "240000", "--seed", "11",
-                        "-o", str(text)], check=True)
-        split(text, train, test, 200000)
+    train, test = _text_split(work)
     test_lines, data = test.read_bytes(), train.read_bytes()
     found = {}
     for count in (1, shards):
-        learner = Learner("mix", loss="logistic")
-        learner.decide_format("vw", str(train))
-        cut = scaleout.cut_shards([str(train)], count)
-        lines = [data[c.start:len(data) if c.end is None else c.end].count(b"\n") for c in cut]
         rows = []
-        for number in range(1, passes + 1):
-            state = learner.to_bytes()
-            parts, before = [], 0
-            for shard, n in zip(cut, lines):
-                parts.append(scaleout.learn_shard(state, scaleout.Job(shard, number, first_line=before + 1,
-                                                                       holdout_period=10,
-                                                                       holdout_offset=before % 10)))
-                before += n
-            learner = Learner.from_bytes(scaleout.tree(parts, lambda a, b: scaleout.merge_parts(state, a, b)).model)
+        for number, learner in _sharded_passes("mix", train, data, count, passes):
             losses = learner.model.scalars[mixture.LOSSES:mixture.LOSSES + mixture.N_MEMBERS]
             pi = np.array(mixture.PRIOR) * np.exp(-(losses - losses.min()))
             row = {"mix": learner.copy().evaluate(test_lines).loss, "weights": (pi / pi.sum()).tolist()}
@@ -277,6 +258,39 @@ def members(work: Path, shards: int = 4, passes: int = 5) -> dict:
             print(f"members {count} shards, pass {number}: {row}", file=sys.stderr)
         found["one machine" if count == 1 else f"{count} shards"] = rows
     return found
+
+
+def _text_split(work):
+    """The text generator's 240,000 lines (seed 11) split 200,000 / 40,000, written once."""
+    train, test = work / "text_train.vw", work / "text_test.vw"
+    if not train.exists():
+        text = work / "text.vw"
+        subprocess.run([sys.executable, "-m", "olcli.datagen", "text", "--lines", "240000", "--seed", "11",
+                        "-o", str(text)], check=True)
+        split(text, train, test, 200000)
+    return train, test
+
+
+def _sharded_passes(algorithm, train, data, count, passes):
+    """(pass number, learner after it) for ``passes`` passes over ``train`` (its bytes
+    ``data``) cut into ``count`` shards, each pass learned in this process by the
+    cluster's own task and merge functions (scaleout.learn_shard, merge_parts, tree)."""
+    from olcli import scaleout
+    from olcli.learner import Learner
+
+    learner = Learner(algorithm, loss="logistic")
+    learner.decide_format("vw", str(train))
+    cut = scaleout.cut_shards([str(train)], count)
+    lines = [data[c.start:len(data) if c.end is None else c.end].count(b"\n") for c in cut]
+    for number in range(1, passes + 1):
+        state = learner.to_bytes()
+        parts, before = [], 0
+        for shard, n in zip(cut, lines):
+            parts.append(scaleout.learn_shard(state, scaleout.Job(shard, number, first_line=before + 1,
+                                                                   holdout_period=10, holdout_offset=before % 10)))
+            before += n
+        learner = Learner.from_bytes(scaleout.tree(parts, lambda a, b: scaleout.merge_parts(state, a, b)).model)
+        yield number, learner
 
 
 def _coin_variant(name: str):
@@ -334,16 +348,9 @@ def coin_rules(work: Path, shards: int = 4, passes: int = 5) -> dict:
     """The text generator on 4 shards, pass after pass (holdout every 10th example, the shard
     and merge tasks in this process), --coin alone with olcli's merge and the two variants of
     _coin_variant, and one machine: test loss after each pass."""
-    from olcli import scaleout
     from olcli.engine import coin
-    from olcli.learner import Learner
 
-    train, test = work / "text_train.vw", work / "text_test.vw"
-    if not train.exists():
-        text = work / "text.vw"
-        subprocess.run([sys.executable, "-m", "olcli.datagen", "text", "--lines", "240000", "--seed", "11",
-                        "-o", str(text)], check=True)
-        split(text, train, test, 200000)
+    train, test = _text_split(work)
     test_lines, data = test.read_bytes(), train.read_bytes()
     own = coin.merge
     found = {}
@@ -351,22 +358,8 @@ def coin_rules(work: Path, shards: int = 4, passes: int = 5) -> dict:
         for name, count in (("one machine", 1), ("olcli's merge", shards), ("mean increment", shards),
                             ("wealth added", shards)):
             coin.merge = own if name in ("one machine", "olcli's merge") else _coin_variant(name)
-            learner = Learner("coin", loss="logistic")
-            learner.decide_format("vw", str(train))
-            cut = scaleout.cut_shards([str(train)], count)
-            lines = [data[c.start:len(data) if c.end is None else c.end].count(b"\n") for c in cut]
-            found[name] = []
-            for number in range(1, passes + 1):
-                state = learner.to_bytes()
-                parts, before = [], 0
-                for shard, n in zip(cut, lines):
-                    parts.append(scaleout.learn_shard(state, scaleout.Job(shard, number, first_line=before + 1,
-                                                                           holdout_period=10,
-                                                                           holdout_offset=before % 10)))
-                    before += n
-                learner = Learner.from_bytes(scaleout.tree(parts,
-                                                           lambda a, b: scaleout.merge_parts(state, a, b)).model)
-                found[name].append(learner.copy().evaluate(test_lines).loss)
+            found[name] = [learner.copy().evaluate(test_lines).loss
+                           for _, learner in _sharded_passes("coin", train, data, count, passes)]
             print(f"coin {name}: {found[name]}", file=sys.stderr)
     finally:
         coin.merge = own
