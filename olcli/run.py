@@ -54,12 +54,11 @@ class RunOptions:
     audit: bool = False            # --audit: every example's features, indices, values, weights on stdout
     names: object = None           # a names.FeatureNames to fill (--invert-hash)
     threads: int = PARSE_AHEAD     # --threads: chunks read and parsed ahead on threads; 1 = all on this one
+    progress_every: str | None = None  # VW's -P/--progress: "N" a row every N examples, "X.Y" at weight x X.Y
 
     @property
     def caching(self) -> bool:
         return self.passes > 1 or self.cache_path is not None
-
-    progress_every: str | None = None  # VW's -P/--progress: "N" a row every N examples, "X.Y" at weight x X.Y
 
     @property
     def holdout(self) -> int:

@@ -107,13 +107,18 @@ VW_REFERENCE_TOTALS = [
 ]
 
 
+def _sample_file(sample, tmp_path, name):
+    """A sample file by name; "vw_0002_25.dat" is the first 25 lines of vw_0002.dat (VW's 0002_25)."""
+    if name != "vw_0002_25.dat":
+        return sample / name
+    source = tmp_path / name
+    source.write_bytes(b"".join(open(sample / "vw_0002.dat", "rb").readlines()[:25]))
+    return source
+
+
 @pytest.mark.parametrize("name,args,expected", VW_REFERENCE_TOTALS)
 def test_total_feature_number_equals_vw_reference(cli, sample, tmp_path, name, args, expected):
-    if name == "vw_0002_25.dat":
-        source = tmp_path / name
-        source.write_bytes(b"".join(open(sample / "vw_0002.dat", "rb").readlines()[:25]))
-    else:
-        source = sample / name
+    source = _sample_file(sample, tmp_path, name)
     code, _, err = cli("train", source, *args, "--report", "r.json", "--cache", str(tmp_path / "c.olcache"))
     assert code == 0, err
     assert json.load(open("r.json"))["total_features"] == expected
@@ -220,11 +225,7 @@ def test_crafted_predict_only_headers_are_refused(sample):
       "best_constant": 0.514322}),
 ])
 def test_holdout_examples_count_as_in_vw(cli, sample, tmp_path, name, args, expected):
-    if name == "vw_0002_25.dat":
-        source = tmp_path / name
-        source.write_bytes(b"".join(open(sample / "vw_0002.dat", "rb").readlines()[:25]))
-    else:
-        source = sample / name
+    source = _sample_file(sample, tmp_path, name)
     code, _, err = cli("train", source, "--gd", *args, "-k", "--cache", str(tmp_path / "c"), "--report", "r.json")
     assert code == 0, err
     report = json.load(open("r.json"))
