@@ -57,6 +57,9 @@ def test_train_imports_no_pydantic_and_loads_kernels_without_numba_registries(tm
     # BLAS through it): a compiler's needs, not a cached kernel's.
     assert "numba.np.arraymath" not in modules
     assert "scipy.linalg" not in modules
+    # numpy.ma comes with Numba's typing of an argument array (is it a masked array?):
+    # olcli types exact ndarrays without that question.
+    assert "numpy.ma" not in modules
 
 
 def test_bad_option_values_keep_typers_messages():
