@@ -215,7 +215,38 @@ def fast_kernel_loading() -> None:
     load_overload.__wrapped__ = original
     caching.Cache.load_overload = load_overload
     _type_arrays_without_numpy_ma()
+    _environments_without_imports()
     _state["fast_loading"] = "installed"
+
+
+def _environments_without_imports() -> None:
+    """A cached kernel carries the Numba "environment" of every function compiled into
+    it, and loading it rebuilds each one by importing the function's module for its
+    globals. Among them are Numba's own implementations of ``np.empty`` and
+    ``np.zeros``, whose module (``numba.np.arrayobj``, with Numba's string and unicode
+    support) takes ~20 ms to import. Compiled nopython code never reads an
+    environment's globals (only its constants; the globals serve object mode, which no
+    olcli kernel uses), so a module not imported yet is not imported for this: its
+    environment gets a dict holding only the module's name, which is what Numba needs
+    to save the environment again. An environment of a module already imported (olcli's
+    own kernels) gets that module's globals, as in Numba's own ``_rebuild_env``."""
+    from numba.core import environment
+
+    numba_rebuild_env = environment._rebuild_env
+    if getattr(numba_rebuild_env, "__wrapped__", None) is not None:
+        return
+
+    def rebuild_env(modname, consts, env_name):
+        if modname in sys.modules or environment.lookup_environment(env_name) is not None:
+            return numba_rebuild_env(modname, consts, env_name)
+        env = environment.Environment({"__name__": modname})
+        env.consts[:] = consts
+        env.env_name = env_name
+        environment.Environment._memo[env_name] = env
+        return env
+
+    rebuild_env.__wrapped__ = numba_rebuild_env
+    environment._rebuild_env = rebuild_env
 
 
 def _type_arrays_without_numpy_ma() -> None:
