@@ -515,6 +515,9 @@ class LineConnection(asyncio.Protocol):
     a line longer than ``--max-line-bytes`` is answered with an error (and dropped); replies a
     client does not read stop reading from it (the others go on)."""
 
+    __slots__ = ("server", "served", "max_line_bytes", "transport", "buffer", "discarding", "fast_limit", "reads",
+                 "seen_reads", "last_active", "errors", "peer", "accepted")
+
     def __init__(self, server: "LineServer"):
         self.server = server
         self.served = server.served
@@ -522,7 +525,13 @@ class LineConnection(asyncio.Protocol):
         self.transport = None
         self.buffer = b""
         self.discarding = 0          # bytes of an over-long line dropped so far
-        self.last_active = time.monotonic()
+        # The longest read data_received answers at once as whole lines on the one-call path:
+        # min(--max-line-bytes, FAST_PATH_BYTES) while nothing is pending (no partial line kept,
+        # no over-long line being dropped), else -1. One comparison per read says all of that.
+        self.fast_limit = -1
+        self.reads = 0               # reads so far; the idle sweep compares it with what it saw last
+        self.seen_reads = 0
+        self.last_active = time.monotonic()   # when the sweep first saw the latest read (or the connection was made)
         self.errors = 0
         self.peer = None
         self.accepted = False
@@ -544,21 +553,43 @@ class LineConnection(asyncio.Protocol):
             transport.close()
             return
         self.accepted = True
+        self._pending_changed()
         server.connections.add(self)
         server.served.stats.connections_total += 1
         transport.set_write_buffer_limits(high=server.write_buffer_limit)
 
     def data_received(self, data: bytes) -> None:
+        self.reads += 1
+        if len(data) <= self.fast_limit and data[-1:] == b"\n":
+            # The usual read (a single example, or a few): whole lines, none too long, nothing
+            # pending, answered by one kernel call. As few Python steps as possible: each costs
+            # the round trip a little (benchmarks/serve_vs_vw.py).
+            served = self.served
+            fast = served.fast
+            if fast is not None:
+                try:
+                    reply = fast.reply(data)
+                except Exception:  # a bug: _reply below says so (and logs it)
+                    reply = None
+                if reply is not None:
+                    stats = served.stats
+                    stats.requests += 1
+                    stats.fast_path += 1
+                    stats.examples += reply.count(b"\n")
+                    self.transport.write(reply)
+                    return
+            self._reply(data)   # a bad line or a divergence: the batch path says what
+            return
         if not self.accepted:
             return
-        self.last_active = time.monotonic()
         if data[-1:] == b"\n" and not self.buffer and not self.discarding and len(data) <= self.max_line_bytes:
-            self._reply(data)   # the usual read: whole lines, none of them too long
+            self._reply(data)   # whole lines, none of them too long, more than the one-call path takes
             return
         if self.discarding:
             newline = data.find(b"\n")
             if newline < 0:
                 self.discarding += len(data)
+                self._pending_changed()
                 return
             self._too_long(self.discarding + newline)
             data = data[newline + 1:]
@@ -573,8 +604,14 @@ class LineConnection(asyncio.Protocol):
             else:
                 self.buffer = rest
             data = data[:end]
+        self._pending_changed()
         if data:
             self._answer(data)
+
+    def _pending_changed(self) -> None:
+        """``fast_limit`` after ``buffer`` or ``discarding`` changed."""
+        pending = self.buffer or self.discarding or not self.accepted
+        self.fast_limit = -1 if pending else min(self.max_line_bytes, FAST_PATH_BYTES)
 
     def _answer(self, data: bytes) -> None:
         limit = self.server.options.max_line_bytes
@@ -608,6 +645,7 @@ class LineConnection(asyncio.Protocol):
 
     def _too_long(self, length: int) -> None:
         self.discarding = 0
+        self._pending_changed()
         self.errors += 1
         limit = self.server.options.max_line_bytes
         self.server.served.stats.bad_lines += 1
@@ -620,6 +658,7 @@ class LineConnection(asyncio.Protocol):
                 self._too_long(self.discarding)
             elif self.buffer:  # a last line without '\n'
                 data, self.buffer = self.buffer, b""
+                self._pending_changed()
                 self._answer(data + b"\n")
         return False  # close once the replies are written
 
@@ -658,22 +697,28 @@ class LineServer:
         self.server = await loop.create_server(lambda: LineConnection(self), sock=sock,
                                                backlog=min(4096, self.options.max_connections))
 
-    async def sweep_idle(self) -> None:
-        """Close connections idle longer than --idle-timeout (a dead client holds nothing for long)."""
+    def sweep_interval(self) -> float | None:
         timeout = self.options.idle_timeout
-        if not timeout:
-            return
-        while True:
-            await asyncio.sleep(min(1.0, timeout / 4))
-            now = time.monotonic()
-            for connection in list(self.connections):
-                if now - connection.last_active > timeout:
-                    self.log("idle_closed", peer=connection.peer, idle_seconds=round(now - connection.last_active, 1))
-                    transport = connection.transport
-                    if transport.get_write_buffer_size():
-                        transport.abort()   # a client that stopped reading: its replies cannot be delivered
-                    else:
-                        transport.close()
+        return min(1.0, timeout / 4) if timeout else None
+
+    def sweep_idle(self) -> None:
+        """Close connections idle longer than --idle-timeout (a dead client holds nothing for long).
+        Called every ``sweep_interval()`` seconds (``Ticker``). A connection's activity is its count
+        of reads, compared with the previous sweep's (a read costs no clock reading): it is closed
+        between ``timeout`` and ``timeout`` + one interval after its last read."""
+        timeout = self.options.idle_timeout
+        now = time.monotonic()
+        for connection in list(self.connections):
+            if connection.reads != connection.seen_reads:
+                connection.seen_reads = connection.reads
+                connection.last_active = now
+            elif now - connection.last_active > timeout:
+                self.log("idle_closed", peer=connection.peer, idle_seconds=round(now - connection.last_active, 1))
+                transport = connection.transport
+                if transport.get_write_buffer_size():
+                    transport.abort()   # a client that stopped reading: its replies cannot be delivered
+                else:
+                    transport.close()
 
     async def stop(self, timeout: float) -> None:
         """Stop listening; every line already received has been answered; close the connections
@@ -684,6 +729,7 @@ class LineServer:
         for connection in list(self.connections):
             if connection.buffer:  # a last line without '\n' that was received
                 data, connection.buffer = connection.buffer, b""
+                connection._pending_changed()
                 connection._answer(data + b"\n")
             connection.transport.close()
         deadline = time.monotonic() + timeout
@@ -691,6 +737,54 @@ class LineServer:
             await asyncio.sleep(0.02)
         for connection in list(self.connections):
             connection.transport.abort()
+
+
+class Ticker:
+    """Periodic work (the idle sweep, HTTP's once-a-second tick, --learn's saves) run on the
+    event loop, timed by a thread. The loop itself keeps no timer: one pending asyncio timer
+    (an ``asyncio.sleep`` in some task) makes each of the loop's waits for the sockets a timed
+    ``epoll_wait``, which cost every single-example round trip ~0.7 µs on this 2-core VM (an
+    asyncio echo server with a 0.1 s or 1 s ``sleep`` loop against one without:
+    benchmarks/serve_vs_vw.py's client, same CPU, 9 interleaved rounds)."""
+
+    def __init__(self, loop):
+        self.loop = loop
+        self.jobs = []               # [interval, next due (monotonic), callback]
+        self._stop = threading.Event()
+        self._thread = None
+
+    def every(self, seconds: float, callback) -> None:
+        self.jobs.append([seconds, time.monotonic() + seconds, callback])
+
+    def start(self) -> None:
+        if self.jobs:
+            self._thread = threading.Thread(target=self._run, name="olcli-serve-ticker", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            wait = min(job[1] for job in self.jobs) - time.monotonic()
+            if self._stop.wait(max(0.0, wait)):
+                return
+            now = time.monotonic()
+            due = []
+            for job in self.jobs:
+                if job[1] <= now:
+                    due.append(job[2])
+                    job[1] = max(job[1] + job[0], now)
+            try:
+                self.loop.call_soon_threadsafe(self._run_jobs, due)
+            except RuntimeError:  # the loop is closed
+                return
+
+    def _run_jobs(self, callbacks) -> None:
+        for callback in callbacks:
+            callback()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
 
 
 # --- sockets ---
@@ -762,12 +856,16 @@ async def _serve_process(options: ServeOptions, log: EventLog, sockets: dict, re
     served.on_reload = on_reload
     lines = LineServer(served, options, log)
     await lines.start(sockets["line"])
-    tasks = [asyncio.ensure_future(lines.sweep_idle())]
+    ticker = Ticker(loop)
+    if lines.sweep_interval():
+        ticker.every(lines.sweep_interval(), lines.sweep_idle)
+    saves = set()                    # --learn: periodic saves in progress
     http = http_task = None
     if "http" in sockets:
         http = _http_module().HttpServer(served, options, log, sockets["http"])
         http_task = asyncio.ensure_future(http.serve())
         await http.started()
+        ticker.every(1.0, http.tick)
     stop = asyncio.Event()
     stop_signal = []
 
@@ -789,12 +887,13 @@ async def _serve_process(options: ServeOptions, log: EventLog, sockets: dict, re
     loop.add_signal_handler(signal.SIGHUP, on_hangup)
 
     if options.learn and options.save_every > 0:
-        async def save_periodically():
-            while True:
-                await asyncio.sleep(options.save_every)
-                if served.changed_since_save():
-                    await served.save("periodic")
-        tasks.append(asyncio.ensure_future(save_periodically()))
+        def save_periodically():
+            if served.changed_since_save() and served._saving is None:
+                task = asyncio.ensure_future(served.save("periodic"))
+                saves.add(task)
+                task.add_done_callback(saves.discard)
+        ticker.every(options.save_every, save_periodically)
+    ticker.start()
 
     # Everything loaded so far lives as long as the server: keep it out of the garbage
     # collector's full passes (which would otherwise pause a request for milliseconds).
@@ -805,14 +904,13 @@ async def _serve_process(options: ServeOptions, log: EventLog, sockets: dict, re
     try:
         await stop.wait()
     finally:
+        ticker.stop()
         for signum in (*stop_signals, signal.SIGHUP):
             loop.remove_signal_handler(signum)
         await lines.stop(options.shutdown_timeout)
         if http is not None:
             await http.stop(http_task)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*saves, return_exceptions=True)
         if served._saving is not None:
             await asyncio.gather(served._saving, return_exceptions=True)
         if options.learn:
