@@ -34,6 +34,7 @@ from numba import njit
 from olcli.engine import adagrad, adagrad_dual, coin, ftrl, gd, scinol1, scinol2, sgd
 from olcli.engine.records import C_ROUNDS, C_WEIGHT, N_COUNTERS, Settings, Table
 from olcli.engine.registry import ALGORITHMS
+from scale_out import COIN_RULES, _coin_variant
 
 MODULES = {"adagrad": adagrad, "adagrad-dual": adagrad_dual, "ftrl": ftrl, "scinol1": scinol1,
            "scinol2": scinol2, "sgd": sgd, "gd": gd, "coin": coin}
@@ -41,7 +42,8 @@ PARAMS = {"adagrad": [0.3, 1e-6, 0.0, 0.0, 0.0], "adagrad-dual": [0.3, 1e-6, 0.0
           "scinol1": [1.0], "scinol2": [1.0], "sgd": [0.5, 0.5, 0.0], "gd": [0.5, 0.5, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0],
           "coin": [4.0, 1.0]}
 ALTERNATIVES = {"adagrad": ["vw"], "adagrad-dual": ["union"], "ftrl": ["union"], "scinol1": ["union"],
-                "scinol2": ["add", "mul"], "sgd": [], "gd": ["vw"], "coin": ["union"]}
+                "scinol2": ["add", "mul"], "sgd": [], "gd": ["vw"],
+                "coin": ["union", "pooled wealth", "averaged weight"]}
 
 
 class Learned:
@@ -170,6 +172,10 @@ def merged(name, mode, base, shards, params, weights):
     if getattr(module, "SCALARS", None):
         scalars = [s.scalars for s in shards]
         out.scalars = module.merge_scalars(base.scalars, scalars, params, base.rounds, rounds, weights)
+        if name == "coin" and mode in COIN_RULES:  # the other wealth rules of benchmarks/scale_out.py
+            out.state = _coin_variant(mode)(base.state, states, params, base.rounds, rounds, weights,
+                                            base_scalars=base.scalars, shard_scalars=scalars)
+            return out
         if mode == "rule":
             out.state = module.merge(base.state, states, params, base.rounds, rounds, weights,
                                      base_scalars=base.scalars, shard_scalars=scalars)
@@ -229,7 +235,7 @@ def repeated_merges(data_dir, label, count=8, rounds_of_merging=4):
             whole = learn(whole, params, train, 0, n)
             losses.append(test_loss(whole.weights(), test))
         print(f"| {name} | sequential | " + " | ".join(f"{x:.4f}" for x in losses) + " |")
-        for mode in ["rule"] + (["vw"] if name in ("adagrad", "gd") else []):
+        for mode in ["rule"] + (["vw"] if name in ("adagrad", "gd") else ["pooled wealth", "averaged weight"] if name == "coin" else []):
             base, losses = Learned(name, rows), []
             for _ in range(rounds_of_merging):
                 shards = [learn(base.copy(), params, train, cuts[k], cuts[k + 1]) for k in range(count)]

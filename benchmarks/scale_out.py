@@ -1,7 +1,7 @@
 """Training on a Dask cluster (issue 18): loss against one machine, speed-up, merge cost.
 
     python benchmarks/scale_out.py [DATA_DIR] [--out benchmarks/results/scale_out.md]
-        [--parts loss,speed,merge,rule,members]
+        [--parts loss,speed,merge,rule,members,coin]
 
 DATA_DIR defaults to ../shared/data. Every run is the real command (``python -m olcli
 train ... --report R``) in a subprocess; the numbers come from the JSON reports.
@@ -30,6 +30,9 @@ train ... --report R``) in a subprocess; the numbers come from the JSON reports.
 5. Members: the text generator on one machine and on 4 shards pass after pass, the test loss
    of the default mixture and of each of its members inside it, and its weights: which
    member the mixture follows after merges, and how each member's merge fares.
+6. Coin: --coin alone on the three sets, one machine and 2 and 4 shards pass after pass, with
+   olcli's merge (coin.merge) and the other rules of COIN_RULES (variants written here only):
+   test and holdout loss after each pass.
 """
 
 import json
@@ -245,7 +248,7 @@ def members(work: Path, shards: int = 4, passes: int = 5) -> dict:
     found = {}
     for count in (1, shards):
         rows = []
-        for number, learner in _sharded_passes("mix", train, data, count, passes):
+        for number, learner, _ in _sharded_passes("mix", train, data, count, passes):
             losses = learner.model.scalars[mixture.LOSSES:mixture.LOSSES + mixture.N_MEMBERS]
             pi = np.array(mixture.PRIOR) * np.exp(-(losses - losses.min()))
             row = {"mix": learner.copy().evaluate(test_lines).loss, "weights": (pi / pi.sum()).tolist()}
@@ -272,9 +275,10 @@ def _text_split(work):
 
 
 def _sharded_passes(algorithm, train, data, count, passes):
-    """(pass number, learner after it) for ``passes`` passes over ``train`` (its bytes
-    ``data``) cut into ``count`` shards, each pass learned in this process by the
-    cluster's own task and merge functions (scaleout.learn_shard, merge_parts, tree)."""
+    """(pass number, learner after it, the pass's holdout loss) for ``passes`` passes over
+    ``train`` (its bytes ``data``) cut into ``count`` shards, each pass learned in this
+    process by the cluster's own task and merge functions (scaleout.learn_shard,
+    merge_parts, tree)."""
     from olcli import scaleout
     from olcli.learner import Learner
 
@@ -289,22 +293,34 @@ def _sharded_passes(algorithm, train, data, count, passes):
             parts.append(scaleout.learn_shard(state, scaleout.Job(shard, number, first_line=before + 1,
                                                                    holdout_period=10, holdout_offset=before % 10)))
             before += n
-        learner = Learner.from_bytes(scaleout.tree(parts, lambda a, b: scaleout.merge_parts(state, a, b)).model)
-        yield number, learner
+        merged = scaleout.tree(parts, lambda a, b: scaleout.merge_parts(state, a, b))
+        learner = Learner.from_bytes(merged.model)
+        yield number, learner, merged.holdout[0] / merged.holdout[1] if merged.holdout[1] > 0 else float("nan")
+
+
+COIN_RULES = {
+    "olcli's merge": "coin.merge: Z and G the union's sums, the wealth the richest contributing shard's, "
+                     "the weight that bettor's bet",
+    "pooled wealth": "the same with the wealth the dG-weighted mean of the shards' (one stake split between "
+                     "the K games)",
+    "wealth added": "the same with the wealth the base's plus the shards' increments (the winnings added)",
+    "wealth compounded": "the same with alpha + wealth the base's times the shards' ratios (the gains compounded)",
+    "averaged weight": "the rule before 2026-11-25: w the dG-weighted mean of the shards' weights, the bettor "
+                       "rebuilt to hold it with the shards' mean fraction |Z|/(LM + G)",
+}
 
 
 def _coin_variant(name: str):
-    """olcli's --coin merge (coin.merge) with one part changed, written here only, for the
-    'coin' part: "mean increment": G grows by the increments' weighted mean (as AdaGrad's
-    and --gd's), Z rescaled so the bettor keeps its fraction and the merged weight;
-    "wealth added": each bettor's wealth is the base's plus the shards' increments (the
-    money won on the union of their examples), its fraction the dG-weighted mean of the
-    shards' signed fractions, and the weight the one that bettor holds."""
+    """coin.merge with the wealth (or the whole rule) swapped, for the 'coin' part; written
+    here only. Z, G, M, L as coin.merge; the stored weight the bet of the resulting bettor
+    over the merged A, except "averaged weight" (the previous rule, in full)."""
     import numpy as np
 
     from olcli.engine import coin, merge_common
 
     own = coin.merge
+    if name == "olcli's merge":
+        return own
 
     def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_scalars=None,
               shard_scalars=None):
@@ -312,55 +328,75 @@ def _coin_variant(name: str):
         result, active = merge_common.prepare(base, shards, base_rounds, shard_rounds, shard_weights)
         if result is not None:
             return out
+        alpha = params[coin.P_ALPHA]
         touched = np.stack([(shards[k] != base).any(axis=1) for k in active])
         changed = touched.any(axis=0)
-        grown = np.maximum(np.where(touched, np.stack([shards[k][:, coin.G] for k in active]) - base[:, coin.G],
-                                    0.0), 0.0)
-        total = grown.sum(axis=0)
+        grown = np.maximum(np.where(touched, merge_common.column(shards, active, coin.G) - base[:, coin.G], 0.0),
+                           0.0)
+        wealths = merge_common.column(shards, active, coin.WEALTH)
+        scalars = coin.merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds, shard_weights)
+        average = (scalars[coin.NORM_X_SUM] + 1e-6) / scalars[coin.TOTAL_WEIGHT]
         lm = out[:, coin.L] * out[:, coin.M]
-        ok = changed & (total > 0.0) & (lm > 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            if name == "mean increment":
-                g = base[:, coin.G] + merge_common.mean_increment(grown, total)
-                z = out[:, coin.Z] * (lm + g) / (lm + out[:, coin.G])
-                out[ok, coin.G], out[ok, coin.Z] = g[ok], z[ok]
-            else:
-                signed = np.stack([s[:, coin.Z] / (s[:, coin.L] * s[:, coin.M] + s[:, coin.G])
-                                   for s in (shards[k] for k in active)])
-                signed = np.where(np.isfinite(signed), signed, 0.0)
-                fraction, _ = merge_common.weighted_mean(signed, grown)
-                wealths = np.stack([shards[k][:, coin.WEALTH] for k in active])
-                added = base[:, coin.WEALTH] + np.where(touched, wealths - base[:, coin.WEALTH], 0.0).sum(axis=0)
-                lowest = np.min(np.where(touched, wealths, np.inf), axis=0)
-                added = np.maximum(added, np.where(np.isfinite(lowest), lowest, added))   # never below every shard's
-                scalars = coin.merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds,
-                                             shard_weights)
-                average = (scalars[coin.NORM_X_SUM] + 1e-6) / scalars[coin.TOTAL_WEIGHT]
-                out[ok, coin.Z] = (fraction * (lm + out[:, coin.G]))[ok]
-                out[ok, coin.WEALTH] = added[ok]
-                out[ok, coin.W] = ((params[coin.P_ALPHA] + added) * fraction / lm / average)[ok]
+            if name == "averaged weight":
+                fractions = np.stack([np.abs(shards[k][:, coin.Z]) / (shards[k][:, coin.L] * shards[k][:, coin.M]
+                                                                       + shards[k][:, coin.G]) for k in active])
+                fractions = np.where(np.isfinite(fractions), fractions, 0.0)
+                w, total = merge_common.weighted_mean(merge_common.column(shards, active, coin.W), grown)
+                fraction, _ = merge_common.weighted_mean(fractions, grown)
+                mean_wealth, _ = merge_common.weighted_mean(wealths, grown)
+                fallback = total <= 0.0
+                w = np.where(fallback, np.where(touched, merge_common.column(shards, active, coin.W), 0.0).sum(axis=0)
+                             / np.maximum(touched.sum(axis=0), 1), w)
+                bets = (w != 0.0) & (fraction > 0.0) & (lm > 0.0) & ~fallback
+                z = np.where(bets, np.copysign(fraction * (lm + out[:, coin.G]), w), 0.0)
+                wealth = np.where(bets, np.abs(w) * average * lm / fraction - alpha, mean_wealth)
+                out[changed, coin.W], out[changed, coin.Z] = w[changed], z[changed]
+                out[changed, coin.WEALTH] = wealth[changed]
+                return out
+            if name == "pooled wealth":
+                wealth, total = merge_common.weighted_mean(wealths, grown)
+                wealth = np.where(total > 0.0, wealth, out[:, coin.WEALTH])
+            elif name == "wealth added":
+                wealth = base[:, coin.WEALTH] + np.where(touched, wealths - base[:, coin.WEALTH], 0.0).sum(axis=0)
+            else:  # wealth compounded
+                ratios = np.where(touched, (alpha + wealths) / (alpha + base[:, coin.WEALTH]), 1.0)
+                wealth = (alpha + base[:, coin.WEALTH]) * ratios.prod(axis=0) - alpha
+            # a bettor never holds a wealth <= 0 (alpha + wealth): keep the richest shard's there
+            wealth = np.where(alpha + wealth > 0.0, wealth, out[:, coin.WEALTH])
+            denominator = lm * (lm + out[:, coin.G])
+            bet = np.where(denominator > 0.0, (alpha + wealth) / denominator * out[:, coin.Z], 0.0)
+        out[changed, coin.WEALTH] = wealth[changed]
+        out[changed, coin.W] = bet[changed] / average
         return out
 
     return merge
 
 
-def coin_rules(work: Path, shards: int = 4, passes: int = 5) -> dict:
-    """The text generator on 4 shards, pass after pass (holdout every 10th example, the shard
-    and merge tasks in this process), --coin alone with olcli's merge and the two variants of
-    _coin_variant, and one machine: test loss after each pass."""
+def coin_rules(data: Path, work: Path, passes: int = 5) -> dict:
+    """--coin alone on the text generator (as in part 1), a9a and covtype (as in part 1),
+    one machine and 2 and 4 shards, pass after pass (holdout every 10th example, no early
+    stop, the shard and merge tasks in this process), with olcli's merge and the other
+    rules of COIN_RULES: (test loss, holdout loss) after each pass."""
     from olcli.engine import coin
 
-    train, test = _text_split(work)
-    test_lines, data = test.read_bytes(), train.read_bytes()
+    text_train, text_test = _text_split(work)
+    covtype_train, covtype_test = work / "covtype_train.vw", work / "covtype_test.vw"
+    split(data / "covtype_binary_20k" / "train.vw", covtype_train, covtype_test, 16000)
+    sets = {"text": (text_train, text_test), "a9a": (data / "a9a" / "train.vw", data / "a9a" / "test.vw"),
+            "covtype": (covtype_train, covtype_test)}
     own = coin.merge
     found = {}
     try:
-        for name, count in (("one machine", 1), ("olcli's merge", shards), ("mean increment", shards),
-                            ("wealth added", shards)):
-            coin.merge = own if name in ("one machine", "olcli's merge") else _coin_variant(name)
-            found[name] = [learner.copy().evaluate(test_lines).loss
-                           for _, learner in _sharded_passes("coin", train, data, count, passes)]
-            print(f"coin {name}: {found[name]}", file=sys.stderr)
+        for dataset, (train, test) in sets.items():
+            test_lines, lines = test.read_bytes(), train.read_bytes()
+            runs = [("one machine", 1)] + [(name, count) for count in (2, 4) for name in COIN_RULES]
+            for name, count in runs:
+                coin.merge = own if count == 1 else _coin_variant(name)
+                key = f"{dataset}: {name}" if count == 1 else f"{dataset}: {count} shards, {name}"
+                found[key] = [(learner.copy().evaluate(test_lines).loss, holdout)
+                              for _, learner, holdout in _sharded_passes("coin", train, lines, count, passes)]
+                print(f"coin {key}: {found[key]}", file=sys.stderr)
     finally:
         coin.merge = own
     return found
@@ -443,24 +479,32 @@ def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list
                 ratios = ", ".join(f"{m} {rows[PASSES][m] / one[PASSES - 1][m]:.4f}"
                                    for m in ("mix", "gd", "coin", "scinol2"))
                 lines.append(f"\n- {name} after {PASSES + 1} passes against one machine after {PASSES}: {ratios}")
-    if coins:
-        lines += ["", "## --coin's merge on the text generator with 4 shards", "",
-                  "--coin alone, the text generator (200,000 train, 40,000 test), holdout every 10th example, no "
-                  "early stop, the shard and merge tasks in the benchmark's process; test loss after each pass. "
-                  "`olcli's merge`: coin.merge (w averaged by the gradient mass dG_k, G added, each bettor rebuilt "
-                  "to hold the averaged weight with the shards' mean fraction); `mean increment`: G grows by the "
-                  "increments' weighted mean instead (as AdaGrad's); `wealth added`: the bettors' wealth is the "
-                  "base's plus the shards' increments, the fraction their mean, the weight the one that bettor "
-                  "holds (both written in this script only).", "",
-                  "| run | " + " | ".join(f"pass {k + 1}" for k in range(len(coins["one machine"]))) + " |",
-                  "|---|" + "---:|" * len(coins["one machine"])]
-        for name, found in coins.items():
-            lines.append(f"| {name} | " + " | ".join(f"{x:.4f}" for x in found) + " |")
-        one = coins["one machine"][PASSES - 1]
-        lines.append("")
-        lines.append(f"- after {PASSES + 1} passes against one machine after {PASSES}: "
-                     + ", ".join(f"{name} {found[PASSES] / one:.4f}" for name, found in coins.items()
-                                 if name != "one machine"))
+    if coins and isinstance(next(iter(coins.values()))[0], (list, tuple)):
+        lines += ["", "## --coin's merge: the rules tried", "",
+                  "--coin alone (on the text generator the default mixture follows it: the table above), the "
+                  "data as in the loss table, holdout every 10th example, no early stop, the shard and merge tasks "
+                  "of olcli/scaleout.py in the benchmark's process. Each cell: test loss / holdout loss after "
+                  "the pass. The rules (all but the last written in this script only as variants of coin.merge):",
+                  "", *[f"- `{name}`: {text}" for name, text in COIN_RULES.items()], "",
+                  "| data | run | " + " | ".join(f"pass {k + 1}" for k in range(len(next(iter(coins.values())))))
+                  + " |", "|---|---|" + "---:|" * len(next(iter(coins.values())))]
+        for key, found in coins.items():
+            dataset, run = key.split(": ", 1)
+            lines.append(f"| {dataset} | {run} | " + " | ".join(f"{t:.4f} / {h:.4f}" for t, h in found) + " |")
+        lines += ["", f"Best within {PASSES + 1} passes against one machine's best within {PASSES} (test, holdout):",
+                  "", "| data | shards | " + " | ".join(COIN_RULES) + " |", "|---|---:|" + "---|" * len(COIN_RULES)]
+        for dataset in dict.fromkeys(key.split(": ")[0] for key in coins):
+            one = coins[f"{dataset}: one machine"][:PASSES]
+            best_one = (min(t for t, _ in one), min(h for _, h in one))
+            for count in (2, 4):
+                cells = []
+                for name in COIN_RULES:
+                    runs = coins[f"{dataset}: {count} shards, {name}"][:PASSES + 1]
+                    test, holdout = min(t for t, _ in runs) / best_one[0], min(h for _, h in runs) / best_one[1]
+                    mark = "**" if max(test, holdout) <= 1.02 else ""
+                    cells.append(f"{mark}{test:.3f}, {holdout:.3f}{mark}")
+                lines.append(f"| {dataset} | {count} | " + " | ".join(cells) + " |")
+        lines += ["", "Bold: both within 1.02."]
     lines += ["", "## Wall speed-up with 2 workers", "",
               f"`python -m olcli.datagen click --lines 2000000` ({click_bytes / 1e6:.0f} MB), one pass, logistic; "
               f"{ROUNDS} rounds, the configurations alternating. `train s` = the report's `elapsed_seconds` (the "
@@ -545,7 +589,7 @@ def main() -> None:
             saved["members"] = members(Path(tmp))
     if "coin" in parts:
         with tempfile.TemporaryDirectory(prefix="olcli-scale-out-") as tmp:
-            saved["coin"] = coin_rules(Path(tmp))
+            saved["coin"] = coin_rules(data, Path(tmp))
     raw.write_text(json.dumps(saved, indent=1) + "\n")
     loss_rows = [{(tuple(map(int, k.split("x"))) if "x" in k and k[0].isdigit() else k): v for k, v in row.items()}
                  for row in saved["loss"]]
