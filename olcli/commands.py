@@ -32,7 +32,6 @@ from olcli.names import FeatureNames
 from olcli.paths import (
     CLOSED_STREAMS, OutputError, PipeClosed, check_distinct, check_input, check_output, error_name)
 from olcli.pipeline import default_cache_path
-from olcli.readable import write_readable
 from olcli.report import render_summary
 from olcli.run import RunOptions, RunResult, run
 from olcli.signals import RunStopped
@@ -428,6 +427,8 @@ class _Session:
                     outcome.args = (f"{outcome}; and {exc}",)
         for path, role, names in extra:
             try:
+                from olcli.readable import write_readable  # only for --readable-model/--invert-hash
+
                 stream = io.StringIO()
                 write_readable(learner, stream, names.names if names is not None else None)
                 atomic_write(path, stream.getvalue().encode("utf-8"), role=role)
@@ -501,6 +502,8 @@ def inspect(path: str, top: int, readable: bool = False, invert_hash: list | Non
 def _inspect(learner, path, top, readable, invert_hash) -> None:
     model = learner.model
     if readable or invert_hash:
+        from olcli.readable import write_readable
+
         names = None
         if invert_hash:
             collected = FeatureNames(model.block_rows)

@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 
-from olcli.engine.format import format_predictions
 from olcli.learner import apply_link
 from olcli.names import name_of
 from olcli.paths import Output, OutputError, PipeClosed, check_output, error_name, open_in_place, write_all
@@ -66,6 +65,8 @@ class PredictionWriter:
         if self.classes and self.probabilities:
             self._write_probabilities(scores, tags, data, label_base)
             return
+        from olcli.engine.format import format_predictions  # its kernels only when -p is given
+
         values = predictions
         if not self.classes:
             values = apply_link(self.link, values)

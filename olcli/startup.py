@@ -17,12 +17,18 @@ Three things remove most of it:
   runtime (NRT) initialised, without the registries: its machine code is complete
   and needs none of them. A kernel that is not in the cache is compiled exactly as
   before (Numba's compiler refreshes the context itself), after a one-line notice on
-  a terminal (``compile_notice``).
+  a terminal (``compile_notice``). Two more imports are left out on the way: NumPy's
+  ``numpy.ma`` (~22 ms), which Numba's typing of an argument array imports to ask
+  whether it is a masked array (``_type_arrays_without_numpy_ma``), and Numba's
+  ``numba.np.arrayobj`` (~20 ms), imported only to give the cached ``np.empty`` and
+  ``np.zeros`` code an environment whose globals it never reads
+  (``_environments_without_imports``).
 - ``preload``: as soon as the command is known to be ``train`` or ``test``, a thread
-  imports NumPy, Numba and the engine, initialises the runtime and loads the parser
-  and learning kernels the command line points to (from the cache only, never
-  compiling) while the main thread parses the options and checks the inputs and
-  outputs (linking a cached kernel's object code runs in LLVM without the GIL).
+  imports NumPy and Numba, initialises the runtime and loads the parser and learning
+  kernels the command line points to (from the cache only, never compiling) while
+  the main thread parses the options, imports the rest of olcli and checks the inputs
+  and outputs (compiling the runtime and linking a cached kernel's object code run in
+  LLVM without the GIL).
   ``OLCLI_PRELOAD=0`` turns the thread off, ``OLCLI_NUMBA_REFRESH=1`` the fast
   loading (to compare; the tests check both give the same bytes).
 
@@ -356,7 +362,6 @@ def _preload_kernels(args: list) -> None:
     import numpy as np
 
     from olcli.engine import parse as kernels
-    from olcli.engine import registry
 
     guess = _guess(args)
     _load_only.on = True
@@ -394,13 +399,15 @@ def preload(args: list) -> None:
 
     def work():
         try:
-            import olcli.commands  # noqa: F401  (NumPy, Numba, the learner, the run loop)
-            fast_kernel_loading()
+            fast_kernel_loading()  # imports Numba
             if not quiet:
                 compile_notice()
             from numba.core.registry import cpu_target
             from numba.core.runtime import rtsys
 
+            # The runtime first, then the parser (it needs only its own modules), then the
+            # learner: LLVM compiles the runtime (~20 ms) and links each cached kernel
+            # without holding the GIL, while the main thread imports the rest of olcli.
             rtsys.initialize(cpu_target.target_context)
             _preload_kernels(args)
         except BaseException:  # the main thread imports, loads and reports whatever failed here

@@ -60,6 +60,9 @@ def test_train_imports_no_pydantic_and_loads_kernels_without_numba_registries(tm
     # numpy.ma comes with Numba's typing of an argument array (is it a masked array?):
     # olcli types exact ndarrays without that question.
     assert "numpy.ma" not in modules
+    # Nor Numba's array module with its string support (numba.cpython.charseq), imported
+    # only to rebuild the environments of np.empty and np.zeros in a cached kernel.
+    assert "numba.np.arrayobj" not in modules and "numba.cpython.charseq" not in modules
 
 
 def test_bad_option_values_keep_typers_messages():
