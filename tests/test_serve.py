@@ -205,7 +205,9 @@ def _split(name: str, train: int) -> tuple:
 # (case, (train text, test text), train options, test options). Each kind of model the fast
 # path compiles for: VW and libsvm input, interactions, tags (vw_0002's tags touch the '|'),
 # binary, regression, one-against-all and softmax, the logistic link, and the algorithms
-# with global scalars (--gd, --coin, --mix) beside the default.
+# with global scalars (--gd, --coin, --mix) beside the default; n-grams, --ignore-linear and a
+# hash seed (the feature spec the parser reads: as int8 where every entry fits, not with a
+# seed of 1000).
 FAST_CASES = [
     ("binary", ("a9a_train.vw", 3000), ["--loss", "logistic"], []),
     ("logistic-link", ("a9a_train.vw", 3000), ["--loss", "logistic"], ["--link", "logistic"]),
@@ -217,6 +219,8 @@ FAST_CASES = [
     ("gd", ("a9a_train.vw", 3000), ["--gd", "--loss", "logistic"], []),
     ("coin", ("a9a_train.vw", 3000), ["--coin", "--loss", "logistic"], ["--link", "logistic"]),
     ("mix", ("a9a_train.vw", 3000), ["--mix", "--loss", "logistic"], []),
+    ("ngram-ignore-linear", ("vw_0002.dat", 600), ["--ngram", "T2", "-q", "Tf", "--ignore-linear", "f"], []),
+    ("hash-seed", ("a9a_train.vw", 3000), ["--loss", "logistic", "--hash-seed", "1000"], []),
 ]
 
 
@@ -244,6 +248,33 @@ def test_single_example_path_equals_olcli_test_p(tmp_path, case, split, train_op
     assert fast.reply(lines[0] + b"1 |f x:nan\n") is None
     assert fast.reply(lines[1]) == expected.splitlines(keepends=True)[1]
     assert fast.reply(b"\n   \n") == b"", "empty lines get no reply"
+
+
+def test_single_example_path_writes_the_digits_format_predictions_writes():
+    """The one-call path writes its reply text in place (engine/single.py write_replies, no
+    allocation): byte for byte format_predictions' (olcli test -p's) for ordinary numbers, signed
+    zeros, halfway cases of the sixth decimal, the edge of fixed notation (1e15), huge and tiny
+    magnitudes, NaN and infinities, with and without tags, and for class numbers."""
+    from olcli.engine.format import format_predictions
+    from olcli.engine.single import write_replies
+
+    rng = np.random.default_rng(17)
+    special = [0.0, -0.0, 1.0, -1.0, 0.5, 5e-7, 1.5e-6, 2.5e-6, -5e-7, -4e-7, 0.9999995, 9.9999995, 0.1234565,
+               123456.7890125, 999999.9999995, 2.0 ** 53, 1e15 - 1, 1e15, -1e15, 1e15 + 2, 9.999999e15, 1e300,
+               -1e-300, 5e-324, np.nan, np.inf, -np.inf]
+    numbers = np.concatenate([special, rng.normal(size=3000), rng.normal(scale=1e7, size=1000),
+                              rng.uniform(-1e17, 1e17, size=500),
+                              np.round(rng.uniform(-1000, 1000, 1000), 6) + 5e-7])   # halfway cases
+    classes = np.concatenate([[0, 1, 9, 10, 99, 100, 26, 12345], rng.integers(0, 10 ** 6, len(numbers) - 8)])
+    n = len(numbers)
+    chunk = np.frombuffer(b"id7 x", np.uint8)
+    tags = np.zeros((n, 2), np.int64)
+    tags[::3] = (0, 3)
+    tags[1::7] = (4, 5)
+    out = np.empty(40 * n, np.uint8)
+    for values_, integers in ((numbers, False), (classes.astype(np.float64), True)):
+        size = write_replies(out, values_, n, tags, chunk, integers)
+        assert out[:size].tobytes() == format_predictions(values_, n, tags, chunk, integers).tobytes()
 
 
 def test_single_example_parser_fills_its_buffers_as_parse_lines_parses():
