@@ -310,15 +310,16 @@ COIN_RULES = {
 }
 
 
-def _coin_variant(name: str):
-    """coin.merge with the wealth (or the whole rule) swapped, for the 'coin' part; written
-    here only. Z, G, M, L as coin.merge; the stored weight the bet of the resulting bettor
-    over the merged A, except "averaged weight" (the previous rule, in full)."""
+def _coin_variant(name: str, own=None):
+    """coin.merge (``own``, by default the module's) with the wealth (or the whole rule)
+    swapped, for the 'coin' part; written here only. Z, G, M, L as coin.merge; the stored
+    weight the bet of the resulting bettor over the merged A, except "averaged weight" (the
+    previous rule, in full)."""
     import numpy as np
 
     from olcli.engine import coin, merge_common
 
-    own = coin.merge
+    own = coin.merge if own is None else own
     if name == "olcli's merge":
         return own
 
@@ -392,7 +393,7 @@ def coin_rules(data: Path, work: Path, passes: int = 5) -> dict:
             test_lines, lines = test.read_bytes(), train.read_bytes()
             runs = [("one machine", 1)] + [(name, count) for count in (2, 4) for name in COIN_RULES]
             for name, count in runs:
-                coin.merge = own if count == 1 else _coin_variant(name)
+                coin.merge = own if count == 1 else _coin_variant(name, own)
                 key = f"{dataset}: {name}" if count == 1 else f"{dataset}: {count} shards, {name}"
                 found[key] = [(learner.copy().evaluate(test_lines).loss, holdout)
                               for _, learner, holdout in _sharded_passes("coin", train, lines, count, passes)]
@@ -499,8 +500,8 @@ def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list
             for count in (2, 4):
                 cells = []
                 for name in COIN_RULES:
-                    runs = coins[f"{dataset}: {count} shards, {name}"][:PASSES + 1]
-                    test, holdout = min(t for t, _ in runs) / best_one[0], min(h for _, h in runs) / best_one[1]
+                    cluster = coins[f"{dataset}: {count} shards, {name}"][:PASSES + 1]
+                    test, holdout = min(t for t, _ in cluster) / best_one[0], min(h for _, h in cluster) / best_one[1]
                     mark = "**" if max(test, holdout) <= 1.02 else ""
                     cells.append(f"{mark}{test:.3f}, {holdout:.3f}{mark}")
                 lines.append(f"| {dataset} | {count} | " + " | ".join(cells) + " |")
