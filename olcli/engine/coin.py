@@ -188,18 +188,19 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
     evidence (Orabona & Pal 2016: it is at least the potential of (Z, G), which
     grows with the number of outcomes at a given bias): the bettor that saw all
     the examples can be expected to be at least as rich as the richest bettor
-    that saw a part of them. So the max is the largest wealth that, there, stays at or below one
-    machine's; where the coin is fair, every bettor slowly loses and Z / (L M +
-    G) is near 0, so the bet is small whatever the wealth. Larger choices
-    overshoot: adding the shards' winnings counts the base's stake once per
-    shard (a K-fold leveraged bet: each shard bet that whole stake at the same
-    time), and multiplying their gains compounds approaches to the optimum that
-    one machine makes once; the weights then oscillate from pass to pass or
-    blow up (benchmarks/results/merge_rules.md, "--coin's merge"). Smaller
-    choices keep the merged bettors poorer than one machine: the dG-weighted
-    mean of the wealth (one stake split between the K games) measured 1.027 x
-    one machine's holdout loss on the text generator with 4 shards after 4
-    passes against 3, the max 1.008.
+    that saw a part of them. So the max is the largest wealth that, there,
+    stays at or below one machine's; where the coin is fair, every bettor
+    slowly loses and Z / (L M + G) is near 0, so the bet is small whatever the
+    wealth. Larger choices overshoot: adding the shards' winnings counts the
+    base's stake once per shard (a K-fold leveraged bet: each shard bet that
+    whole stake at the same time), and multiplying their gains compounds
+    approaches to the optimum that one machine makes once; the weights then
+    oscillate from pass to pass or blow up (benchmarks/results/scale_out.md,
+    "--coin's merge: the rules tried"). Smaller choices keep the merged
+    bettors poorer than one machine: the dG-weighted mean of the wealth (one
+    stake split between the K games) measured 1.027 x one machine's holdout
+    loss on the text generator with 4 shards after 4 passes against 3, the
+    max 1.008.
 
     The merged weight is that bettor's bet, not an average of the shards'
     weights: averaging weights keeps every shard's fraction, in which the
@@ -213,6 +214,13 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
     fraction can exceed every shard's), and a row one shard changed keeps that
     shard's bettor (Z, G, M, wealth, L) while its stored weight becomes that
     bettor's current bet over the merged A.
+
+    The cost: the union's bettor trusts the shards' direction. Where they are
+    undertrained and wrong (cod-rna, unscaled, 16 shards of 3,700 examples
+    merged once from scratch: several weights of the wrong sign) it amplifies
+    them, test loss 0.84 against 0.40 for a shard alone and 0.39 for the
+    averaged weights (benchmarks/results/merge_rules.md); merged after every
+    pass it catches up and ends better than the averaged weights there.
 
     VW: ftrl.cc (--ftrl, --pistol, --coin) has no merge function and no
     allreduce in end_pass; VW's merge_models refuses it.
