@@ -64,7 +64,10 @@ class _EngineStamp:
         return super().from_function(py_func, py_file)
 
     def get_source_stamp(self):
-        return ("olcli-engine", engine_stamp(os.path.abspath(self._py_file)))
+        own_file = os.path.abspath(self._py_file)
+        if os.path.dirname(own_file) == ENGINE:
+            own_file = ""  # the same stamp for every engine file: computed once, not once per module
+        return ("olcli-engine", engine_stamp(own_file))
 
 
 def _numba_class(*names):
