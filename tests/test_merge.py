@@ -651,6 +651,27 @@ def test_coin_sums_add_and_the_wealth_is_the_richest_shards(seed):
     assert merged[some, coin.WEALTH].tolist() == np.where(contributors, wealths, -np.inf).max(axis=0)[some].tolist()
 
 
+@settings(max_examples=30, deadline=None)
+@given(seed=SEEDS, powers=st.lists(st.integers(-6, 6), min_size=10, max_size=10))
+def test_coin_merge_keeps_scale_invariance_exactly(seed, powers):
+    """--coin: multiplying feature i by c_i = 2**k on every shard (and the base)
+    multiplies its Z, G and M by c_i and leaves its wealth and L, so the merged
+    bettor's bet and weight are divided by c_i, bit for bit (coin.py's docstring)."""
+    c = 2.0 ** np.array(powers, dtype=float)
+    merged = []
+    for factor in (None, c):
+        sc = _scenario("coin", seed, factor=factor)
+        state, scalars = sc.merge()
+        merged.append((state, scalars))
+    (plain, plain_scalars), (scaled, scaled_scalars) = merged
+    assert scaled_scalars.tobytes() == plain_scalars.tobytes()
+    assert np.array_equal(scaled[:, coin.W] * c, plain[:, coin.W])
+    for slot in (coin.Z, coin.G, coin.M):
+        assert np.array_equal(scaled[:, slot], plain[:, slot] * c)
+    for slot in (coin.WEALTH, coin.L):
+        assert np.array_equal(scaled[:, slot], plain[:, slot])
+
+
 @pytest.mark.parametrize("name", ["sgd", "gd"])
 def test_sgd_dilutes_a_row_one_shard_saw_by_its_share(name):
     seed = 7
