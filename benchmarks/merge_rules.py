@@ -21,7 +21,9 @@ The alternatives are written here, not in olcli: "vw" is VW's accumulate_weighte
 gradients), "add"/"mul" are ScInOL2 with the union of G and S2 and the wealth eta added /
 multiplied (eta_base prod eta_k / eta_base); for --gd "vw" averages every slot (N too) by the
 G_k, as VW does; for --coin "union" adds Z, G and the wealth, keeps the maxima of M and L, and
-takes the weight of the resulting bettors. Results: benchmarks/results/merge_rules.md.
+takes the weight of the resulting bettors, and "pooled wealth" and "averaged weight" are
+scale_out.py's COIN_RULES (the union's bettor with the dG-weighted mean of the wealth; the rule
+before 2026-11-25). Results: benchmarks/results/merge_rules.md.
 """
 
 import math
