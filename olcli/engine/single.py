@@ -14,10 +14,11 @@ the same code; the link (``identity``/``logistic``) is the only arithmetic added
 ``learner.logistic`` is (other links are left to the batch path).
 
 What a call costs besides the work (~1 µs for one click-log line): its arguments are the
-request's bytes, one ``Context`` (every other array, unboxed as one object: ~15 arrays
-passed one by one cost ~0.5 µs) and three None-or-True flags; inside, the arrays are borrowed
-views (engine/borrowed.py: no reference counting, ~1 µs otherwise), and the parser's arrays
-and the predictions are the context's buffers (no allocation per call but the reply text).
+request's bytes, the address of one ``Context`` (every other array; ~15 arrays passed one by
+one cost ~0.5 µs, the context object itself ~0.07 µs more than an int) with its type, and three
+None-or-True flags; inside, the arrays are borrowed views (engine/borrowed.py: no reference
+counting, ~1 µs otherwise), the parser's arrays, the predictions and the reply text are the
+context's buffers (no allocation per call), and the reply is written in place.
 
 Anything the fast path does not do (a bad line, a diverged prediction, multiclass
 probabilities, learning, an algorithm without an entry here) is left to the batch path:
@@ -104,36 +105,40 @@ def _without_owners(cgctx, builder, kind, value):
 
 
 @intrinsic
-def _borrowed_arrays(typingctx, context_type):
-    """``context.arrays`` as borrowed views (engine/borrowed.py): the same arrays without an owner,
-    so that neither taking them out of the context nor passing them on counts references (an
-    atomic increment and decrement of each of ~30 arrays, ~0.3 µs a call, otherwise). Valid
-    while the context is alive: for the length of the entry's call, which holds it."""
+def _arrays_at(typingctx, address_type, context_typeref):
+    """The arrays of the ``Context`` whose payload is at ``address`` (``context._meminfo.data``),
+    its type given by ``context_typeref``, as borrowed views (engine/borrowed.py): the same
+    arrays without an owner, so that neither taking them out of the context nor passing them on
+    counts references (an atomic increment and decrement of each of ~30 arrays, ~0.3 µs a call,
+    otherwise). The entry gets the address (an int) rather than the context object: unboxing a
+    structref proxy (its ``_meminfo`` attribute, the MemInfo object) cost ~0.07 µs more per call
+    and touches more of Python's objects after the client's turn on the CPU. Valid while the
+    context is alive: ``LinePredictor`` holds it."""
+    context_type = context_typeref.instance_type
     arrays_type = context_type.field_dict["arrays"]
 
     def codegen(cgctx, builder, signature, args):
-        meminfo = cgutils.create_struct_proxy(context_type)(cgctx, builder, value=args[0]).meminfo
         payload_type = context_type.get_data_type()
         pointer_type = cgctx.data_model_manager[payload_type].get_value_type().as_pointer()
-        payload = cgutils.create_struct_proxy(payload_type)(
-            cgctx, builder, ref=builder.bitcast(cgctx.nrt.meminfo_data(builder, meminfo), pointer_type))
+        payload = cgutils.create_struct_proxy(payload_type)(cgctx, builder,
+                                                            ref=builder.inttoptr(args[0], pointer_type))
         return _without_owners(cgctx, builder, arrays_type, payload.arrays)
 
-    return arrays_type(context_type), codegen
+    return arrays_type(address_type, context_typeref), codegen
 
 
 @njit(inline="always")
-def _reply(run_chunk, run_chunk_multiclass, data, context, libsvm, interacting, multiclass):
+def _reply(run_chunk, run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass):
     """Parse ``data`` (bytes of whole lines) into the context's parser buffers, predict every
     example without learning (accounting into the tally arrays), write the reply lines into
     the context's ``out``; returns their length, or BAD_LINES / DIVERGED (nothing written; the
     tally may have counted the examples before a divergence, as the batch path's does).
     ``libsvm``, ``interacting`` and ``multiclass`` are None or not (types, not values): Numba
     compiles only the parser branch and the example loop a model uses."""
-    # Borrowed views: the context holds the arrays for the call, and the callees take the views
-    # without counting references (~1 µs a call otherwise).
+    # Borrowed views: the context (at ``address``, of type ``kind``) holds the arrays, and the
+    # callees take the views without counting references (~1 µs a call otherwise).
     (state, counters, scalars, params, config, namespace_mode, interactions, lengths, stats, auc, progress,
-     holdout, out, buffers, predicted) = _borrowed_arrays(context)
+     holdout, out, buffers, predicted) = _arrays_at(address, kind)
     buf = np.frombuffer(data, np.uint8)
     (n, labels, importance, base, tags, example_line, row_ptr, index, value, feature_count, n_errors, errors,
      n_lines, names, consumed) = parse_into(buf, np.int64(config[K_MASK]), np.int64(config[K_CONSTANT]),
@@ -224,49 +229,49 @@ def write_replies(out, values, n, tags, chunk, integers):
 # Not nogil: the server calls them from its one event loop thread, where releasing and taking
 # the GIL back cost ~0.1 µs a call for nothing.
 @njit(cache=True)
-def reply_adagrad(data, context, libsvm, interacting, multiclass):
-    return _reply(adagrad.run_chunk, adagrad.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
+def reply_adagrad(data, address, kind, libsvm, interacting, multiclass):
+    return _reply(adagrad.run_chunk, adagrad.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
 
 
 @njit(cache=True)
-def reply_adagrad_dual(data, context, libsvm, interacting, multiclass):
-    return _reply(adagrad_dual.run_chunk, adagrad_dual.run_chunk_multiclass, data, context, libsvm, interacting,
-                  multiclass)
+def reply_adagrad_dual(data, address, kind, libsvm, interacting, multiclass):
+    return _reply(adagrad_dual.run_chunk, adagrad_dual.run_chunk_multiclass, data, address, kind, libsvm,
+                  interacting, multiclass)
 
 
 @njit(cache=True)
-def reply_ftrl(data, context, libsvm, interacting, multiclass):
-    return _reply(ftrl.run_chunk, ftrl.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
+def reply_ftrl(data, address, kind, libsvm, interacting, multiclass):
+    return _reply(ftrl.run_chunk, ftrl.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
 
 
 @njit(cache=True)
-def reply_scinol1(data, context, libsvm, interacting, multiclass):
-    return _reply(scinol1.run_chunk, scinol1.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
+def reply_scinol1(data, address, kind, libsvm, interacting, multiclass):
+    return _reply(scinol1.run_chunk, scinol1.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
 
 
 @njit(cache=True)
-def reply_scinol2(data, context, libsvm, interacting, multiclass):
-    return _reply(scinol2.run_chunk, scinol2.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
+def reply_scinol2(data, address, kind, libsvm, interacting, multiclass):
+    return _reply(scinol2.run_chunk, scinol2.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
 
 
 @njit(cache=True)
-def reply_sgd(data, context, libsvm, interacting, multiclass):
-    return _reply(sgd.run_chunk, sgd.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
+def reply_sgd(data, address, kind, libsvm, interacting, multiclass):
+    return _reply(sgd.run_chunk, sgd.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
 
 
 @njit(cache=True)
-def reply_gd(data, context, libsvm, interacting, multiclass):
-    return _reply(gd.run_chunk, gd.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
+def reply_gd(data, address, kind, libsvm, interacting, multiclass):
+    return _reply(gd.run_chunk, gd.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
 
 
 @njit(cache=True)
-def reply_coin(data, context, libsvm, interacting, multiclass):
-    return _reply(coin.run_chunk, coin.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
+def reply_coin(data, address, kind, libsvm, interacting, multiclass):
+    return _reply(coin.run_chunk, coin.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
 
 
 @njit(cache=True)
-def reply_mix(data, context, libsvm, interacting, multiclass):
-    return _reply(mixture.run_chunk, mixture.run_chunk_multiclass, data, context, libsvm, interacting, multiclass)
+def reply_mix(data, address, kind, libsvm, interacting, multiclass):
+    return _reply(mixture.run_chunk, mixture.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
 
 
 ENTRIES = {"adagrad": reply_adagrad, "adagrad-dual": reply_adagrad_dual, "ftrl": reply_ftrl,
@@ -341,7 +346,7 @@ class LinePredictor:
             data = bytes(data)  # the entry is compiled for bytes
             if len(data) > self._capacity:
                 self._grow(len(data))
-        size = self._call(data, self._context, self._libsvm, self._interacting, self._multiclass)
+        size = self._call(data, self._address, self._kind, self._libsvm, self._interacting, self._multiclass)
         if size < 0:
             return None
         return self._view[:size].tobytes()
@@ -356,7 +361,9 @@ class LinePredictor:
         self._capacity = length
         buffers = parse_buffers(length)
         self._context = new_context((*self._fixed, self._out, buffers, np.empty(len(buffers[0]))))
-        arguments = (b"", self._context, self._libsvm, self._interacting, self._multiclass)
+        # the entry reads the context at its payload's address (held alive here by _context)
+        self._address, self._kind = self._context._meminfo.data, typeof(self._context)
+        arguments = (b"", self._address, self._kind, self._libsvm, self._interacting, self._multiclass)
         self._call = self._entry
         self._call(*arguments)  # load or compile it
         # The compiled function itself, without the dispatcher's typing of its arguments on every
