@@ -8,7 +8,9 @@ train both models (``olcli train --loss logistic -b 18``, VW ``--loss_function l
 18``), the next 200,000 are the queries. Servers, each a subprocess on 127.0.0.1:
 
 - **echo**: a bare asyncio ``Protocol`` that writes back what it reads (the floor: the
-  event loop, the sockets and this client, with no work);
+  event loop, the sockets and this client, with no work). asyncio sets TCP_NODELAY on every
+  TCP transport it makes (``selector_events``), so the echo, constant and olcli servers all
+  answer without Nagle's delay, as the client asks;
 - **constant**: the same, answering each line with a constant computed by a trivial Python
   function (Python's own per-request cost, without olcli);
 - **olcli**: ``olcli serve -i MODEL --port 0 --http-port 0`` (one process; a read of a few
@@ -27,8 +29,9 @@ train both models (``olcli train --loss logistic -b 18``, VW ``--loss_function l
 Measured, in this process's client (blocking sockets, TCP_NODELAY), ``--runs`` times, medians:
 
 - latency: ``--requests`` sequential single-line requests per server, one connection each
-  (after 500 warm-up requests), the servers taking turns every 250 requests: p50, p99, p99.9
-  of the round trip, and their ratio to the echo floor's within the run;
+  (after 500 warm-up requests, and one uncounted interleaved pass before the first run), the
+  servers taking turns every 250 requests, in an order that rotates from turn to turn: p50,
+  p99, p99.9 of the round trip, and their ratio to the echo floor's within the run;
 - pipelined: ``--pipelined`` query lines written on one connection by one thread while another
   reads the replies: lines/s from the first byte sent to the last reply read;
 - olcli and olcli-w2 only: the same lines in two halves on two connections at once; HTTP
@@ -236,9 +239,11 @@ def connect(port):
 def latency(ports: dict, lines, requests, block=250):
     """Round-trip times (µs) of single-line requests, one connection per server, the servers
     taking turns every ``block`` requests (so that a change in the machine's load reaches all
-    of them alike): {name: times}."""
+    of them alike), the order of the turns rotating from block to block (no server always
+    follows the same one, or always goes first after the warm-up): {name: times}."""
     sockets = {name: connect(port) for name, port in ports.items()}
     times = {name: np.empty(requests) for name in ports}
+    names = list(sockets)
 
     def one(sock, line):
         sock.sendall(line)
@@ -249,8 +254,9 @@ def latency(ports: dict, lines, requests, block=250):
         for sock in sockets.values():
             for k in range(500):
                 one(sock, lines[k % len(lines)])
-        for first in range(0, requests, block):
-            for name, sock in sockets.items():
+        for turn, first in enumerate(range(0, requests, block)):
+            for name in names[turn % len(names):] + names[:turn % len(names)]:
+                sock = sockets[name]
                 for k in range(first, min(requests, first + block)):
                     line = lines[k % len(lines)]
                     started = time.perf_counter_ns()
@@ -459,6 +465,12 @@ def main():
     loads = []
     cpu = {name: {"latency": 0.0, "pipelined": 0.0, "more": 0.0} for name in servers}
     try:
+        # One interleaved pass, not counted: a server's first few thousand requests are slower
+        # (the echo floor's most of all: its first run used to come out ~1.4x its later ones,
+        # which flattered every ratio to it in run 1).
+        latency({name: server.port for name, server in servers.items()}, lines_nl, min(args.requests, 2000))
+        if "VW" in servers:
+            time.sleep(0.3)
         for run_number in range(args.runs):
             loads.append(os.getloadavg()[0])
             before = {name: server.cpu_seconds() for name, server in servers.items()}
@@ -573,7 +585,8 @@ def render(args, results, http_runs, parallel, vw_note, count, loads, cpu, in_pr
         "## Line protocol",
         "",
         f"Latency: {args.requests:,} sequential single-line requests per server and run, one connection per "
-        "server, the servers taking turns every 250 requests. Pipelined: "
+        "server, the servers taking turns every 250 requests in an order rotating from turn to turn, after 500 "
+        "warm-up requests per connection and one uncounted interleaved pass before the first run. Pipelined: "
         f"{count:,} lines written at once on one connection. Server CPU: the CPU time (user + system) the "
         "server process (with its workers or children) used, per single-example request in the latency "
         "phase and per line in the pipelined phase, over all runs: less sensitive to the other work on the "
@@ -618,8 +631,10 @@ def render(args, results, http_runs, parallel, vw_note, count, loads, cpu, in_pr
         "to `olcli test -p` on the same lines, and its HTTP predictions within 1e-6.",
         "- One-call path: a read of whole lines up to 64 KiB is parsed, predicted and formatted in one Numba "
         "call (`olcli/engine/single.py`, the batch path's own kernels called from inside one kernel; one context "
-        "object holding every array, the parser filling buffers allocated once, borrowed views without "
-        "reference counting). The batch-path row is the same server with that path switched off "
+        "object holding every array, passed by its address, the parser filling buffers allocated once and "
+        "reading the feature spec as int8, borrowed views without reference counting, the reply written in "
+        "place). The server's event loop keeps no timer (the idle sweep and HTTP's tick are timed by a thread: "
+        "a pending asyncio timer makes every wait a timed epoll_wait, ~0.7 µs per round trip here). The batch-path row is the same server with that path switched off "
         "(`OLCLI_SERVE_FAST_PATH=0`), i.e. the server as it was before it: `Learner.parse`, `Learner.process` "
         "and `format_predictions` per read, ~30 µs of Python and Numba dispatch (the argument records typed on "
         "every call, the parser's result arrays boxed) around well under a microsecond of arithmetic.",
