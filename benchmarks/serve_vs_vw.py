@@ -113,6 +113,13 @@ workspace.finish()
 """
 
 
+def busy_server(micros: float) -> str:
+    """The constant server, spending ``micros`` µs in a Python busy loop per read (--probe-placement)."""
+    return CONSTANT_SERVER.replace("def predict(data):\n", "import time\ndef predict(data):\n"
+                                   f"    until = time.perf_counter() + {micros * 1e-6!r}\n"
+                                   "    while time.perf_counter() < until:\n        pass\n")
+
+
 def arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -122,6 +129,16 @@ def arguments():
     parser.add_argument("--nice", type=int, default=0,
                         help="run the client and every server at this scheduling priority (negative: ahead of "
                              "the machine's other work; needs the privilege to lower niceness)")
+    parser.add_argument("--pin", type=int, default=None, metavar="CPU",
+                        help="run the client and every server on this one CPU (sched_setaffinity, inherited "
+                             "by the servers): on this VM the scheduler puts a server either on the client's "
+                             "CPU (~22 us round trips for echo) or on the other one (~80 us), and keeps it "
+                             "there; which one differs from server to server and run to run, so unpinned "
+                             "ratios mix the two placements. Pinned, every server is measured in the same one")
+    parser.add_argument("--probe-placement", action="store_true",
+                        help="add two servers that answer like the constant one after a 3 us and a 6 us "
+                             "Python busy loop per read: whether the scheduler keeps a server on the client's "
+                             "CPU depends on how long it works per request, not on what the work is")
     parser.add_argument("--wait-for-quiet", type=float, default=0.0, metavar="SECONDS",
                         help="first wait up to this long for the 1-minute load average to fall below 1 "
                              "(on a shared machine other jobs make the latencies noisy)")
@@ -415,6 +432,8 @@ def main():
     LOAD = os.getloadavg()
     if args.nice:
         os.setpriority(os.PRIO_PROCESS, 0, args.nice)   # the servers started below inherit it
+    if args.pin is not None:
+        os.sched_setaffinity(0, {args.pin})              # so do their affinity and their threads'
     work = args.work
     olcli_model, vw_model, query_lines, expected = prepare(work)
     lines_nl = [line + b"\n" for line in query_lines]
@@ -434,6 +453,10 @@ def main():
     servers["echo"] = Process([sys.executable, "-c", ECHO_SERVER, port_file("echo")], port_file("echo"))
     servers["constant"] = Process([sys.executable, "-c", CONSTANT_SERVER, port_file("constant")],
                                   port_file("constant"))
+    if args.probe_placement:
+        for micros in (3, 6):
+            servers[f"busy{micros}"] = Process([sys.executable, "-c", busy_server(micros), port_file(f"busy{micros}")],
+                                               port_file(f"busy{micros}"))
     servers["olcli"] = olcli_server("olcli")
     servers["olcli-batch"] = olcli_server("olcli-batch", env={"OLCLI_SERVE_FAST_PATH": "0"})
     servers["olcli-w2"] = olcli_server("olcli-w2", "--workers", "2")
@@ -540,7 +563,9 @@ def render(args, results, http_runs, parallel, vw_note, count, loads, cpu, in_pr
               "olcli": "olcli serve (one-call path)",
               "olcli-batch": "olcli serve, batch path only (`OLCLI_SERVE_FAST_PATH=0`: as before)",
               "olcli-w2": "olcli serve --workers 2 (one-call path)",
-              "VW": "VW 9.11.9 --daemon"}
+              "VW": "VW 9.11.9 --daemon",
+              "busy3": "asyncio, the constant after a 3 µs busy loop (placement probe)",
+              "busy6": "asyncio, the constant after a 6 µs busy loop (placement probe)"}
 
     def cpu_per_request(name):   # µs of server CPU per single-example request (warm-up requests included)
         return cpu[name]["latency"] / (args.runs * (args.requests + 500)) * 1e6
@@ -571,7 +596,7 @@ def render(args, results, http_runs, parallel, vw_note, count, loads, cpu, in_pr
         "# olcli serve against VW's daemon and an echo server",
         "",
         f"`python benchmarks/serve_vs_vw.py --runs {args.runs} --requests {args.requests} --pipelined {count} "
-        f"--batches {args.batches}{f' --nice {args.nice}' if args.nice else ''}` on {datetime.date.today().isoformat()}: {platform.processor() or platform.machine()}, "
+        f"--batches {args.batches}{f' --nice {args.nice}' if args.nice else ''}{f' --pin {args.pin}' if args.pin is not None else ''}{' --probe-placement' if args.probe_placement else ''}` on {datetime.date.today().isoformat()}: {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}, Linux {platform.release()}. "
         "Loopback (127.0.0.1), one client in the benchmark's process (Python, blocking sockets, TCP_NODELAY), "
         "each server a subprocess; the servers take turns within each run (interleaved); each number is the "
@@ -579,7 +604,9 @@ def render(args, results, http_runs, parallel, vw_note, count, loads, cpu, in_pr
         f"median. Load average (1 min) at the start of each run and at the end: "
         f"{', '.join(f'{x:.1f}' for x in loads)} (the machine is shared: other work on its 2 cores shows up as "
         "noise, mostly in the p99s" + (f"; this run's client and servers ran at nice {args.nice}, ahead of it"
-                                        if args.nice else "") + "). Click log (olcli.datagen, seed 7): models trained on "
+                                        if args.nice else "")
+        + (f"; the client and every server were pinned to CPU {args.pin}, so every round trip is a wake-up on "
+           "the same CPU (see --pin)" if args.pin is not None else "") + "). Click log (olcli.datagen, seed 7): models trained on "
         f"{TRAIN_LINES:,} lines (logistic, -b 18), queries from the next {QUERY_LINES:,}.",
         "",
         "## Line protocol",
