@@ -69,6 +69,20 @@ def _write_number(out, pos, x):
     return pos
 
 
+@njit
+def _end_line(out, pos, tags, e, chunk):
+    """Example e's tag (if it has one, after a space) and the newline, written at ``pos``: the
+    end of every prediction line (format_predictions, and the server's reply in single.py)."""
+    if tags[e, 1] > tags[e, 0]:
+        out[pos] = 32
+        pos += 1
+        for k in range(tags[e, 0], tags[e, 1]):
+            out[pos] = chunk[k]
+            pos += 1
+    out[pos] = 10
+    return pos + 1
+
+
 @njit(cache=True)
 def format_predictions(values, n, tags, chunk, integers):
     """Text lines for values[0:n] (as integers when ``integers``: class numbers);
@@ -83,12 +97,5 @@ def format_predictions(values, n, tags, chunk, integers):
             pos = _write_int(out, pos, np.int64(values[e]), 1)
         else:
             pos = _write_number(out, pos, values[e])
-        if tags[e, 1] > tags[e, 0]:
-            out[pos] = 32
-            pos += 1
-            for k in range(tags[e, 0], tags[e, 1]):
-                out[pos] = chunk[k]
-                pos += 1
-        out[pos] = 10
-        pos += 1
+        pos = _end_line(out, pos, tags, e, chunk)
     return out[:pos]

@@ -39,7 +39,7 @@ from numba.extending import intrinsic, overload
 
 from olcli.engine.jit import njit
 from olcli.engine import adagrad, adagrad_dual, coin, ftrl, gd, mixture, scinol1, scinol2, sgd
-from olcli.engine.format import _DIGITS, _FIXED_LIMIT, _SCALE, _write_number
+from olcli.engine.format import _DIGITS, _FIXED_LIMIT, _SCALE, _end_line, _write_number
 from olcli.engine.parse import MAX_EXAMPLE_FEATURES, parse_buffers, parse_into
 from olcli.engine.records import S_DIVERGED, Batch, Settings, Table, Tally
 
@@ -214,14 +214,7 @@ def write_replies(out, values, n, tags, chunk, integers):
             pos = _write_digits(out, pos + 1, scaled % _SCALE, _DIGITS)
         else:
             pos = _write_number(out, pos, x)
-        if tags[e, 1] > tags[e, 0]:
-            out[pos] = 32
-            pos += 1
-            for k in range(tags[e, 0], tags[e, 1]):
-                out[pos] = chunk[k]
-                pos += 1
-        out[pos] = 10
-        pos += 1
+        pos = _end_line(out, pos, tags, e, chunk)
     return np.int64(pos)
 
 
