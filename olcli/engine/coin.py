@@ -247,7 +247,7 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
     total = grown.sum(axis=0)
     # the richest shard among those that put gradient mass on the row (among those
     # that changed it, where none did: only M or L moved)
-    richest = np.where(touched & (grown > 0.0), wealths, -np.inf).max(axis=0)
+    richest = np.where(grown > 0.0, wealths, -np.inf).max(axis=0)   # grown is 0 where untouched
     wealth = np.where(np.isfinite(richest), richest, np.where(touched, wealths, -np.inf).max(axis=0))
     g_sum = base[:, G] + total
     lm = lipschitz * m
