@@ -3,6 +3,7 @@ real sockets on 127.0.0.1. Every process a test starts is stopped and waited for
 ``server`` fixture's teardown, even when the test fails; every wait is bounded."""
 
 import json
+import math
 import os
 import signal
 import socket
@@ -250,13 +251,43 @@ def test_single_example_path_equals_olcli_test_p(tmp_path, case, split, train_op
     assert fast.reply(b"\n   \n") == b"", "empty lines get no reply"
 
 
-def test_single_example_path_writes_the_digits_format_predictions_writes():
-    """The one-call path writes its reply text in place (engine/single.py write_replies, no
-    allocation): byte for byte format_predictions' (olcli test -p's) for ordinary numbers, signed
-    zeros, halfway cases of the sixth decimal, the edge of fixed notation (1e15), huge and tiny
+def _prediction_text(x: float, integer: bool) -> str:
+    """A prediction line's number as engine/format.py documents it, written here in Python: six
+    decimals (the value times 10^6 rounded half to even, VW's %f: as one float product below
+    2^63 / 10^6, above it the fraction part alone), a leading '-' for values below 0, from 1e15
+    on scientific notation (a mantissa in [1, 10) and e+NN), nan and [-]inf; class numbers as
+    integers."""
+    if integer:
+        return str(int(x))
+    if math.isnan(x):
+        return "nan"
+    sign = "-" if x < 0.0 else ""
+    x = abs(x)
+    if math.isinf(x):
+        return sign + "inf"
+    exponent = 0
+    if x >= 1e15:
+        exponent = math.floor(math.log10(x))
+        x = x / 10.0 ** exponent
+        if x >= 10.0:
+            x /= 10.0
+            exponent += 1
+    if x * 10 ** 6 < 2 ** 63:
+        scaled = round(x * 10 ** 6)
+    else:
+        scaled = int(x) * 10 ** 6 + round((x - int(x)) * 10 ** 6)
+    text = f"{scaled // 10 ** 6}.{scaled % 10 ** 6:06d}"
+    return sign + text + (f"e+{exponent:02d}" if exponent else "")
+
+
+def test_prediction_lines_are_the_documented_digits_in_place_and_in_a_new_array():
+    """The one-call path writes its reply in place (format.write_lines into the server's
+    buffer, no allocation); olcli test -p gets a new array (format_predictions). Both give the
+    documented text, checked against a Python writer, for ordinary numbers, signed zeros,
+    halfway cases of the sixth decimal, magnitudes whose x 10^6 overflows an int64 (from
+    9.2e12: written as garbage before), the edge of fixed notation (1e15), huge and tiny
     magnitudes, NaN and infinities, with and without tags, and for class numbers."""
-    from olcli.engine.format import format_predictions
-    from olcli.engine.single import write_replies
+    from olcli.engine.format import format_predictions, write_lines
 
     rng = np.random.default_rng(17)
     special = [0.0, -0.0, 1.0, -1.0, 0.5, 5e-7, 1.5e-6, 2.5e-6, -5e-7, -4e-7, 0.9999995, 9.9999995, 0.1234565,
@@ -264,17 +295,23 @@ def test_single_example_path_writes_the_digits_format_predictions_writes():
                -1e-300, 5e-324, np.nan, np.inf, -np.inf]
     numbers = np.concatenate([special, rng.normal(size=3000), rng.normal(scale=1e7, size=1000),
                               rng.uniform(-1e17, 1e17, size=500),
-                              np.round(rng.uniform(-1000, 1000, 1000), 6) + 5e-7])   # halfway cases
+                              np.round(rng.uniform(-1000, 1000, 1000), 6) + 5e-7,   # halfway cases
+                              rng.uniform(9e12, 1e15, size=500) * rng.choice([-1, 1], size=500),  # x 10^6 > 2^63
+                              [2.0 ** 63 / 1e6, 9223372036854.775, 9223372036854.7754, 999999999999999.9]])
     classes = np.concatenate([[0, 1, 9, 10, 99, 100, 26, 12345], rng.integers(0, 10 ** 6, len(numbers) - 8)])
     n = len(numbers)
     chunk = np.frombuffer(b"id7 x", np.uint8)
     tags = np.zeros((n, 2), np.int64)
     tags[::3] = (0, 3)
     tags[1::7] = (4, 5)
+    tag_text = {(0, 3): " id7", (4, 5): " x", (0, 0): ""}
     out = np.empty(40 * n, np.uint8)
     for values_, integers in ((numbers, False), (classes.astype(np.float64), True)):
-        size = write_replies(out, values_, n, tags, chunk, integers)
-        assert out[:size].tobytes() == format_predictions(values_, n, tags, chunk, integers).tobytes()
+        expected = "".join(_prediction_text(float(v), integers) + tag_text[tuple(tags[e])] + "\n"
+                           for e, v in enumerate(values_)).encode()
+        size = write_lines(out, values_, n, tags, chunk, integers)
+        assert out[:size].tobytes() == expected
+        assert format_predictions(values_, n, tags, chunk, integers).tobytes() == expected
 
 
 def test_single_example_parser_fills_its_buffers_as_parse_lines_parses():

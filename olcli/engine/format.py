@@ -14,20 +14,26 @@ from olcli.engine.jit import njit
 _DIGITS = 6
 _SCALE = 10 ** _DIGITS
 _FIXED_LIMIT = 1e15
+_EXACT_LIMIT = 2.0 ** 63 / _SCALE   # below it, x 10^6 rounded fits an int64
 
 
 @njit
 def _write_int(out, pos, number, min_width):
-    """Decimal digits of a non-negative int64, zero-padded to min_width."""
-    digits = np.empty(20, np.uint8)
-    n = 0
-    while number > 0 or n < min_width:
-        digits[n] = 48 + number % 10
-        number //= 10
+    """Decimal digits of a non-negative int64, zero-padded to min_width, written right to left
+    into ``out`` itself (no scratch array: a server's reply and -p's lines allocate nothing per
+    number)."""
+    n = 1
+    rest = number // 10
+    while rest > 0:
         n += 1
-    for k in range(n):
-        out[pos + k] = digits[n - 1 - k]
-    return pos + n
+        rest //= 10
+    if n < min_width:
+        n = min_width
+    end = pos + n
+    for k in range(1, n + 1):
+        out[end - k] = 48 + number % 10
+        number //= 10
+    return end
 
 
 @njit
@@ -58,10 +64,17 @@ def _write_number(out, pos, x):
         if x >= 10.0:
             x /= 10.0
             exponent += 1
-    scaled = np.int64(round(x * _SCALE))
-    pos = _write_int(out, pos, scaled // _SCALE, 1)
+    if x < _EXACT_LIMIT:
+        scaled = np.int64(round(x * _SCALE))
+        whole, fraction = scaled // _SCALE, scaled % _SCALE
+    else:  # x 10^6 would overflow an int64: the fraction part alone (exact here: x > 2^43)
+        whole = np.int64(x)
+        fraction = np.int64(round((x - whole) * _SCALE))
+        if fraction == _SCALE:
+            whole, fraction = whole + 1, np.int64(0)
+    pos = _write_int(out, pos, whole, 1)
     out[pos] = 46  # '.'
-    pos = _write_int(out, pos + 1, scaled % _SCALE, _DIGITS)
+    pos = _write_int(out, pos + 1, fraction, _DIGITS)
     if exponent != 0:
         out[pos] = 101  # 'e'
         out[pos + 1] = 43  # '+'
@@ -83,6 +96,22 @@ def _end_line(out, pos, tags, e, chunk):
     return pos + 1
 
 
+@njit
+def write_lines(out, values, n, tags, chunk, integers):
+    """The text lines of values[0:n] (as integers when ``integers``: class numbers; tags are
+    (start, end) spans into chunk) written into ``out``, which must hold them (32 bytes per
+    line and its tag suffice); returns their length. format_predictions allocates ``out``; the
+    server's one-call path (single.py) writes into a buffer it keeps."""
+    pos = 0
+    for e in range(n):
+        if integers:
+            pos = _write_int(out, pos, np.int64(values[e]), 1)
+        else:
+            pos = _write_number(out, pos, values[e])
+        pos = _end_line(out, pos, tags, e, chunk)
+    return pos
+
+
 @njit(cache=True)
 def format_predictions(values, n, tags, chunk, integers):
     """Text lines for values[0:n] (as integers when ``integers``: class numbers);
@@ -91,11 +120,4 @@ def format_predictions(values, n, tags, chunk, integers):
     for e in range(n):
         size += 32 + (tags[e, 1] - tags[e, 0]) + 1
     out = np.empty(size, np.uint8)
-    pos = 0
-    for e in range(n):
-        if integers:
-            pos = _write_int(out, pos, np.int64(values[e]), 1)
-        else:
-            pos = _write_number(out, pos, values[e])
-        pos = _end_line(out, pos, tags, e, chunk)
-    return out[:pos]
+    return out[:write_lines(out, values, n, tags, chunk, integers)]

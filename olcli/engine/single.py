@@ -39,7 +39,7 @@ from numba.extending import intrinsic, overload
 
 from olcli.engine.jit import njit
 from olcli.engine import adagrad, adagrad_dual, coin, ftrl, gd, mixture, scinol1, scinol2, sgd
-from olcli.engine.format import _DIGITS, _FIXED_LIMIT, _SCALE, _end_line, _write_number
+from olcli.engine.format import write_lines
 from olcli.engine.parse import MAX_EXAMPLE_FEATURES, parse_buffers, parse_into
 from olcli.engine.records import S_DIVERGED, Batch, Settings, Table, Tally
 
@@ -171,51 +171,7 @@ def _reply(run_chunk, run_chunk_multiclass, data, address, kind, libsvm, interac
     if classes == 0 and config[K_LOGISTIC_LINK] != 0.0:
         for e in range(n):  # learner.logistic, element by element
             predictions[e] = 1.0 / (1.0 + math.exp(-min(max(predictions[e], -700.0), 700.0)))
-    return write_replies(out, predictions, n, tags, buf, classes > 0)
-
-
-@njit(inline="always")
-def _write_digits(out, pos, number, min_width):
-    """format._write_int (the decimal digits of ``number``, zero-padded to ``min_width``)
-    written right to left into ``out`` itself, without its scratch array (an allocation)."""
-    n = 1
-    rest = number // 10
-    while rest > 0:
-        n += 1
-        rest //= 10
-    if n < min_width:
-        n = min_width
-    end = pos + n
-    for k in range(1, n + 1):
-        out[end - k] = 48 + number % 10
-        number //= 10
-    return end
-
-
-@njit(inline="always")
-def write_replies(out, values, n, tags, chunk, integers):
-    """format_predictions' text for values[0:n] (the same digits: tested), written into ``out``
-    (large enough) instead of a new array; returns its length. The usual number takes an
-    allocation-free writer; NaN, infinities and magnitudes from 1e15 (scientific notation) take
-    format's own ``_write_number``."""
-    pos = np.int64(0)
-    for e in range(n):
-        x = values[e]
-        if integers:
-            pos = _write_digits(out, pos, np.int64(x), 1)
-        elif abs(x) < _FIXED_LIMIT:   # finite, fixed notation: format._write_number's steps
-            if x < 0.0:
-                out[pos] = 45  # '-'
-                pos += 1
-                x = -x
-            scaled = np.int64(round(x * _SCALE))
-            pos = _write_digits(out, pos, scaled // _SCALE, 1)
-            out[pos] = 46  # '.'
-            pos = _write_digits(out, pos + 1, scaled % _SCALE, _DIGITS)
-        else:
-            pos = _write_number(out, pos, x)
-        pos = _end_line(out, pos, tags, e, chunk)
-    return np.int64(pos)
+    return np.int64(write_lines(out, predictions, n, tags, buf, classes > 0))
 
 
 # One cached entry per algorithm (the dispatchers must be named in the entry for it to be cached).
