@@ -15,6 +15,11 @@ touched, so its beta is set to eps when it first is (unseen rows stay zero and
 sparse models stay sparse). M and beta change only for examples that are
 learned from; test and unlabeled examples use the stored state. No learning
 rate: predictions are invariant to rescaling any feature (Appendix B).
+
+Speed (the same results): the kernels are inlined into the example loop (a call
+of a compiled function counts references to each array it takes, atomically),
+predict first asks for the rows it is about to read (scinol_common.prefetch_rows),
+and a weight with theta = 0 (a row without gradients yet) is 0 without exp.
 """
 
 import math
@@ -27,7 +32,7 @@ from olcli.engine.multiclass import run_multiclass
 from olcli.engine.records import C_ROUNDS
 
 from olcli.engine import merge_common, scinol_common
-from olcli.engine.scinol_common import M, S2, accumulate, raise_max, theta_and_scale
+from olcli.engine.scinol_common import M, S2, accumulate, prefetch_rows, raise_max, theta_and_scale
 
 SLOTS = ("G", "S2", "M", "beta")
 BETA = 3
@@ -35,10 +40,10 @@ PARAMS = ("epsilon",)
 P_EPSILON = 0
 
 
-@njit
+@njit(inline="always")
 def _weight(state, i):
     theta, scale = theta_and_scale(state, i)
-    if scale == 0.0:
+    if theta == 0.0:  # also when scale = 0
         return 0.0
     a = state[i, BETA] / (2.0 * scale)
     half = abs(theta) / 2.0
@@ -46,14 +51,15 @@ def _weight(state, i):
         magnitude = a * (math.exp(half) - 1.0)
     else:  # a * e^half overflows only when a is not tiny: go through logs
         magnitude = math.exp(math.log(a) + half) - a if a > 0.0 else 0.0
-    return math.copysign(magnitude, theta) if theta != 0.0 else 0.0
+    return math.copysign(magnitude, theta)
 
 
-@njit
+@njit(inline="always")
 def predict(table, settings, index, value, lo, hi, offset, learning, h):
     state, params, rounds = table.state, settings.params, table.counters[C_ROUNDS]
     epsilon = params[P_EPSILON]
     t = rounds + 1.0
+    prefetch_rows(state, index, lo, hi, offset)
     p = 0.0
     for j in range(lo, hi):
         i = offset + index[j]
@@ -68,7 +74,7 @@ def predict(table, settings, index, value, lo, hi, offset, learning, h):
     return p
 
 
-@njit
+@njit(inline="always")
 def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
     state = table.state
     for j in range(lo, hi):
