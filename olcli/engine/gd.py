@@ -54,7 +54,18 @@ accumulator) and N (normaliser); the globals normalized_sum_norm_x,
 total_weight, gravity and contraction are the table's scalars (registry), and
 t comes from the model's counters (weighted_examples), so -i continues exactly.
 The per-feature rate (VW's "spare" slot) is computed twice, in the sensitivity
-pass and in the update pass, from the same G_i and N_i, instead of being stored.
+pass and in the update pass, from the same G_i and N_i, instead of being stored:
+keeping the sensitivity pass's rates in a buffer on the stack for the update
+(and computing again those of a row the example holds twice) measured no faster
+on the click log (benchmarks/results/kernel_cpu.md), the square root and the
+divisions overlapping with the rest of the work.
+
+Speed (the same results): predict, update and the sensitivity pass are inlined
+into the example loop (a call of a compiled function counts references to each
+array it takes, atomically); predict first asks for the rows it is about to
+read (scinol_common.prefetch_rows); and with the logistic loss the update takes
+the loss gate, the derivative and the invariant update from one or two
+exponentials (``_logistic_derivative``) instead of four and a logarithm.
 
 Where olcli differs from VW: float64 instead of float32 arithmetic; the base
 (VW's initial value) is added after the contraction, not scaled by it; VW's
@@ -71,9 +82,11 @@ from olcli.engine.jit import njit
 
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop
-from olcli.engine.losses import LOGISTIC, invariant_update, loss_derivative, loss_value
+from olcli.engine.losses import (LOGISTIC, _lambert_w_exp_minus_x, invariant_update, loss_derivative,
+                                 loss_value)
 from olcli.engine.multiclass import run_multiclass
 from olcli.engine.records import C_WEIGHT
+from olcli.engine.scinol_common import prefetch_rows
 
 SLOTS = ("w", "G", "N")
 W, G, N = 0, 1, 2
@@ -126,7 +139,7 @@ def _average_update(scalars, power_t, adaptive):
     return (scalars[NORM_X_SUM] / scalars[TOTAL_WEIGHT]) ** (power_t - 1.0)
 
 
-@njit
+@njit(inline="always")
 def _sensitivity(state, params, scalars, index, value, lo, hi, offset, h, d, adaptive, normalized):
     """gd.cc sensitivity (get_pred_per_update with pred_per_update_feature):
     updates G, N (rescaling w) and the normalised sums, and returns (h, m): the
@@ -186,6 +199,30 @@ def _loss_is_positive(loss, p, y, tau):
     return not (loss == LOGISTIC and math.exp(-y * p) <= LOGISTIC_FLOAT32_ZERO)
 
 
+@njit(inline="always")
+def _logistic_derivative(p, y):
+    """The logistic loss's (``_loss_is_positive``, ``loss_derivative``, exp(y p) or
+    NaN when not needed for them): the same bits as losses.py's formulas from one
+    or two exponentials instead of four and a logarithm. (-y) p is -(y p) exactly,
+    so exp(-(-y p)) is exp(y p); with y p <= 0 the loss is >= log 2 > 0, with
+    y p > 0 it is > 0 exactly when exp(-y p) is, which the float32 gate's
+    exp(-y p) > 2^-24 implies."""
+    yp = y * p
+    if yp <= 0.0:  # sigmoid(-y p) = 1 / (1 + exp(y p))
+        exp_yp = math.exp(yp)
+        return True, -y * (1.0 / (1.0 + exp_yp)), exp_yp
+    exp_minus = math.exp(-y * p)  # sigmoid(-y p) = e / (1 + e), e = exp(-y p) < 1
+    return exp_minus > LOGISTIC_FLOAT32_ZERO, -y * (exp_minus / (1.0 + exp_minus)), math.nan
+
+
+@njit(inline="always")
+def _logistic_invariant_update(p, y, s, h, exp_yp):
+    """losses.invariant_update for the logistic loss, given exp(y p)."""
+    if s * h < 1e-6:
+        return y * s / (1.0 + exp_yp)
+    return -(y * _lambert_w_exp_minus_x(s * h + y * p + exp_yp) + p) / h
+
+
 @njit
 def _sync(state, scalars):
     """gd.cc sync_weights: fold gravity and contraction into every weight."""
@@ -198,10 +235,11 @@ def _sync(state, scalars):
     scalars[CONTRACTION] = 1.0
 
 
-@njit
+@njit(inline="always")
 def predict(table, settings, index, value, lo, hi, offset, learning, h):
     """gd.cc predict: sum_i w_i x_i (with --l1 each w_i truncated by gravity), times contraction."""
     state, scalars = table.state, table.scalars
+    prefetch_rows(state, index, lo, hi, offset)
     gravity = scalars[GRAVITY]
     truncate = settings.params[P_L1] > 0.0
     p = 0.0
@@ -213,7 +251,7 @@ def predict(table, settings, index, value, lo, hi, offset, learning, h):
     return p * scalars[CONTRACTION]
 
 
-@njit
+@njit(inline="always")
 def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
     """gd.cc update (compute_update, then train); see the module docstring."""
     state, params, scalars = table.state, settings.params, table.scalars
@@ -221,9 +259,15 @@ def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
     normalized = params[P_NORMALIZED] > 0.0
     power_t = params[P_POWER_T]
     softmax_class = np.isnan(y)  # no loss of its own: the gradient g is given
+    logistic = settings.loss == LOGISTIC and not softmax_class
+    exp_yp = math.nan
     if softmax_class:
         d = g / h
         if d == 0.0:
+            return
+    elif logistic:
+        positive, d, exp_yp = _logistic_derivative(p, y)
+        if not positive:
             return
     else:
         if not _loss_is_positive(settings.loss, p, y, settings.tau):
@@ -247,6 +291,10 @@ def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
         scale *= (t0 + table.counters[C_WEIGHT]) ** -power_t  # C_WEIGHT includes this example
     if softmax_class or params[P_INVARIANT] <= 0.0:
         u = -scale * d
+    elif logistic:
+        if np.isnan(exp_yp):
+            exp_yp = math.exp(y * p)
+        u = _logistic_invariant_update(p, y, scale, per_update, exp_yp)
     else:
         u = invariant_update(settings.loss, p, y, settings.tau, scale, per_update)
     l1, l2 = params[P_L1], params[P_L2]
