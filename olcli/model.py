@@ -29,11 +29,9 @@ from olcli.engine.registry import ALGORITHMS
 from olcli.errors import ModelError, UsageError
 
 MAGIC = b"OLCLIMDL"
-FORMAT_VERSION = 5   # 2: counters min_label/max_label, prediction range, algorithm scalars;
+FORMAT_VERSION = 4   # 2: counters min_label/max_label, prediction range, algorithm scalars;
                      # 3: n-grams, hash seed, interaction flags, predict-only models;
-                     # 4: the hash rule (input.hash_rule: VW's --hash all or strings);
-                     # 5: --mix's stacker (scalars stack_*: a mix file before 5 reads them as 0,
-                     #    the stacker at its start, whose coefficients are 0: the mixture it wrote)
+                     # 4: the hash rule (input.hash_rule: VW's --hash all or strings)
 HASHES = ("all", "strings")   # VW's --hash values (engine/parse.py name_hash); files before 4: "all"
 _HASH_TEXT = {"all": "murmur3_x86_32(name, seed=hash(namespace)) & (2**bits - 1)",
               "strings": "a name of digits only: its integer + seed; else murmur3_x86_32(name, seed); "
@@ -355,16 +353,8 @@ def _counters(value, header):
         return "min_label > max_label"
 
 
-def _added_later(header) -> set:
-    """Scalars the header's format version predates (read at their initial value)."""
-    if header["algorithm"] == "mix" and header.get("format_version", FORMAT_VERSION) < 5:
-        return {name for name, _ in ALGORITHMS["mix"].scalars if name.startswith("stack_")}
-    return set()
-
-
 def _scalars(value, header):
-    added = _added_later(header)
-    expected = [name for name, _ in ALGORITHMS[header["algorithm"]].scalars if name not in added]
+    expected = [name for name, _ in ALGORITHMS[header["algorithm"]].scalars]
     if sorted(value) != sorted(expected):
         return f"{sorted(value)!r:.80} are not --{header['algorithm']}'s {expected}"
     for name, number in value.items():
@@ -571,9 +561,8 @@ def decode(raw: bytes, path: str) -> Model:
         ignore_linear=inputs["ignore_linear"], classes=multiclass["classes"], multiclass=multiclass["mode"],
         counters=np.array([float(header["counters"].get(name, _V1_COUNTERS.get(name, 0.0)))
                            for name in COUNTER_NAMES]),
-        scalars=np.array([float(header.get("scalars", {}).get(name, start) if name in _added_later(header)
-                                else header.get("scalars", {})[name])
-                          for name, start in ALGORITHMS[header["algorithm"]].scalars]),
+        scalars=np.array([float(header.get("scalars", {})[name])
+                          for name, _ in ALGORITHMS[header["algorithm"]].scalars]),
         min_prediction=_optional_float(header.get("prediction_range", {}).get("min")),
         max_prediction=_optional_float(header.get("prediction_range", {}).get("max")),
         ngram=list(inputs["ngram"]), skips=list(inputs["skips"]), hash_seed=inputs["hash_seed"],

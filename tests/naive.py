@@ -420,64 +420,6 @@ def oaa_gradient(loss_name):
     return gradient
 
 
-class Stacker:
-    """The mixture's stacker: ScInOL2 (Kempka, Kotłowski & Warmuth 2019,
-    Algorithm 2) whose K features are the members' predictions (for multiclass,
-    member k's K class scores, a vector feature: its size max_c |s_kc|, its
-    gradient sum_c g_c s_kc). Per member k: G_k, S2_k, M_k, eta_k (eta_k = 1 when
-    M_k first leaves 0):
-
-        M_k <- max(M_k, size_k)        (only on examples it learns from)
-        beta_k = sgn(theta_k) min(|theta_k|, 1) / (2 s_k) eta_k,
-        theta_k = G_k / s_k, s_k = sqrt(S2_k + M_k^2)   (0 when s_k = 0)
-        then, with gx_k the importance-weighted derivative times feature k:
-        G_k -= gx_k;  S2_k += gx_k^2;  eta_k -= gx_k beta_k"""
-
-    EPSILON = 1.0
-
-    def __init__(self, k=3):
-        self.G, self.S2, self.M, self.eta = [0.0] * k, [0.0] * k, [0.0] * k, [0.0] * k
-
-    def coefficients(self, sizes=None):
-        beta = []
-        for k in range(len(self.G)):
-            if sizes is not None and sizes[k] != 0:
-                if self.M[k] == 0:
-                    self.eta[k] = self.EPSILON
-                self.M[k] = max(self.M[k], sizes[k])
-            s = math.sqrt(self.S2[k] + self.M[k] ** 2)
-            theta = self.G[k] / s if s > 0 else 0.0
-            beta.append(0.0 if theta == 0 else sign(theta) * min(abs(theta), 1.0) / (2 * s) * self.eta[k])
-        return beta
-
-    def learn(self, beta, gx):
-        for k, (b, v) in enumerate(zip(beta, gx)):
-            self.G[k] -= v
-            self.S2[k] += v * v
-            self.eta[k] -= v * b
-
-    @staticmethod
-    def derivative(loss_name, p, y, tau, spread):
-        """The mixture's derivative for the stacker: the squared loss's over 2 R
-        (R the labels' spread; 0 when R = 0), every loss's clipped to [-1, 1]."""
-        d = dloss(loss_name, p, y, tau)
-        if loss_name == "squared":
-            d = d / (2.0 * spread) if spread > 0 else 0.0
-        return min(max(d, -1.0), 1.0)
-
-
-def class_log_loss_gradient(scores, label, softmax):
-    """d/dz_c of -log P(label) of the class scores z: softmax P_c - [c = label];
-    OAA's normalized sigmoids P_c = sigma(z_c)/sum_j sigma(z_j):
-    P_c (1 - sigma(z_c)) - [c = label] (1 - sigma(z_c))."""
-    if softmax:
-        top = max(scores)
-        e = [math.exp(z - top) for z in scores]
-        return [v / sum(e) - (c == label) for c, v in enumerate(e)]
-    sig = [1.0 / (1.0 + math.exp(-z)) for z in scores]
-    return [sig[c] / sum(sig) * (1 - sig[c]) - (c == label) * (1 - sig[c]) for c in range(len(scores))]
-
-
 class Mixture:
     """The exponentially weighted average of three learners' predictions
     (Cesa-Bianchi & Lugosi 2006, §2.1; Vovk's aggregating algorithm with the
@@ -487,10 +429,7 @@ class Mixture:
     clipped to the label range. With L_k member k's importance-weighted loss
     (``loss`` above) over the examples learned from before this one:
 
-        pi_k = q_k exp(-eta L_k) / sum_j q_j exp(-eta L_j),   p = sum_k (pi_k + beta_k) p_k
-
-    (beta: the Stacker above, learning where the losses count, from the
-    mixture's own derivative at p),
+        pi_k = q_k exp(-eta L_k) / sum_j q_j exp(-eta L_j),   p = sum_k pi_k p_k
 
     with the prior q = (0.9, 0.05, 0.05) (VW's default learner first) and
 
@@ -514,7 +453,6 @@ class Mixture:
         self.L = [0.0, 0.0, 0.0]
         self.labels = []   # every label seen while learning: eta's spread R
         self.later_pass = False
-        self.stacker = Stacker()
 
     def rate(self) -> float:
         if self.loss_name == "logistic":
@@ -544,32 +482,20 @@ class Mixture:
         members = [self.gd.learn(features, y, importance, base), self.coin.learn(features, y, importance, base),
                    base + self.scinol2.learn(dict(features), y, importance, self.loss_name, self.tau, base,
                                              self.scinol2_clip, (self.low, self.high))]
-        members = [self.clip(p_k) for p_k in members]
-        if self.later_pass:
-            return self._mixed(pi, members, None)[0]
-        return self._learn_mixture(pi, members, y, importance)
+        if not self.later_pass:
+            self._add_losses(members, y, importance)
+        return self.clip(sum(w * p for w, p in zip(pi, members)))
 
-    def _mixed(self, pi, members, sizes):
-        beta = self.stacker.coefficients(sizes)
-        return self.clip(sum((w + b) * p_k for w, b, p_k in zip(pi, beta, members))), beta
-
-    def _learn_mixture(self, pi, members, y, importance):
-        """The prediction sum_k (pi_k + beta_k) p_k; the members' losses added to L
-        and the stacker learning from the mixture's own derivative."""
-        p, beta = self._mixed(pi, members, [abs(p_k) for p_k in members])
+    def _add_losses(self, members, y, importance):
         for k, p_k in enumerate(members):
             self.L[k] += importance * loss(self.loss_name, p_k, y, self.tau)
-        spread = max(self.labels) - min(self.labels) if self.labels else 0.0
-        g = importance * Stacker.derivative(self.loss_name, p, y, self.tau, spread)
-        self.stacker.learn(beta, [g * p_k for p_k in members])
-        return p
 
     def _members(self, features, base):
         return [self.gd.predict(features, base), self.coin.predict(features, base),
                 self.clip(base + self.scinol2.predict(dict(features)))]
 
     def predict(self, features, base=0.0) -> float:
-        return self._mixed(self.pi(), self._members(features, base), None)[0]
+        return self.clip(sum(w * p for w, p in zip(self.pi(), self._members(features, base))))
 
     def hold_out(self, features, y, importance, base=0.0) -> float:
         """A held-out labeled example while learning: its label is seen (VW's label
@@ -578,12 +504,13 @@ class Mixture:
             member.sd.see_label(y)
         self.see_label(y)
         members = self._members(features, base)
+        p = self.clip(sum(w * p_k for w, p_k in zip(self.pi(), members)))
         if importance > 0:
-            return self._learn_mixture(self.pi(), members, y, importance)
-        return self._mixed(self.pi(), members, None)[0]
+            self._add_losses(members, y, importance)
+        return p
 
     def weights(self, gd_weights, coin_weights) -> list:
-        """sum_k (pi_k + beta_k) w_k, given the VW members' weights (their own accessors)."""
-        pi = [w + b for w, b in zip(self.pi(), self.stacker.coefficients())]
+        """sum_k pi_k w_k, given the VW members' weights (their own accessors)."""
+        pi = self.pi()
         return [pi[0] * a + pi[1] * b + pi[2] * c
                 for a, b, c in zip(gd_weights, coin_weights, self.scinol2.weights())]

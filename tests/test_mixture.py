@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from olcli import model as model_file
-from olcli.engine import mixture, scinol2
-from olcli.engine.records import C_LOSS, C_ROUNDS, COUNTER_NAMES, Batch
+from olcli.engine import mixture
+from olcli.engine.records import C_LOSS, COUNTER_NAMES, Batch
 from olcli.errors import ModelError
 from olcli.learner import Learner
 from tests import naive
@@ -71,16 +71,10 @@ def test_mixture_matches_the_reference_step_by_step(loss, variant):
                      f"scalars after {step}")
         assert_close(scalars[mixture.LOSSES:mixture.LOSSES + 3], reference.L, f"losses after {step}")
         seen = reference.labels
-        assert_close(scalars[mixture.SEEN:mixture.STACK], [len(seen), min(seen, default=0.0), max(seen, default=0.0)],
+        assert_close(scalars[mixture.SEEN:], [len(seen), min(seen, default=0.0), max(seen, default=0.0)],
                      f"labels seen after {step}")
-        assert_close(scalars[mixture.STACK:], _stacker_scalars(reference.stacker), f"stacker after {step}")
         want = reference.weights(vw_weights(reference.gd, ROWS), vw_weights(reference.coin, ROWS))
         assert_close(fast.weights(), np.array(want), f"weights after {step}")
-
-
-def _stacker_scalars(stacker):
-    """naive.Stacker's numbers in the table's order: per member G, S2, M, eta."""
-    return [v for k in range(3) for v in (stacker.G[k], stacker.S2[k], stacker.M[k], stacker.eta[k])]
 
 
 @pytest.mark.parametrize("loss", ["logistic", "squared", "hinge"])
@@ -128,7 +122,6 @@ def test_only_losses_of_examples_not_yet_learned_count(loss):
             assert_close(state[:, slice(*mixture.COIN_COLUMNS)], vw_state(reference.coin, ROWS),
                          f"coin state, {where}")
             assert_close(fast.model.scalars[mixture.LOSSES:mixture.LOSSES + 3], reference.L, f"losses, {where}")
-            assert_close(fast.model.scalars[mixture.STACK:], _stacker_scalars(reference.stacker), f"stacker, {where}")
             want = reference.weights(vw_weights(reference.gd, ROWS), vw_weights(reference.coin, ROWS))
             assert_close(fast.weights(), np.array(want), f"weights, {where}")
     # the rule did something: pass 2 learned from examples without counting them, held-out ones counted
@@ -139,10 +132,9 @@ def test_only_losses_of_examples_not_yet_learned_count(loss):
 @pytest.mark.parametrize("loss,multiclass", [("logistic", {"oaa": 3}), (None, {"softmax": 3})])
 def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multiclass):
     """Multiclass, two passes with every 4th example held out: the class scores
-    are sum_k (pi_k + beta_k) scores_k with pi from the members' log losses of
-    (pass 1) every example and (pass 2) the held-out ones only, and the stacker's
-    beta learning from the same examples; each member run alone with the same
-    holdout gives its scores."""
+    are sum_k pi_k scores_k with pi from the members' log losses of (pass 1)
+    every example and (pass 2) the held-out ones only; each member run alone
+    with the same holdout gives its scores."""
     from olcli.engine.records import new_tally
 
     classes, period = max(multiclass.values()), 4
@@ -151,39 +143,23 @@ def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multicl
     members = {name: Learner(name, loss=loss, bits=8, **multiclass) for name in MEMBER_COLUMNS}
     softmax = "softmax" in multiclass
     cumulative = np.zeros(3)
-    stacker = naive.Stacker()
     for number in (1, 2):
         got = mix.process(batch, True, new_tally(period, number > 1)).scores
         member_scores = [m.process(batch, True, new_tally(period, number > 1)).scores for m in members.values()]
         for e in range(len(batch.labels)):
+            pi = np.array(naive.Mixture.PRIOR) * np.exp(-(cumulative - cumulative.min()))
+            pi /= pi.sum()
+            want = sum(pi[k] * member_scores[k][e] for k in range(3))
+            np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"pass {number}, example {e}")
             held_out = (e + 1) % period == 0
-            label = int(batch.labels[e]) - 1
-            counts = number == 1 or held_out
-            want = _mixed_scores(member_scores, e, cumulative, stacker, label, batch.importance[e], softmax, counts)
-            np.testing.assert_allclose(got[e], want, rtol=1e-9, atol=1e-9, err_msg=f"pass {number}, example {e}")
-            if not counts:
+            if number == 2 and not held_out:
                 continue
+            label = int(batch.labels[e]) - 1
             for k in range(3):
                 cumulative[k] -= batch.importance[e] * _log_probabilities(member_scores[k][e], softmax)[label]
     np.testing.assert_allclose(mix.model.scalars[mixture.LOSSES:mixture.LOSSES + 3], cumulative, rtol=1e-12)
     for name, columns in MEMBER_COLUMNS.items():   # the members learned as alone
         assert np.array_equal(members[name].model.state, mix.model.state[:, slice(*columns)]), name
-
-
-def _mixed_scores(member_scores, e, cumulative, stacker, label, importance, softmax, learns):
-    """The mixture's class scores of example e from the members' (run alone):
-    sum_k (pi_k + beta_k) scores_k, pi from the cumulative log losses, beta from
-    naive.Stacker, which learns (``learns``: the example's losses count) from the
-    mixture's multiclass log loss."""
-    pi = np.array(naive.Mixture.PRIOR) * np.exp(-(cumulative - cumulative.min()))
-    pi /= pi.sum()
-    scores = [member_scores[k][e] for k in range(3)]
-    beta = stacker.coefficients([float(np.abs(s).max()) for s in scores] if learns else None)
-    want = sum((pi[k] + beta[k]) * scores[k] for k in range(3))
-    if learns:
-        g = naive.class_log_loss_gradient(want.tolist(), label, softmax)
-        stacker.learn(beta, [float(importance) * float(np.dot(g, s)) for s in scores])
-    return want
 
 
 def _stream(seed, n, classes=0, loss="logistic"):
@@ -230,10 +206,9 @@ def test_each_member_learns_exactly_as_alone(loss, multiclass):
 
 @pytest.mark.parametrize("loss,multiclass", MODES[-2:])
 def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass):
-    """The mixture's class scores are sum_k (pi_k + beta_k) scores_k, with pi from
-    each member's multiclass log loss (normalized sigmoids for OAA, softmax) of the
-    examples before and beta the stacker's (naive.Stacker, learning from the
-    mixture's own log loss); recomputed here from the members run alone."""
+    """The mixture's class scores are sum_k pi_k scores_k, with pi from each
+    member's multiclass log loss (normalized sigmoids for OAA, softmax) of the
+    examples before; recomputed here from the members run alone."""
     classes = max(multiclass.values())
     batch = _stream(4, 400, classes=classes)
     mix = Learner("mix", loss=loss, bits=8, **multiclass)
@@ -244,11 +219,12 @@ def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass):
         member_scores.append(alone.process(batch, True).scores)
     softmax = "softmax" in multiclass
     cumulative = np.zeros(3)
-    stacker = naive.Stacker()
     for e in range(len(batch.labels)):
+        pi = np.array(naive.Mixture.PRIOR) * np.exp(-(cumulative - cumulative.min()))
+        pi /= pi.sum()
+        want = sum(pi[k] * member_scores[k][e] for k in range(3))
+        np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"example {e}")
         label = int(batch.labels[e]) - 1
-        want = _mixed_scores(member_scores, e, cumulative, stacker, label, batch.importance[e], softmax, True)
-        np.testing.assert_allclose(got[e], want, rtol=1e-9, atol=1e-9, err_msg=f"example {e}")
         for k in range(3):
             cumulative[k] -= batch.importance[e] * _log_probabilities(member_scores[k][e], softmax)[label]
 
@@ -297,54 +273,8 @@ def test_merge_merges_each_member_by_its_own_rule(loss):
                                mixes[0].model.scalars[losses] + mixes[1].model.scalars[losses], rtol=1e-15)
     assert merged.model.scalars[mixture.LOW] == min(m.model.scalars[mixture.LOW] for m in mixes)
     assert merged.model.scalars[mixture.HIGH] == max(m.model.scalars[mixture.HIGH] for m in mixes)
-    # the stacker's numbers: ScInOL2's merge rule, its three coefficients as three rows of a table
-    stack = slice(mixture.STACK, None)
-    want = scinol2.merge(np.zeros((3, 4)), [m.model.scalars[stack].reshape(3, 4) for m in mixes], np.array([1.0]),
-                         0.0, [m.model.counters[C_ROUNDS] for m in mixes], [1.0, 1.0]).ravel()
-    assert np.array_equal(merged.model.scalars[stack], want)
-    assert np.any(want != 0.0)
-    # the merged learner predicts with sum_k (pi_k + beta_k) w_k of the merged members
+    # the merged learner predicts with sum_k pi_k w_k of the merged members
     assert np.all(np.isfinite(merged.weights()))
-
-
-def test_a_mix_model_of_format_4_reads_with_the_stacker_at_its_start(tmp_path):
-    """A --mix file written before the stacker (format 4, no stack_* scalars)
-    loads with them at 0, so it predicts as the mixture that wrote it did:
-    sum_k pi_k p_k, recomputed here from its members' own weights; it then learns
-    on, and saves as format 5."""
-    import hashlib
-    import json
-    import struct
-
-    m = Learner("mix", loss="logistic", bits=8)
-    m.process(_stream(8, 300), True)
-    raw = m.to_bytes()
-    magic, _, size = struct.unpack_from("<8sII", raw)
-    header = json.loads(raw[16:16 + size])
-    assert header["format_version"] == 5
-    header["format_version"] = 4
-    header["scalars"] = {k: v for k, v in header["scalars"].items() if not k.startswith("stack_")}
-    text = json.dumps(header, indent=1, sort_keys=True).encode()
-    body = struct.pack("<8sII", magic, 4, len(text)) + text + raw[16 + size:-32]
-    old = Learner.from_bytes(body + hashlib.sha256(body).digest())
-    assert np.array_equal(old.model.scalars[mixture.STACK:], np.zeros(12))
-    assert np.array_equal(old.model.scalars[:mixture.STACK], m.model.scalars[:mixture.STACK])
-    pi = np.array(naive.Mixture.PRIOR) * np.exp(-(old.model.scalars[mixture.LOSSES:mixture.LOSSES + 3]
-                                                 - old.model.scalars[mixture.LOSSES:mixture.LOSSES + 3].min()))
-    pi /= pi.sum()
-    members = []
-    for name, columns in MEMBER_COLUMNS.items():
-        alone = Learner(name, loss="logistic", bits=8)
-        alone.model.state[:] = old.model.state[:, slice(*columns)]
-        if name != "scinol2":
-            part = slice(*(mixture.GD_SCALARS if name == "gd" else mixture.COIN_SCALARS))
-            alone.model.scalars[:] = old.model.scalars[part]
-        members.append(alone.weights())
-    np.testing.assert_allclose(old.weights(), sum(pi[k] * members[k] for k in range(3)), rtol=1e-12, atol=1e-15)
-    old.process(_stream(9, 50), True)
-    assert np.any(old.model.scalars[mixture.STACK:] != 0.0)
-    again = Learner.from_bytes(old.to_bytes())
-    assert np.array_equal(again.model.scalars, old.model.scalars)
 
 
 @pytest.mark.parametrize("field,value,message", [

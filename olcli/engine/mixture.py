@@ -1,7 +1,6 @@
 """A mixture of learners by exponential weights (``--mix``): VW's default learner
 (``--gd``), coin betting (``--coin``) and ScInOL2 (``--scinol2``) on the same hashed
-features, their predictions mixed with weights from their past losses, plus a
-stacker's correction learned from the mixture's own loss ("Stacking", below).
+features, their predictions mixed with weights from their past losses.
 
 The rule is the exponentially weighted average forecaster (Cesa-Bianchi &
 Lugosi 2006, "Prediction, Learning, and Games", §2.1; for exp-concave losses
@@ -45,46 +44,15 @@ The predictions are clipped to VW's range, so with labels far from 0 the
 exp-concavity argument is a guide there too. R = 0 (one label value so far):
 eta = 0, uniform weights.
 
-Stacking. Exponential weights converge to the best member; they cannot do
-better than it, where a combination of the members can (their errors differ).
-So the prediction adds a correction learned from the mixture's own loss, as a
-stacked generalizer does (Wolpert 1992, "Stacked generalization"; not in the
-project's papers):
-
-    p = sum_k (pi_k + beta_k) p_k
-
-where beta is ScInOL2 (Kempka, Kotłowski & Warmuth 2019, Algorithm 2; the
-project's papers) with the three (clipped) member predictions p_k as its three
-features: per member G_k, S2_k, M_k and eta_k (the table's scalars
-``stack_<member>_<slot>``), eta_k = STACK_EPSILON = 1 when M_k first leaves 0,
-M_k raised by |p_k| before predicting, then G_k -= g p_k, S2_k += (g p_k)^2,
-eta_k -= g p_k beta_k with g = h dloss/dp at the mixture's clipped p. It starts
-at beta = 0 (the mixture without it) and learns exactly where the losses L_k are
-counted (below: the first pass and held-out examples), so from examples no
-member has learned. Why ScInOL2: it has no learning rate and is invariant to the
-scale of each feature, so the stacker needs no tuning whether the members'
-predictions are margins or house prices; its bound assumes |g| <= 1, so g is the
-derivative clipped to [-1, 1], and the squared loss's is taken in units of the
-labels' spread R first, (p - y)/R (the derivative of (p - y)^2 / (2R)), so
-that it is not just its sign on labels in the thousands. Multiclass: member k's
-feature is its vector of K class scores s_k (its size for M_k: max_c |s_kc|;
-g p_k becomes h sum_c g_c s_kc) and g the derivative of the mixture's multiclass
-log loss (the weights' loss, below) at its scores; the class scores are
-sum_k (pi_k + beta_k) s_k. Measured, single pass (benchmarks/defaults_vs_vw.py,
-README "The default"): below the exponential weights alone on every set but
-news20, by up to 10% (sst2 0.336 against 0.371; letter's 0/1 error 0.523
-against 0.562). The stacker's 12 numbers are the model's only addition; format
-5 (a mix file of format 4 reads them as 0: the mixture that wrote it).
-
 Every member learns exactly as it does alone: from its own clipped prediction,
 its own derivative (ScInOL2's clipped for the squared loss, as alone), with its
 own state, and the label range and counters are the model's, as alone. So each
 member, run alone by its flag, ends bit for bit where it ends inside the
 mixture (tests/test_mixture.py), and the mixture's only own state is the three
 cumulative losses L_k (the table's scalars ``loss_gd``, ``loss_coin``,
-``loss_scinol2``), the labels' spread (``labels_seen``, ``labels_low``,
+``loss_scinol2``) and the labels' spread (``labels_seen``, ``labels_low``,
 ``labels_high``; every labeled example seen while learning, as VW's label
-range) and the stacker's numbers.
+range).
 
 Which losses count: only those of examples no member has learned yet. The
 weights are meant to pick the member that predicts new examples best, and a
@@ -123,8 +91,8 @@ log loss of its own scores (normalized sigmoids for OAA, softmax), eta = 1; the
 mixture's class scores are sum_k pi_k scores_k (not clipped, as no class score
 is).
 
-The mixture is a linear model: its weight for a row is sum_k (pi_k + beta_k) w_k
-(each member's weight as it reports it), so ``weights()``, readable models, inspect
+The mixture is a linear model: its weight for a row is sum_k pi_k w_k (each
+member's weight as it reports it), so ``weights()``, readable models, inspect
 and serve read one weight per feature. A prediction from those weights can
 differ from the progressive one: while learning each member's prediction is
 clipped to the label range before mixing, and --coin predicts with bets at the
@@ -139,9 +107,8 @@ members' untuned defaults, each settable (-l/--power-t/--initial-t for gd,
 
 Scale: gd (normalized) is invariant to the scale of each feature only
 approximately (its rescaling when a larger value arrives), coin and ScInOL2
-exactly (coin.py, scinol2.py); the mixture weights depend only on the losses and
-the stacker only on the members' predictions, so the mixture is as scale
-invariant as its members are.
+exactly (coin.py, scinol2.py); the mixture weights depend only on the losses,
+so the mixture is as scale invariant as its members are.
 """
 
 import math
@@ -151,7 +118,7 @@ from olcli.engine.jit import njit
 
 from olcli.engine import coin, gd, scinol2
 from olcli.engine.driver import account_binary, clip_prediction, progress_row, start_example, widen_label_range
-from olcli.engine.losses import LOGISTIC, SQUARED, loss_derivative, loss_value, sigmoid
+from olcli.engine.losses import LOGISTIC, SQUARED, loss_derivative, loss_value
 from olcli.engine.multiclass import account_multiclass, class_gradients, log_probabilities
 from olcli.engine.records import C_ROUNDS, H_ROWS, S_DIVERGED, Settings, Table
 
@@ -165,17 +132,12 @@ SCINOL2_COLUMNS = (COIN_COLUMNS[1], COIN_COLUMNS[1] + len(scinol2.SLOTS))
 PARAMS = ("eta", "power_t", "initial_t", "alpha", "beta", "epsilon")
 P_ETA, P_POWER_T, P_INITIAL_T, P_ALPHA, P_BETA, P_EPSILON = range(6)
 # (scalar names are keys of the model header's "scalars" object: no dots, which header paths use)
-STACK_SLOTS = ("G", "S2", "M", "eta")   # the stacker's ScInOL2 numbers per member (module docstring)
 SCALARS = (tuple(f"gd_{s}" for s in gd.SCALARS) + tuple(f"coin_{s}" for s in coin.SCALARS)
-           + tuple(f"loss_{m}" for m in MEMBERS) + ("labels_seen", "labels_low", "labels_high")
-           + tuple(f"stack_{m}_{s}" for m in MEMBERS for s in STACK_SLOTS))
+           + tuple(f"loss_{m}" for m in MEMBERS) + ("labels_seen", "labels_low", "labels_high"))
 GD_SCALARS = (0, len(gd.SCALARS))
 COIN_SCALARS = (GD_SCALARS[1], GD_SCALARS[1] + len(coin.SCALARS))
 LOSSES = COIN_SCALARS[1]          # scalars[LOSSES + k]: member k's cumulative loss
 SEEN, LOW, HIGH = LOSSES + 3, LOSSES + 4, LOSSES + 5   # the labels seen: how many, their min and max
-STACK = HIGH + 1   # scalars[STACK + 4 k + s]: the stacker's STACK_SLOTS[s] for member k
-_SG, _SS2, _SM, _SETA = range(4)
-STACK_EPSILON = 1.0   # the stacker's initial wealth (ScInOL2's default epsilon), not a parameter
 
 # The prior weights q_k (module docstring, "The prior"): --gd, --coin, ScInOL2.
 PRIOR = (0.9, 0.05, 0.05)
@@ -262,66 +224,6 @@ def mixture_weights(scalars, rate, out):
 
 
 @njit(inline="always")
-def stack_coefficients(scalars, scale, learning, out):
-    """out[k] = beta_k, the stacker's coefficient of member k: ScInOL2's weight
-    (Kempka, Kotłowski & Warmuth 2019, Algorithm 2) with member k's prediction as
-    feature k. ``scale[k]`` is that feature's size on this example (|p_k|; for
-    multiclass max_c |s_kc|); when ``learning`` (the example's losses count) it
-    raises M_k first, and a first non-zero one sets eta_k to STACK_EPSILON, as
-    ScInOL2 alone does for a row. 0/0 = 0."""
-    for k in range(N_MEMBERS):
-        at = STACK + 4 * k
-        if learning and scale[k] != 0.0:
-            if scalars[at + _SM] == 0.0:
-                scalars[at + _SETA] = STACK_EPSILON
-            scalars[at + _SM] = max(scalars[at + _SM], scale[k])
-        norm = math.sqrt(scalars[at + _SS2] + scalars[at + _SM] * scalars[at + _SM])
-        theta = scalars[at + _SG] / norm if norm > 0.0 else 0.0
-        if theta == 0.0:
-            out[k] = 0.0
-        else:
-            out[k] = math.copysign(min(abs(theta), 1.0), theta) / (2.0 * norm) * scalars[at + _SETA]
-
-
-@njit(inline="always")
-def stack_learn(scalars, beta, gx):
-    """ScInOL2's update of the stacker, gx[k] = the (importance-weighted) derivative
-    times feature k: G_k -= gx_k, S2_k += gx_k^2, eta_k -= gx_k beta_k."""
-    for k in range(N_MEMBERS):
-        at = STACK + 4 * k
-        scalars[at + _SG] -= gx[k]
-        scalars[at + _SS2] += gx[k] * gx[k]
-        scalars[at + _SETA] -= gx[k] * beta[k]
-
-
-@njit(inline="always")
-def stack_derivative(settings, scalars, p, y):
-    """The mixture's own loss derivative at its prediction p, for the stacker: the
-    squared loss's in units of the labels' spread R, (p - y)/R, the others' as
-    they are; clipped to [-1, 1], the gradients ScInOL2's analysis assumes."""
-    d = loss_derivative(settings.loss, p, y, settings.tau)
-    if settings.loss == SQUARED:
-        width = scalars[HIGH] - scalars[LOW]
-        d = d / (2.0 * width) if width > 0.0 else 0.0
-    return min(max(d, -1.0), 1.0)
-
-
-@njit(inline="always")
-def class_log_loss_gradient(scores, label, softmax, log_probs, g):
-    """g[c] = d/dz_c of the multiclass log loss -log P(label) of the class scores z
-    (the mixture's): softmax P_c - [c = label]; OAA's normalized sigmoids,
-    P_c = sigma(z_c) / sum_j sigma(z_j): P_c (1 - sigma(z_c)) - [c = label] (1 - sigma(z_c))."""
-    log_probabilities(scores, softmax, log_probs)
-    for c in range(len(scores)):
-        share = math.exp(log_probs[c])
-        if softmax:
-            g[c] = share - (1.0 if c == label else 0.0)
-        else:
-            rest = sigmoid(-scores[c])
-            g[c] = share * rest - (rest if c == label else 0.0)
-
-
-@njit(inline="always")
 def counts_loss(holdout, learn, held_out, learning, h, y):
     """Whether the example's losses enter the members' cumulative losses L_k: only
     an example no member has learned yet (module docstring, "Which losses count").
@@ -362,8 +264,6 @@ def _run_binary(table, settings, batch, tally, predictions):
     index, value = batch.index, batch.value
     member = np.empty(N_MEMBERS)
     pi = np.empty(N_MEMBERS)
-    beta = np.empty(N_MEMBERS)
-    size = np.empty(N_MEMBERS)
     n_rows = np.int64(0)
     for e in range(len(batch.labels)):
         lo = batch.row_ptr[e]
@@ -371,7 +271,6 @@ def _run_binary(table, settings, batch, tally, predictions):
         y = batch.labels[e]
         h = batch.importance[e]
         held_out, learning = start_example(holdout, learn, h, y)
-        count = counts_loss(holdout, learn, held_out, learning, h, y)
         if learn and not np.isnan(y):
             widen_label_range(counters, settings, y)
             see_label(scalars, y)
@@ -384,22 +283,15 @@ def _run_binary(table, settings, batch, tally, predictions):
             stats[S_DIVERGED] = e + 1
             return n_rows
         mixture_weights(scalars, mixing_rate(settings, scalars), pi)
-        for k in range(N_MEMBERS):
-            member[k] = clip_prediction(member[k], counters, settings)
-            size[k] = abs(member[k])
-        stack_coefficients(scalars, size, count, beta)
         p = 0.0
         for k in range(N_MEMBERS):
-            p += (pi[k] + beta[k]) * member[k]
+            member[k] = clip_prediction(member[k], counters, settings)
+            p += pi[k] * member[k]
         p = clip_prediction(p, counters, settings)
         predictions[e] = p
         labeled = account_binary(tally, counters, settings, held_out, batch.feature_count[e], y, h, p)
-        if count:
+        if counts_loss(holdout, learn, held_out, learning, h, y):
             _count_losses(scalars, settings, member, y, h)
-            g = h * stack_derivative(settings, scalars, p, y)
-            for k in range(N_MEMBERS):
-                size[k] = g * member[k]
-            stack_learn(scalars, beta, size)
         if labeled and learning:
             _learn_member(gd.update, t_gd, s_gd, settings, index, value, lo, hi, 0, member[0], y, h)
             _learn_member(coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[1], y, h)
@@ -446,8 +338,6 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
     g = np.empty(n_classes)
     member = np.empty((N_MEMBERS, n_classes))
     pi = np.empty(N_MEMBERS)
-    beta = np.empty(N_MEMBERS)
-    size = np.empty(N_MEMBERS)
     n_rows = np.int64(0)
     for e in range(len(batch.labels)):
         lo = batch.row_ptr[e]
@@ -455,7 +345,6 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
         y = batch.labels[e]
         h = batch.importance[e]
         held_out, learning = start_example(holdout, learn, h, y)
-        count = counts_loss(holdout, learn, held_out, learning, h, y)
         base = batch.base[e]
         for c in range(n_classes):
             offset = c * block_rows
@@ -463,15 +352,9 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
             member[1, c] = base + coin.predict(t_coin, s_coin, index, value, lo, hi, offset, learning, h)
             member[2, c] = base + scinol2.predict(t_sc, s_sc, index, value, lo, hi, offset, learning, h)
         mixture_weights(scalars, 1.0, pi)
-        for k in range(N_MEMBERS):
-            size[k] = 0.0
-            for c in range(n_classes):
-                size[k] = max(size[k], abs(member[k, c]))
-        stack_coefficients(scalars, size, count, beta)
         best = np.int64(0)
         for c in range(n_classes):
-            scores[e, c] = ((pi[0] + beta[0]) * member[0, c] + (pi[1] + beta[1]) * member[1, c]
-                            + (pi[2] + beta[2]) * member[2, c])
+            scores[e, c] = pi[0] * member[0, c] + pi[1] * member[1, c] + pi[2] * member[2, c]
             if scores[e, c] > scores[e, best]:
                 best = c
         predictions[e] = best + 1
@@ -480,14 +363,7 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
             return n_rows
         label = account_multiclass(tally, counters, settings, held_out, batch.feature_count[e], y, h, scores[e], best,
                                    log_probs)
-        if count:
-            class_log_loss_gradient(scores[e], label, settings.softmax, log_probs, g)
-            for k in range(N_MEMBERS):
-                size[k] = 0.0
-                for c in range(n_classes):
-                    size[k] += g[c] * member[k, c]
-                size[k] *= h
-            stack_learn(scalars, beta, size)
+        count = counts_loss(holdout, learn, held_out, learning, h, y)
         if learning and not np.isnan(y):
             _learn_member_classes(0, count, gd.update, t_gd, s_gd, settings, index, value, lo, hi, block_rows,
                                   member[0], label, h, log_probs, g, scalars)
@@ -504,14 +380,10 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
 
 @njit(inline="always")
 def _weights(table, settings, rows):
-    """sum_k (pi_k + beta_k) w_k for each row (the members' weight() as they report it)."""
+    """sum_k pi_k w_k for each row (the members' weight() as they report it)."""
     t_gd, s_gd, t_coin, s_coin, t_sc, s_sc = _members(table, settings)
     pi = np.empty(N_MEMBERS)
-    beta = np.empty(N_MEMBERS)
     mixture_weights(table.scalars, mixing_rate(settings, table.scalars), pi)
-    stack_coefficients(table.scalars, pi, False, beta)   # (not learning: the scale is not read)
-    for k in range(N_MEMBERS):
-        pi[k] += beta[k]
     out = np.empty(len(rows))
     for r in range(len(rows)):
         i = rows[r]
@@ -522,7 +394,7 @@ def _weights(table, settings, rows):
 
 @njit
 def weight(table, settings, i):
-    """Row i's weight, sum_k (pi_k + beta_k) w_k (weights_at does the same for many rows)."""
+    """Row i's weight, sum_k pi_k w_k (weights_at does the same for many rows)."""
     return _weights(table, settings, np.array([i], dtype=np.int64))[0]
 
 
@@ -576,9 +448,7 @@ def merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds
     """gd's and coin's scalars by their own ``merge_scalars``; each member's
     cumulative loss is the base's plus every shard's increment (the loss it
     incurred on the union of the shards' examples, each learned from where it was),
-    so the merged mixture weights are those of the members' total losses; the
-    stacker's numbers by ScInOL2's own rule (scinol2.merge), its three
-    coefficients taken as three rows."""
+    so the merged mixture weights are those of the members' total losses."""
     base_scalars, shard_scalars = _scalars_or_initial(params, base_scalars, shard_scalars, len(shard_rounds))
     out = np.array(base_scalars, dtype=np.float64, copy=True)
     for (module, _, scalar_slice), member in zip(_slices(), member_params(params)):
@@ -600,18 +470,12 @@ def merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds
     out[SEEN] = base_scalars[SEEN] + sum(shard_scalars[k][SEEN] - base_scalars[SEEN] for k in active)
     if seen:
         out[LOW], out[HIGH] = min(s[LOW] for s in seen), max(s[HIGH] for s in seen)
-    # the stacker: ScInOL2's own merge rule, its three coefficients as three rows
-    stack = slice(STACK, STACK + 4 * N_MEMBERS)
-    out[stack] = scinol2.merge(base_scalars[stack].reshape(N_MEMBERS, 4),
-                               [s[stack].reshape(N_MEMBERS, 4) for s in shard_scalars], np.array([STACK_EPSILON]),
-                               base_rounds, shard_rounds, shard_weights).ravel()
     return out
 
 
 def initial_scalars(params):
     p = np.asarray(params, dtype=np.float64)
-    return np.array([p[P_INITIAL_T], p[P_INITIAL_T], 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
-                    + [0.0] * (4 * N_MEMBERS))
+    return np.array([p[P_INITIAL_T], p[P_INITIAL_T], 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
 
 
 def _scalars_or_initial(params, base_scalars, shard_scalars, count):

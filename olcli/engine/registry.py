@@ -267,8 +267,7 @@ ALGORITHMS = {a.name: a for a in [
                  ("gd_gravity", 0.0), ("gd_contraction", 1.0),
                  ("coin_normalized_sum_norm_x", 0.0), ("coin_total_weight", 0.0),
                  ("loss_gd", 0.0), ("loss_coin", 0.0), ("loss_scinol2", 0.0),
-                 ("labels_seen", 0.0), ("labels_low", 0.0), ("labels_high", 0.0))
-                + tuple((f"stack_{m}_{s}", 0.0) for m in ("gd", "coin", "scinol2") for s in ("G", "S2", "M", "eta")),
+                 ("labels_seen", 0.0), ("labels_low", 0.0), ("labels_high", 0.0)),
     ),
 ]}
 
