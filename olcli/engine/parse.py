@@ -365,18 +365,20 @@ def _parse_vw_features(buf, bar, end, mask, namespace_mode, index, value, letter
     return n_features, 0, 0, 0
 
 
-@njit(inline="always")
+@njit
 def _parse_vw_line(buf, start, end, mask, label_kind, namespace_mode, index, value, letters, names, n_features,
                    scratch):
     """One VW line. Returns (label, importance, base, tag_start, tag_end,
     n_features, error code, error token start, error token end).
 
-    Inlined into the chunk kernel with _parse_vw_features (as are drop_unusable and
-    merge_duplicates): as a call per line it cost 0.1 of the 0.53 s of CPU parsing
-    1M lines of the click log; it costs compile time instead (an empty cache: the
-    vw kernel ~17 s instead of ~11, the libsvm one ~13.5 instead of ~3.5, since
-    Numba inlines before it drops the branch a kernel does not take). The label
-    part stays a call: inlining it too cost ~2 s more compiling and gained nothing."""
+    Not inlined into the chunk kernel: that saved another 0.1 s of CPU per 1M lines of
+    the click log, but cost compile time in every kernel that inlines the parser (in an
+    empty cache the vw kernel ~11 -> ~17 s, the libsvm one ~3.5 -> ~13.5 s, since Numba
+    inlines before it drops the branch a kernel does not take; olcli serve's reply
+    kernels inline the parser too), and CI from a clean checkout took 21 minutes with
+    it. _parse_vw_features is inlined into it, drop_unusable and merge_duplicates into
+    the chunk kernel, at no compile cost measured.
+    """
     bar = start
     while bar < end and buf[bar] != _BAR:
         bar += 1
