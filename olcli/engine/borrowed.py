@@ -9,6 +9,14 @@ memory, shape and type without an owner, so counting it does nothing. It is
 valid only while the array it was taken from is alive: a kernel borrows its
 own arguments (which its caller holds) for the length of the call, and never
 returns or stores the view.
+
+A hazard found on 2026-11-26 (issue 16's note of stop 23): with ``borrowed`` inlined (the
+overload below is ``inline="always"``), a kernel that borrows ``stats`` and calls an
+``inline="always"`` helper doing ``stats[10] += w; b = int(sigmoid(p) * 65536);
+auc[0 if label == 1.0 else 1, b] += w`` lost the store to ``auc``: LLVM deleted it. With
+``@overload(borrowed)`` (not inlined) the store was kept. The uses here (the parser's input
+and feature spec, read only; its buffers in ``parse_into``) are checked by the tests; a new
+use must be checked the same way (every output compared with and without the view).
 """
 
 from numba import carray, types
