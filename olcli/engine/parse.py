@@ -84,8 +84,8 @@ N_ERROR_COLUMNS = 7
 _SPACE, _TAB, _NL, _CR, _BAR, _COLON, _QUOTE, _HASH = 32, 9, 10, 13, 124, 58, 39, 35
 
 # The class of each byte for the loops that scan a line: one load from this table per
-# byte rather than three or four comparisons (finding the lines of the click log went
-# from 0.11 to 0.05 s of CPU per 1M lines).
+# byte rather than three or four comparisons (0.06 s less CPU per 1M lines of the click
+# log, measured with the line-end loop and the two token loops below changed together).
 _C_BLANK, _C_BAR, _C_COLON, _C_NEWLINE, _C_NUL = 1, 2, 4, 8, 16
 _CLASS = np.zeros(256, np.uint8)
 _CLASS[_SPACE] = _CLASS[_TAB] = _C_BLANK
