@@ -100,7 +100,7 @@ def test_a_signal_during_start_up_leaves_the_previous_model_and_no_traceback(big
     assert code == 130
     report = json.load(open(tmp_path / "r.json"))
     assert report["complete"] is False
-    if "after the run" in err:  # it landed while the report was written: everything was
+    if "after the run" in err:  # it landed while the report was written: all was saved
         assert err.strip().splitlines()[-1] == "Error: interrupted by SIGINT after the run (everything was written)"
         assert report["examples"] == 100 and olcli.load(tmp_path / "m.olm").summary().model_examples == 100
     elif report["examples"] > 0:  # start-up was faster than the delay: it landed while learning
