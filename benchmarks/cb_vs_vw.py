@@ -1,0 +1,272 @@
+"""VW's contextual-bandit test-suite command lines and cbify simulations, run with VW 9.11.9 (issue 30).
+
+    python benchmarks/cb_vs_vw.py [--vw-tests DIR] [--data DIR] [--skip-suite] [--skip-cbify]
+                                  [--out benchmarks/results/cb_vs_vw.md]
+
+Part 1 (suite). Every test of VW's ``core.vwtest.json`` whose ``vw_command`` enables one of the
+contextual-bandit reductions (``--cb``, ``--cb_adf``, ``--cb_explore_adf``, ``--cbify``; the
+legacy ``--cb_explore`` lines are listed too) is run verbatim with ``python -m vowpalwabbit``
+in a scratch folder laid out like VW's ``test/`` folder (train-sets/, test-sets/, pred-sets/
+link to the data; models/ starts empty; tests run in id order so a line that reads
+``-i models/x`` finds the model an earlier line wrote). From VW's stderr it records
+``number of examples`` (per pass when VW prints the per-pass form), ``total feature number``
+and ``average loss``, and beside them the same three numbers from VW's reference stderr
+(``diff_files.stderr``) when that file is in the data folder. Each line's options are
+classified (which reduction family, which exploration rule, which cb_type, which other
+options), and the table has an empty ``olcli`` column: olcli's side is filled in when the
+reduction exists (no number is invented for it here).
+
+Part 2 (cbify). ``--cbify K --cb_explore_adf --epsilon 0.05`` and
+``--cbify K --cb_explore_adf --squarecb`` on letter (K=26), news20 (K=20) and covtype (K=2;
+its +1/-1 labels are written as 1/2 to a scratch copy) from the shared data folder: VW's
+progressive CB loss (cbify's ``average loss``: the fraction of examples where the sampled
+action was not the true class) and wall time of the whole process, with the wall time of
+``python -m vowpalwabbit`` on an empty input beside it (the start-up floor, included in each
+wall). These are the bar olcli's ``--cbify`` must meet (issue 30: loss <= 1.02 x VW's,
+wall <= 1.0 x VW's).
+"""
+
+import argparse
+import collections
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "data"
+VW = [sys.executable, "-m", "vowpalwabbit"]
+
+FAMILIES = ("--cb_explore_adf", "--cbify", "--cb_adf", "--cb_explore", "--cb")
+EXPLORATION = ("--epsilon", "--first", "--bag", "--softmax", "--squarecb", "--cover", "--regcb",
+               "--regcbopt", "--rnd", "--synthcover", "--large_action_space", "--graph_feedback")
+# Options olcli's issue 30 scope names (beyond the linear learner's own options).
+ISSUE_SCOPE = {"--cb", "--cb_adf", "--cb_explore_adf", "--cbify", "--cb_type", "--epsilon", "--first",
+               "--bag", "--softmax", "--lambda", "--squarecb", "--gamma_scale", "--eval", "--dsjson"}
+
+
+def option_names(command):
+    """The option tokens of a VW command line (``--x`` / ``-x``; ``--x=v`` gives ``--x``)."""
+    names = []
+    for tok in shlex.split(command):
+        if tok.startswith("-") and not re.fullmatch(r"-?\d+(\.\d+)?(e-?\d+)?", tok):
+            names.append(tok.split("=", 1)[0])
+    return names
+
+
+def family(names):
+    """The CB reduction a line enables (the outermost one when several are named)."""
+    for fam in FAMILIES:
+        if fam in names:
+            return fam
+    return None
+
+
+SUMMARY = {
+    "examples": re.compile(r"^number of examples(?: per pass)? = (\d+)", re.M),
+    "features": re.compile(r"^total feature number = (\d+)", re.M),
+    "loss": re.compile(r"^average loss = (.+)$", re.M),
+}
+
+
+def summary(text):
+    out = {}
+    for key, rx in SUMMARY.items():
+        m = rx.search(text)
+        out[key] = m.group(1).strip() if m else None
+    return out
+
+
+def scratch_dir(vw_tests):
+    work = Path(tempfile.mkdtemp(prefix="cb_vs_vw_"))
+    for sub in ("train-sets", "test-sets", "pred-sets"):
+        if (vw_tests / sub).exists():
+            os.symlink(vw_tests / sub, work / sub)
+    (work / "models").mkdir()
+    return work
+
+
+def run_suite(vw_tests):
+    tests = json.loads((vw_tests / "core.vwtest.json").read_text())
+    rows = []
+    work = scratch_dir(vw_tests)
+    for t in sorted(tests, key=lambda t: t["id"]):
+        cmd = t.get("vw_command")
+        if not cmd:
+            continue
+        names = option_names(cmd)
+        fam = family(names)
+        if fam is None:
+            continue
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(VW + shlex.split(cmd), cwd=work, capture_output=True, text=True, timeout=300)
+            err, rc = proc.stderr + proc.stdout, proc.returncode
+        except subprocess.TimeoutExpired:
+            err, rc = "timeout", -1
+        wall = time.perf_counter() - t0
+        got = summary(err)
+        ref = {"examples": None, "features": None, "loss": None}
+        ref_file = (t.get("diff_files") or {}).get("stderr")
+        if ref_file and (vw_tests / ref_file).exists():
+            ref = summary((vw_tests / ref_file).read_text(errors="replace"))
+        last_err = ""
+        if rc != 0:
+            lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+            last_err = lines[-1][:160] if lines else ""
+        rows.append({"id": t["id"], "command": cmd, "family": fam, "names": names, "rc": rc, "wall": wall,
+                     "vw": got, "ref": ref, "error": last_err})
+        print(f"{t['id']:>4} {fam:<16} rc={rc} n={got['examples']} f={got['features']} loss={got['loss']}",
+              file=sys.stderr, flush=True)
+    return rows
+
+
+def classify(rows):
+    fam_count = collections.Counter(r["family"] for r in rows)
+    opt_count = collections.Counter()
+    for r in rows:
+        for n in sorted(set(r["names"])):
+            opt_count[n] += 1
+    explore = collections.Counter()
+    cb_type = collections.Counter()
+    for r in rows:
+        toks = shlex.split(r["command"])
+        rules = [n for n in EXPLORATION if n in r["names"]]
+        if r["family"] in ("--cb_explore_adf", "--cbify", "--cb_explore"):
+            explore[" ".join(rules) or "(epsilon-greedy, default epsilon 0.05)"] += 1
+        ct = "(default)"
+        for i, tok in enumerate(toks):
+            if tok == "--cb_type" and i + 1 < len(toks):
+                ct = toks[i + 1]
+            elif tok.startswith("--cb_type="):
+                ct = tok.split("=", 1)[1]
+        cb_type[ct] += 1
+    return fam_count, opt_count, explore, cb_type
+
+
+def covtype_as_multiclass(src, dst):
+    with open(src) as fin, open(dst, "w") as fout:
+        for line in fin:
+            label, rest = line.split(" ", 1)
+            fout.write(("2 " if label.strip() == "-1" else "1 ") + rest)
+
+
+CBIFY_SETS = [("letter", "letter/train.vw", 26), ("news20", "news20_bydate/train.vw", 20),
+              ("covtype (binary as 1/2)", "covtype_binary_20k/train.vw", 2)]
+CBIFY_RULES = [("--epsilon 0.05", ["--epsilon", "0.05"]), ("--squarecb", ["--squarecb"])]
+
+
+def run_cbify(data, repeats):
+    tmp = Path(tempfile.mkdtemp(prefix="cb_vs_vw_cbify_"))
+    empty = tmp / "empty.vw"
+    empty.write_text("")
+    floor = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run(VW + ["-d", str(empty), "--quiet"], capture_output=True)
+        floor.append(time.perf_counter() - t0)
+    rows = []
+    for name, rel, k in CBIFY_SETS:
+        path = data / rel
+        if name.startswith("covtype"):
+            conv = tmp / "covtype_12.vw"
+            covtype_as_multiclass(path, conv)
+            path = conv
+        for rule_name, rule in CBIFY_RULES:
+            args = ["--cbify", str(k), "--cb_explore_adf"] + rule + ["-d", str(path)]
+            walls, got = [], None
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                proc = subprocess.run(VW + args, capture_output=True, text=True)
+                walls.append(time.perf_counter() - t0)
+                got = summary(proc.stderr)
+            rows.append({"data": name, "k": k, "rule": rule_name, "command": " ".join(args[:-2] + ["-d", rel]),
+                         "vw": got, "wall": min(walls), "walls": walls})
+            print(f"cbify {name} {rule_name}: {got} wall {min(walls):.2f}s", file=sys.stderr, flush=True)
+    return rows, min(floor)
+
+
+def fmt(v):
+    return "" if v is None else str(v)
+
+
+def write_report(out, suite, cbify, floor, started):
+    lines = ["# VW's contextual-bandit lines and cbify simulations, VW 9.11.9 (issue 30)", "",
+             f"Written by `benchmarks/cb_vs_vw.py`, run started {started} UTC on this machine "
+             "(2 cores shared with other work). VW is the vowpalwabbit Python package 9.11.9 run as "
+             "`python -m vowpalwabbit`. The `olcli` columns stay empty until olcli has the reduction: "
+             "no number there is invented.", ""]
+    if suite:
+        fam_count, opt_count, explore, cb_type = classify(suite)
+        ran = [r for r in suite if r["rc"] == 0]
+        lines += ["## Part 1: VW's own test-suite lines of the CB reductions", "",
+                  f"{len(suite)} lines of `core.vwtest.json` enable a CB reduction; VW 9.11.9 ran "
+                  f"{len(ran)} of them with exit 0 here.", "",
+                  "| family (outermost reduction) | lines |", "| --- | ---: |"]
+        lines += [f"| `{f}` | {c} |" for f, c in fam_count.most_common()]
+        agree = sum(1 for r in ran if r["ref"]["examples"] is not None
+                    and (r["vw"]["examples"], r["vw"]["features"]) == (r["ref"]["examples"], r["ref"]["features"]))
+        with_ref = sum(1 for r in ran if r["ref"]["examples"] is not None)
+        lines += ["", f"Of the {len(ran)} that ran, {with_ref} have a reference stderr with a summary; "
+                  f"{agree} of those print the reference's `number of examples` and `total feature number`.", "",
+                  "Exploration rule (lines of `--cb_explore_adf`, `--cbify`, `--cb_explore`):", "",
+                  "| rule | lines |", "| --- | ---: |"]
+        lines += [f"| `{e}` | {c} |" for e, c in explore.most_common()]
+        lines += ["", "`--cb_type` (all lines):", "", "| cb_type | lines |", "| --- | ---: |"]
+        lines += [f"| `{e}` | {c} |" for e, c in cb_type.most_common()]
+        lines += ["", "All options and how many lines use each (bold: in issue 30's scope):", "",
+                  "| option | lines |", "| --- | ---: |"]
+        for n, c in opt_count.most_common():
+            lines.append(f"| {'**' if n in ISSUE_SCOPE else ''}`{n}`{'**' if n in ISSUE_SCOPE else ''} | {c} |")
+        lines += ["", "Per line (n = number of examples, f = total feature number; `ref` = VW's reference stderr "
+                  "shipped with the test; wall includes Python start-up):", "",
+                  "| id | family | command | rc | VW n | VW f | VW avg loss | ref n | ref f | ref avg loss "
+                  "| wall s | olcli n | olcli f | olcli avg loss |",
+                  "| ---: | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: | --- | --- | --- |"]
+        for r in suite:
+            cmd = r["command"].replace("|", "\\|")
+            note = f" ({r['error']})".replace("|", "\\|") if r["rc"] != 0 and r["error"] else ""
+            lines.append(f"| {r['id']} | `{r['family']}` | `{cmd}`{note} | {r['rc']} | {fmt(r['vw']['examples'])} | "
+                         f"{fmt(r['vw']['features'])} | {fmt(r['vw']['loss'])} | {fmt(r['ref']['examples'])} | "
+                         f"{fmt(r['ref']['features'])} | {fmt(r['ref']['loss'])} | {r['wall']:.2f} |  |  |  |")
+    if cbify:
+        lines += ["", "## Part 2: cbify simulations on the shared multiclass data", "",
+                  "Progressive CB loss = VW's `average loss` under `--cbify` (the fraction of examples whose "
+                  "sampled action is not the true class; loss0=0, loss1=1). Wall = whole process, best of "
+                  f"the repeats; VW's start-up floor (`python -m vowpalwabbit` on an empty file) was {floor:.2f} s "
+                  "and is included in each wall. Targets for olcli: loss <= 1.02 x VW, wall <= 1.0 x VW.", "",
+                  "| data | K | command | examples | features | VW CB loss | VW wall s (runs) | olcli CB loss "
+                  "| olcli wall s | loss ratio | wall ratio |",
+                  "| --- | ---: | --- | ---: | ---: | ---: | --- | --- | --- | --- | --- |"]
+        for r in cbify:
+            walls = ", ".join(f"{w:.2f}" for w in r["walls"])
+            lines.append(f"| {r['data']} | {r['k']} | `{r['command']}` | {fmt(r['vw']['examples'])} | "
+                         f"{fmt(r['vw']['features'])} | {fmt(r['vw']['loss'])} | {r['wall']:.2f} ({walls}) |  |  |  |  |")
+    out.write_text("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--vw-tests", type=Path, default=SHARED / "vw_tests")
+    ap.add_argument("--data", type=Path, default=SHARED)
+    ap.add_argument("--skip-suite", action="store_true")
+    ap.add_argument("--skip-cbify", action="store_true")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "cb_vs_vw.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cb_vs_vw.md")
+    args = ap.parse_args()
+    started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    suite = [] if args.skip_suite else run_suite(args.vw_tests)
+    cbify, floor = ([], 0.0) if args.skip_cbify else run_cbify(args.data, args.repeats)
+    args.json.write_text(json.dumps({"started": started, "suite": suite, "cbify": cbify, "floor": floor}, indent=1))
+    write_report(args.out, suite, cbify, floor, started)
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
