@@ -24,6 +24,12 @@ action was not the true class) and wall time of the whole process, with the wall
 ``python -m vowpalwabbit`` on an empty input beside it (the start-up floor, included in each
 wall). These are the bar olcli's ``--cbify`` must meet (issue 30: loss <= 1.02 x VW's,
 wall <= 1.0 x VW's).
+
+Part 3 (dsjson). Each Decision Service JSON file of VW's tests is read by
+``olcli.cb_format.read_dsjson``, written back as ADF text, and run through VW beside VW's own
+``--dsjson`` run with the same options: equal ``number of examples``, ``total feature number`` and
+``average loss`` show that cb_format maps the JSON context to the features VW's JSON parser makes.
+``--reuse-json`` keeps parts 1 and 2 from the last run's JSON and reruns only part 3.
 """
 
 import argparse
@@ -191,11 +197,46 @@ def run_cbify(data, repeats):
     return rows, min(floor)
 
 
+DSJSON_CASES = [("dsjson_cb.json", "--cb_explore_adf --epsilon 0.2 -q GT"), ("cb_simple.json", "--cb_explore_adf"),
+                ("decisionservice.json", "--cb_explore_adf"), ("no_shared_features.json", "--cb_adf"),
+                ("cb_features_w_zero_vals.dsjson", "--cb_adf"), ("cb_simple_pdrop.json", "--cb_adf")]
+
+
+def adf_text(events):
+    out = []
+    for e in events:
+        if e.shared is not None:
+            out.append("shared " + (e.shared or "|"))
+        for i, feats in enumerate(e.actions):
+            label = f"0:{e.cost!r}:{e.probability!r} " if e.chosen == i and e.cost is not None else ""
+            out.append(label + (feats or "|"))
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def run_dsjson(vw_tests):
+    sys.path.insert(0, str(ROOT))
+    from olcli import cb_format
+    tmp = Path(tempfile.mkdtemp(prefix="cb_vs_vw_ds_"))
+    rows = []
+    for name, opts in DSJSON_CASES:
+        path = vw_tests / "train-sets" / name
+        with open(path) as f:
+            events = list(cb_format.read_dsjson(f, name))
+        txt = tmp / (name + ".txt")
+        txt.write_text(adf_text(events))
+        ds = subprocess.run(VW + ["--dsjson", "-d", str(path)] + opts.split(), capture_output=True, text=True)
+        tx = subprocess.run(VW + ["-d", str(txt)] + opts.split(), capture_output=True, text=True)
+        rows.append({"file": name, "options": opts, "dsjson": summary(ds.stderr), "text": summary(tx.stderr)})
+        print(f"dsjson {name}: {rows[-1]}", file=sys.stderr, flush=True)
+    return rows
+
+
 def fmt(v):
     return "" if v is None else str(v)
 
 
-def write_report(out, suite, cbify, floor, started):
+def write_report(out, suite, cbify, floor, started, dsjson=()):
     lines = ["# VW's contextual-bandit lines and cbify simulations, VW 9.11.9 (issue 30)", "",
              f"Written by `benchmarks/cb_vs_vw.py`, run started {started} UTC on this machine "
              "(2 cores shared with other work). VW is the vowpalwabbit Python package 9.11.9 run as "
@@ -247,6 +288,19 @@ def write_report(out, suite, cbify, floor, started):
             walls = ", ".join(f"{w:.2f}" for w in r["walls"])
             lines.append(f"| {r['data']} | {r['k']} | `{r['command']}` | {fmt(r['vw']['examples'])} | "
                          f"{fmt(r['vw']['features'])} | {fmt(r['vw']['loss'])} | {r['wall']:.2f} ({walls}) |  |  |  |  |")
+    if dsjson:
+        lines += ["", "## Part 3: Decision Service JSON read by olcli.cb_format, checked through VW", "",
+                  "Each file is read by `cb_format.read_dsjson` and written back as ADF text; VW runs both. "
+                  "VW's text CB label has no weight field, so pdrop's event weight 1/(1-pdrop) (cb_format's "
+                  "`CbEvent.weight`) is not in the text: the pdrop line can only agree where the weight does "
+                  "not enter the printed numbers. n / f / loss are "
+                  "`number of examples`, `total feature number`, `average loss`.", "",
+                  "| file | options | VW `--dsjson` n / f / loss | VW on cb_format's text n / f / loss | same |",
+                  "| --- | --- | --- | --- | --- |"]
+        for r in dsjson:
+            a = " / ".join(fmt(r["dsjson"][k]) for k in ("examples", "features", "loss"))
+            b = " / ".join(fmt(r["text"][k]) for k in ("examples", "features", "loss"))
+            lines.append(f"| {r['file']} | `{r['options']}` | {a} | {b} | {'yes' if a == b else '**no**'} |")
     out.write_text("\n".join(lines) + "\n")
 
 
@@ -257,14 +311,21 @@ def main():
     ap.add_argument("--skip-suite", action="store_true")
     ap.add_argument("--skip-cbify", action="store_true")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--reuse-json", action="store_true", help="keep parts 1-2 from --json, rerun part 3")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "cb_vs_vw.json")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cb_vs_vw.md")
     args = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    suite = [] if args.skip_suite else run_suite(args.vw_tests)
-    cbify, floor = ([], 0.0) if args.skip_cbify else run_cbify(args.data, args.repeats)
-    args.json.write_text(json.dumps({"started": started, "suite": suite, "cbify": cbify, "floor": floor}, indent=1))
-    write_report(args.out, suite, cbify, floor, started)
+    if args.reuse_json:
+        old = json.loads(args.json.read_text())
+        started, suite, cbify, floor = old["started"], old["suite"], old["cbify"], old["floor"]
+    else:
+        suite = [] if args.skip_suite else run_suite(args.vw_tests)
+        cbify, floor = ([], 0.0) if args.skip_cbify else run_cbify(args.data, args.repeats)
+    dsjson = run_dsjson(args.vw_tests)
+    args.json.write_text(json.dumps({"started": started, "suite": suite, "cbify": cbify, "floor": floor,
+                                     "dsjson": dsjson}, indent=1))
+    write_report(args.out, suite, cbify, floor, started, dsjson)
     print(f"wrote {args.out}", file=sys.stderr)
 
 
