@@ -390,10 +390,20 @@ def _preload_kernels(args: list) -> None:
         _load_only.on = False
 
 
+def _ahead_of_time() -> bool:
+    """Whether this process runs the kernels compiled ahead of time (engine/jit.py's MODE):
+    then none of the Numba measures here applies."""
+    from olcli.engine import jit
+
+    return jit.MODE == "aot"
+
+
 def preload(args: list) -> None:
     """Import the engine, get Numba's runtime ready and load the likely kernels in a
     background thread, while the main thread reads the options."""
     if _state["preload"] is not None or os.environ.get("OLCLI_PRELOAD") == "0":
+        return
+    if os.environ.get("OLCLI_KERNELS", "").strip().lower() == "aot" and _ahead_of_time():
         return
     quiet = "--quiet" in args
 
@@ -421,7 +431,7 @@ def preload(args: list) -> None:
 def prepare_kernels(quiet: bool) -> None:
     """Called by a command before its first kernel, in the olcli command's process
     only: the fast loading and, unless quiet, the compile notice."""
-    if not _state["command"]:
+    if not _state["command"] or _ahead_of_time():
         return
     fast_kernel_loading()
     if not quiet:

@@ -19,8 +19,7 @@ and feature spec, read only; its buffers in ``parse_into``) are checked by the t
 use must be checked the same way (every output compared with and without the view).
 """
 
-from numba import carray, types
-from numba.extending import intrinsic, overload
+from olcli.engine.jit import carray, intrinsic, overload, types
 
 
 @intrinsic

@@ -16,7 +16,7 @@ records.py.
 """
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 from olcli.engine.losses import loss_derivative, loss_value, sigmoid
 from olcli.engine.records import (

@@ -31,7 +31,7 @@ The result matches ``vw --audit`` indices and VW's feature counts.
 """
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 WILDCARD = 256
 MAX_INTERACTION = 7

@@ -18,17 +18,25 @@ stamp differs. Kernels of other packages keep Numba's own locators.
 Every module that defines a ``cache=True`` kernel imports ``njit`` from here
 (before its decorators run, which is when Numba picks a kernel's locator);
 tests/test_engine.py checks that each cached kernel has the engine's locator.
+
+Which kernels a process runs (``MODE``, decided when the engine is first imported):
+``"aot"``, the kernels compiled ahead of time (olcli/aot: no Numba imported unless
+a call needs a type the compiled module lacks), or ``"jit"``, Numba's JIT as above.
+The environment variable ``OLCLI_KERNELS`` chooses: ``jit`` (the development path:
+edit a kernel, run it), ``aot`` (the compiled module when it was built from these
+very sources, else the JIT with a one-line notice). Unset: ``jit`` for now (the
+compiled module does not cover every command yet). The engine modules take
+``njit``, ``intrinsic``, ``overload`` and Numba's names from here, so that in the
+``aot`` mode none of them imports Numba.
 """
 
 import functools
 import glob
 import hashlib
 import os
+import sys
 
-from numba import njit
-from numba.core import caching
-
-__all__ = ["njit", "engine_stamp", "stamp_of"]
+__all__ = ["njit", "intrinsic", "overload", "MODE", "engine_stamp", "stamp_of"]
 
 ENGINE = os.path.dirname(os.path.abspath(__file__))
 OLCLI = os.path.dirname(ENGINE)
@@ -71,6 +79,8 @@ class _EngineStamp:
 
 
 def _numba_class(*names):
+    from numba.core import caching
+
     for name in names:  # Numba 0.68 names them without the underscore
         found = getattr(caching, name, None)
         if found is not None:
@@ -78,7 +88,10 @@ def _numba_class(*names):
     return None
 
 
-def _register() -> None:
+def register_locators() -> None:
+    """olcli's locators ahead of Numba's (module docstring)."""
+    from numba.core import caching
+
     impl = _numba_class("CacheImpl", "_CacheImpl")
     if getattr(impl, "_olcli_engine_stamp", False):
         return
@@ -93,4 +106,30 @@ def _register() -> None:
     impl._olcli_engine_stamp = True
 
 
-_register()
+def _mode() -> tuple:
+    """(mode, why the compiled kernels are not used or '')."""
+    asked = os.environ.get("OLCLI_KERNELS", "").strip().lower()
+    if asked != "aot":
+        return "jit", ""
+    from olcli import aot
+
+    why = aot.available(engine_stamp())
+    return ("jit", why) if why else ("aot", "")
+
+
+MODE, WHY_NOT_AOT = _mode()
+
+if MODE == "aot":
+    from olcli.aot import intrinsic, njit, numba_name, overload
+
+    types = numba_name("numba.types")
+    cgutils = numba_name("numba.core.cgutils")
+    carray = numba_name("numba.carray")
+else:
+    from numba import carray, njit, types
+    from numba.core import cgutils
+    from numba.extending import intrinsic, overload
+
+    register_locators()
+    if WHY_NOT_AOT:
+        sys.stderr.write(f"olcli: OLCLI_KERNELS=aot, but {WHY_NOT_AOT}: using Numba's JIT\n")

@@ -15,7 +15,7 @@ derivative of the negative log-likelihood ``e^p - y p`` (half the deviance's).
 
 import math
 
-from numba import njit
+from olcli.engine.jit import njit
 
 SQUARED = 0
 LOGISTIC = 1

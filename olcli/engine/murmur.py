@@ -7,7 +7,7 @@ turn a mix of signed and unsigned integers into floats.
 """
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 _M32 = np.uint64(0xFFFFFFFF)
 _C1 = np.uint64(0xCC9E2D51)

@@ -14,7 +14,7 @@ after the 19th significant one are ignored.
 """
 
 import numpy as np
-from numba import njit
+from olcli.engine.jit import njit
 
 NUMBER_OK = 0
 NUMBER_BAD = 1

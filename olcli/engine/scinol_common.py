@@ -11,12 +11,8 @@ is 8 MB, more than the caches nearest the core), one row after the other.
 import math
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
-
 from olcli.engine import merge_common
+from olcli.engine.jit import cgutils, intrinsic, njit, types
 
 G, S2, M, WEALTH = 0, 1, 2, 3
 
@@ -26,6 +22,8 @@ def _prefetch(typingctx, state, i, slot):
     """Hint the CPU to bring ``state[i, slot]`` (2-d) into its caches: LLVM's
     llvm.prefetch (read, keep in all levels), which loads nothing and cannot fault."""
     def codegen(context, builder, signature, args):
+        from llvmlite import ir
+
         array_type = signature.args[0]
         array = context.make_array(array_type)(context, builder, args[0])
         at = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]

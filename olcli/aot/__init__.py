@@ -1,0 +1,268 @@
+"""olcli's kernels compiled ahead of time: called without importing Numba.
+
+``olcli/aot/build.py`` compiles every kernel Python calls (the ``cache=True``
+entry points: chunk parsers, the algorithms' ``run_chunk``..., the writers), for every
+argument type the commands pass them (``aot_signatures.json``), into one extension
+module, ``olcli.aot._aot_kernels``, with ``numba.pycc``: Numba's own compiler and
+its runtime (NRT) linked into the module, so that importing and calling it needs
+Python and NumPy only. The machine code is the code Numba's JIT makes of the same
+functions for the same types, so the results are the same bytes (tests/test_aot.py).
+
+In this mode (``jit.MODE == "aot"``) ``njit`` returns a ``Kernel`` in place of a Numba
+dispatcher. Calling it from Python finds the compiled function for the arguments'
+types (``value_key``, the types Numba's ``typeof`` would give them) and calls it; the
+exported functions of a ``nogil`` kernel release the GIL as Numba's do. A call with
+types the module does not hold is the fallback: Numba is imported then
+(``activate_jit``), the kernel is compiled by Numba's JIT (its on-disk cache as
+ever), with one line on stderr saying so. The helpers that are only ever called from
+compiled code (``inline="always"`` and the rest) are ``Kernel`` objects too, never
+called from Python; if the JIT compiles a kernel that calls them, each one gives
+Numba its own dispatcher (``_numba_type_``), and the engine's ``@intrinsic`` and
+``@overload`` definitions (``deferred``) are registered with Numba first.
+"""
+
+import json
+import os
+import sys
+import threading
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXTENSION = "olcli.aot._aot_kernels"
+MANIFEST = os.path.join(HERE, "_aot_kernels.json")
+
+_lock = threading.RLock()
+_state = {"exports": None, "jit": False, "notice": None, "stream": None}
+
+
+# --- the types of arguments, as Numba's typeof gives them ---
+
+def _layout(array) -> str:
+    flags = array.flags
+    return "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+
+
+_SCALARS = {bool: "bool", int: "int64", float: "float64", type(None): "none", bytes: "bytes"}
+
+
+def value_key(value) -> str:
+    """A string naming the Numba type of ``value`` (an argument a kernel takes from
+    Python); the same string as ``type_key`` of that type. Raises KeyError for a
+    value of a kind the compiled module never takes (the JIT then types it)."""
+    kind = type(value)
+    name = _SCALARS.get(kind)
+    if name is not None:
+        if kind is int and not -(1 << 63) <= value < (1 << 63):
+            raise KeyError("int beyond int64")
+        return name
+    if kind.__module__ == "numpy":
+        import numpy as np
+
+        if kind is np.ndarray:
+            flags = value.flags
+            return (f"a({value.dtype.str},{value.ndim},{_layout(value)},"
+                    f"{'r' if not flags.writeable else 'w'}{'' if flags.aligned else 'u'})")
+        if isinstance(value, (np.integer, np.floating, np.bool_)):
+            return "bool" if kind is np.bool_ else kind.__name__
+        raise KeyError(kind.__name__)
+    if isinstance(value, tuple):
+        inner = ",".join(value_key(item) for item in value)
+        if kind is tuple:
+            return f"t({inner})"
+        if hasattr(kind, "_fields"):
+            return f"n({kind.__module__}.{kind.__qualname__};{inner})"
+    raise KeyError(kind.__name__)
+
+
+def args_key(args) -> str:
+    return ";".join(value_key(value) for value in args) if args else ""
+
+
+def kernel_name(py_func) -> str:
+    return f"{py_func.__module__}:{py_func.__qualname__}"
+
+
+# --- the compiled module ---
+
+def available(stamp: str) -> str:
+    """'' when the compiled module is there and was built from these sources (the engine's
+    ``stamp``), else why not (for the notice)."""
+    try:
+        with open(MANIFEST) as f:
+            manifest = json.load(f)
+    except FileNotFoundError:
+        return "no ahead-of-time kernels were built (python -m olcli.aot.build)"
+    except (OSError, ValueError) as exc:
+        return f"cannot read {MANIFEST}: {exc}"
+    if manifest.get("stamp") != stamp:
+        return "the ahead-of-time kernels were built from other sources (rebuild: python -m olcli.aot.build)"
+    try:
+        import importlib
+
+        module = importlib.import_module(EXTENSION)
+    except ImportError as exc:
+        return f"cannot load the ahead-of-time kernels ({exc})"
+    exports = {}
+    for name, table in manifest["kernels"].items():
+        exports[name] = {key: getattr(module, symbol) for key, symbol in table.items()}
+    _state["exports"] = exports
+    return ""
+
+
+def _exports_of(py_func) -> dict:
+    exports = _state["exports"] or {}
+    return exports.get(kernel_name(py_func), {})
+
+
+# --- Kernel: what njit returns in this mode ---
+
+def njit(*args, **options):
+    """Numba's ``njit`` signature: ``@njit``, ``@njit(...)`` or ``njit(...)(function)``."""
+    if args and callable(args[0]) and not options:
+        return Kernel(args[0], {})
+    return lambda function: Kernel(function, options)
+
+
+class Kernel:
+    """A kernel of the compiled module (module docstring); Numba's dispatcher on demand."""
+
+    def __init__(self, py_func, options: dict):
+        self.py_func = py_func
+        self.targetoptions = {"nopython": True, **options}   # what Numba's inliner reads
+        self.__name__ = py_func.__name__
+        self.__qualname__ = py_func.__qualname__
+        self.__module__ = py_func.__module__
+        self.__doc__ = py_func.__doc__
+        self.__wrapped__ = py_func
+        self._table = None
+        self._jit = None
+
+    def __call__(self, *args):
+        table = self._table
+        if table is None:
+            table = self._table = _exports_of(self.py_func)
+        try:
+            function = table.get(args_key(args))
+        except KeyError:
+            function = None
+        if function is not None:
+            return function(*args)
+        return self.dispatcher()(*args)
+
+    def dispatcher(self):
+        """Numba's dispatcher of this kernel (imports Numba; compiles on its first call)."""
+        if self._jit is None:
+            with _lock:
+                if self._jit is None:
+                    activate_jit()
+                    from numba import njit as numba_njit
+
+                    from olcli.engine import jit
+
+                    jit.register_locators()
+                    self._jit = numba_njit(**{k: v for k, v in self.targetoptions.items() if k != "nopython"})(
+                        self.py_func)
+        return self._jit
+
+    @property
+    def _numba_type_(self):
+        from numba.core import types
+
+        return types.Dispatcher(self.dispatcher())
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.dispatcher(), name)
+
+    def __repr__(self):
+        return f"<olcli kernel {kernel_name(self.py_func)} (ahead of time)>"
+
+
+# --- what Numba needs when it compiles after all ---
+
+class _Deferred:
+    """An ``@intrinsic`` (or a name of Numba's) made real by ``activate_jit``."""
+
+    def __init__(self, make):
+        self._make = make
+
+    def real(self):
+        return self._make()
+
+
+_deferred_overloads = []
+
+
+def intrinsic(*args, **options):
+    from functools import partial
+
+    if args and callable(args[0]) and not options:
+        function = args[0]
+        return _Deferred(lambda: __import__("numba.extending", fromlist=["intrinsic"]).intrinsic(function))
+    return partial(_intrinsic_with, options)
+
+
+def _intrinsic_with(options, function):
+    return _Deferred(lambda: __import__("numba.extending", fromlist=["intrinsic"]).intrinsic(**options)(function))
+
+
+def overload(target, **options):
+    def register(implementation):
+        _deferred_overloads.append((target, options, implementation))
+        return implementation
+    return register
+
+
+def numba_name(dotted: str):
+    """A name of Numba's (``numba.carray``, ``numba.types``...) resolved when the JIT starts."""
+    module, _, attribute = dotted.rpartition(".")
+    return _Deferred(lambda: getattr(__import__(module, fromlist=[attribute]), attribute))
+
+
+def activate_jit() -> None:
+    """Import Numba and make the engine compilable by it: every deferred name in the
+    engine's modules replaced by the real one, every deferred overload registered."""
+    with _lock:
+        if _state["jit"]:
+            return
+        from numba.extending import overload as numba_overload
+
+        for module_name, module in list(sys.modules.items()):
+            if not module_name.startswith("olcli.") or module is None:
+                continue
+            names = vars(module)
+            for name, value in list(names.items()):
+                if isinstance(value, _Deferred):
+                    names[name] = value.real()
+        for target, options, implementation in _deferred_overloads:
+            numba_overload(target, **options)(implementation)
+        _listen_for_compiles()
+        _state["jit"] = True
+
+
+def _listen_for_compiles() -> None:
+    from numba.core import event
+
+    class Notice(event.Listener):
+        def on_start(self, ev):
+            _notice(ev.data["dispatcher"].py_func.__qualname__)
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", Notice())
+
+
+def _notice(name: str) -> None:
+    """One line on stderr (terminal or not), once per process, when a kernel is compiled."""
+    with _lock:
+        if _state["notice"]:
+            return
+        _state["notice"] = True
+    stream = _state["stream"] or sys.stderr
+    try:
+        stream.write(f"olcli: compiling {name} with Numba (not among the kernels compiled ahead of time "
+                     f"for these argument types): this run takes longer, once per process\n")
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -1,0 +1,265 @@
+"""Build the kernels ahead of time (olcli/aot/__init__.py): ``python -m olcli.aot.build``.
+
+Two steps, both with Numba's JIT (``OLCLI_KERNELS=jit``, set here):
+
+- ``record`` (a developer's step, after changing what the commands pass to a kernel):
+  run the commands' workload (``WORKLOAD``: every command, algorithm, format,
+  multiclass mode and option kind that selects a different kernel or argument
+  type) and write every argument-type signature Python called an olcli kernel with
+  into ``aot_signatures.json`` (in the repository, beside this file).
+- ``build`` (at ``pip install``, or by hand): compile every recorded signature with
+  ``numba.pycc`` into the extension module ``olcli.aot._aot_kernels`` and write
+  ``_aot_kernels.json`` (which exported function serves which kernel and argument
+  types, and the stamp of the engine's sources it was built from: a module built
+  from other sources is never used). Needs a C compiler (Numba's runtime is compiled
+  from C into the module). The machine code is for this machine's CPU, as the JIT's.
+
+A signature whose arguments are not plain values, arrays and (named) tuples of them
+(olcli serve's one-call context, a kernel passed as an argument) is not compiled
+ahead: those calls take the JIT path.
+"""
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+os.environ["OLCLI_KERNELS"] = "jit"
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIGNATURES = os.path.join(HERE, "aot_signatures.json")
+
+
+# --- signatures <-> keys (olcli.aot.value_key gives the same strings from values) ---
+
+def type_key(kind):
+    """The key (aot.value_key's string) of a Numba type, or None when not compiled ahead."""
+    from numba.core import types
+    from numba.np import numpy_support
+
+    if isinstance(kind, types.Boolean):
+        return "bool"
+    if isinstance(kind, (types.Integer, types.Float)) and not isinstance(kind, types.Literal):
+        return kind.name
+    if isinstance(kind, types.NoneType):
+        return "none"
+    if isinstance(kind, types.Bytes):
+        return "bytes" if (kind.dtype == types.uint8 and kind.ndim == 1 and kind.layout == "C"
+                           and not kind.mutable) else None
+    if isinstance(kind, types.Array) and type(kind) is types.Array:
+        dtype = numpy_support.as_dtype(kind.dtype).str
+        return f"a({dtype},{kind.ndim},{kind.layout},{'r' if not kind.mutable else 'w'}{'' if kind.aligned else 'u'})"
+    if isinstance(kind, types.BaseTuple):
+        inner = [type_key(member) for member in kind]
+        if any(one is None for one in inner):
+            return None
+        if isinstance(kind, types.BaseNamedTuple):
+            cls = kind.instance_class
+            return f"n({cls.__module__}.{cls.__qualname__};{','.join(inner)})"
+        return f"t({','.join(inner)})"
+    return None
+
+
+def _split(text: str, separator: str) -> list:
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == separator and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [part for part in parts if part != ""]
+
+
+def key_type(key: str):
+    """The Numba type of a key (type_key's inverse)."""
+    import importlib
+
+    import numpy as np
+    from numba.core import types
+    from numba.np import numpy_support
+
+    if key == "bool":
+        return types.boolean
+    if key == "none":
+        return types.none
+    if key == "bytes":
+        return types.Bytes(types.uint8, 1, "C", readonly=True)
+    if key.startswith("a("):
+        dtype, ndim, layout, flags = key[2:-1].split(",")
+        return types.Array(numpy_support.from_dtype(np.dtype(dtype)), int(ndim), layout,
+                           readonly="r" in flags, aligned="u" not in flags)
+    if key.startswith("t("):
+        return types.BaseTuple.from_types([key_type(one) for one in _split(key[2:-1], ",")])
+    if key.startswith("n("):
+        name, _, inner = key[2:-1].partition(";")
+        module, _, qualname = name.rpartition(".")
+        cls = getattr(importlib.import_module(module), qualname)
+        return types.BaseTuple.from_types([key_type(one) for one in _split(inner, ",")], cls)
+    return getattr(types, key)
+
+
+# --- record ---
+
+def _dispatchers():
+    from numba.core.registry import CPUDispatcher
+
+    from olcli.aot import kernel_name
+
+    found = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, CPUDispatcher) and obj.py_func.__module__.startswith("olcli."):
+            found[kernel_name(obj.py_func)] = obj
+    return found
+
+
+def recorded() -> dict:
+    """{kernel name: sorted argument keys} of the cached (Python-called) kernels this process compiled or loaded."""
+    from numba.core.caching import NullCache
+
+    table = {}
+    for name, dispatcher in _dispatchers().items():
+        if isinstance(getattr(dispatcher, "_cache", None), NullCache):
+            continue
+        for args in dispatcher.signatures:
+            keys = [type_key(kind) for kind in args]
+            if all(key is not None for key in keys):
+                table.setdefault(name, set()).add(";".join(keys))
+    return {name: sorted(keys) for name, keys in sorted(table.items())}
+
+
+def record(tasks: list) -> dict:
+    """Run the workload (warm.py's tasks) in this process and write SIGNATURES."""
+    from olcli import warm
+    from olcli.engine import registry
+
+    folder = tempfile.mkdtemp(prefix="olcli-aot-record-")
+    try:
+        files = warm._files(folder)
+        devnull = open(os.devnull, "w")
+        stdout, sys.stdout = sys.stdout, devnull
+        try:
+            for task in tasks:
+                kind, _, name = task.partition(":")
+                if kind == "parsers":
+                    warm._parsers(name == "libsvm")
+                elif kind == "algorithm":
+                    warm._algorithm(name, folder, files)
+                elif kind == "cli":
+                    warm._cli(name.split() + [])
+                else:
+                    warm._everything(folder, files, registry.DEFAULT_ALGORITHM)
+        finally:
+            sys.stdout = stdout
+            devnull.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    table = recorded()
+    with open(SIGNATURES, "w") as f:
+        json.dump({"kernels": table}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return table
+
+
+def all_tasks() -> list:
+    from olcli import warm
+    from olcli.engine import registry
+
+    return [task for phase in warm.phases(list(registry.ALGORITHMS)) for task in phase]
+
+
+# --- build ---
+
+def _host_features() -> None:
+    """pycc's codegen with this CPU's features, as the JIT's (the same machine code)."""
+    import llvmlite.binding as ll
+    from numba.core import codegen
+
+    features = ll.get_host_cpu_features().flatten()
+    codegen.AOTCPUCodegen._customize_tm_features = lambda self: features
+
+
+def _release_gil(nogil: dict) -> None:
+    """The exported wrapper of a ``nogil`` kernel releases the GIL, as Numba's dispatcher does."""
+    from numba.pycc import compiler
+
+    original = getattr(compiler.compile_extra, "__wrapped__", compiler.compile_extra)
+
+    def compile_extra(typingctx, targetctx, func, args, return_type, flags, locals, library=None, **kw):
+        flags.release_gil = bool(nogil.get(func, False))
+        return original(typingctx, targetctx, func, args, return_type, flags, locals, library=library, **kw)
+
+    compile_extra.__wrapped__ = original
+    compiler.compile_extra = compile_extra
+
+
+def build(output_dir: str = HERE, signatures: str = SIGNATURES, verbose: bool = False) -> dict:
+    """Compile every recorded signature into ``output_dir``/_aot_kernels*.so and write its manifest."""
+    import importlib
+
+    from numba.pycc import CC
+
+    from olcli.engine import jit
+
+    with open(signatures) as f:
+        wanted = json.load(f)["kernels"]
+    modules = sorted({name.partition(":")[0] for name in wanted})
+    for module in modules:
+        importlib.import_module(module)
+    from olcli.engine import parse  # noqa: F401  (the chunk parsers are closures made at import)
+
+    dispatchers = _dispatchers()
+    started = time.perf_counter()
+    cc = CC("_aot_kernels", source_module="olcli.aot")
+    cc.output_dir = output_dir
+    cc.target_cpu = "host"
+    cc.verbose = verbose
+    _host_features()
+    nogil, manifest, number = {}, {}, 0
+    for name, keys in sorted(wanted.items()):
+        dispatcher = dispatchers.get(name)
+        if dispatcher is None:
+            raise SystemExit(f"aot_build: {name} is recorded but no longer a kernel (record again)")
+        nogil[dispatcher.py_func] = bool(dispatcher.targetoptions.get("nogil"))
+        for key in keys:
+            symbol = f"k{number}"
+            number += 1
+            argument_types = tuple(key_type(one) for one in _split(key, ";"))
+            cc.export(symbol, argument_types)(dispatcher.py_func)
+            manifest.setdefault(name, {})[key] = symbol
+    _release_gil(nogil)
+    for stale in os.listdir(output_dir):
+        if stale.startswith("_aot_kernels") and stale.endswith((".so", ".pyd")):
+            os.remove(os.path.join(output_dir, stale))
+    cc.compile()
+    with open(os.path.join(output_dir, "_aot_kernels.json"), "w") as f:
+        json.dump({"stamp": jit.engine_stamp(), "kernels": manifest}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return {"seconds": time.perf_counter() - started, "exports": number}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m olcli.aot.build", description=__doc__.split("\n\n")[0])
+    parser.add_argument("step", choices=["build", "record"], nargs="?", default="build")
+    parser.add_argument("--tasks", nargs="*", help="record: warm.py's tasks (default: all)")
+    parser.add_argument("--output-dir", default=HERE)
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    if args.step == "record":
+        table = record(args.tasks or all_tasks())
+        print(f"recorded {sum(len(keys) for keys in table.values())} signatures of {len(table)} kernels "
+              f"into {SIGNATURES}")
+    else:
+        result = build(args.output_dir, verbose=args.verbose)
+        print(f"compiled {result['exports']} kernel signatures ahead of time in {result['seconds']:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
