@@ -22,9 +22,14 @@ An event is :class:`Event`: shared features, one feature dict per action, and
 (when labelled) the chosen action's 0-based position, its cost and the logging
 probability. Features are ``{name: value}`` dicts; the regression example of
 action a is shared ∪ action a (VW's ``shared_feature_merger``) plus the constant
-feature. The regressor is anything with ``predict(features) -> float`` and
-``learn(features, label, weight)``; :class:`SquaredSGD` is plain squared-loss
-SGD (w += lr·weight·(y − ŷ)·x), the simplest one to reason about.
+feature. The regressor is anything with ``predict(features) -> float`` (the
+score that ranks actions), ``finalized(features)`` (the prediction an update and
+a dr cost estimate use) and ``learn(features, label, weight)``;
+:class:`SquaredSGD` is plain squared-loss SGD (w += lr·weight·(y − ŷ)·x), the
+simplest one to reason about, and :class:`VWPlainSGD` is VW's own plain SGD
+(``--sgd --power_t 0``, predictions clipped to the label range seen), with which
+the oracle can be run side by side with VW 9.11.9
+(``benchmarks/cb_vs_vw.py``, part 4).
 """
 
 import math
@@ -44,10 +49,51 @@ class SquaredSGD:
     def predict(self, features):
         return sum(self.w.get(k, 0.0) * v for k, v in features.items())
 
+    def finalized(self, features):
+        """The prediction the update and a cost estimate use (here the raw score)."""
+        return self.predict(features)
+
     def learn(self, features, label, weight=1.0):
-        g = self.lr * weight * (label - self.predict(features))
+        g = self.lr * weight * (label - self.finalized(features))
         for k, v in features.items():
             self.w[k] = self.w.get(k, 0.0) + g * v
+
+
+class LabelRange:
+    """VW's shared_data label range: starts at [0, 0]; every label learned widens it (set_minmax, before
+    the prediction is made); predictions are clipped to it (gd.cc finalize_prediction). One range is
+    shared by every regressor of a run, as VW's is."""
+
+    def __init__(self):
+        self.lo = 0.0
+        self.hi = 0.0
+
+    def see(self, label):
+        self.lo = min(self.lo, label)
+        self.hi = max(self.hi, label)
+
+    def clip(self, p):
+        return self.hi if p > self.hi else (self.lo if p < self.lo else p)
+
+
+class VWPlainSGD(SquaredSGD):
+    """VW's ``--sgd --power_t 0 -l L`` on squared loss: w += 2·L·weight·(y − ŷ)·x with ŷ clipped to the
+    shared :class:`LabelRange` (checked against VW 9.11.9: ``1 | a`` then ``0 2 | a b`` gives w_a = 0.12).
+
+    ``predict`` is the raw score: csoaa_ldf ranks actions by ``partial_prediction`` (unclipped);
+    ``finalized`` is the clipped ``pred.scalar`` that gd's update and dr's cost model (get_cost_pred) use.
+    """
+
+    def __init__(self, lr, label_range):
+        super().__init__(2.0 * lr)
+        self.range = label_range
+
+    def finalized(self, features):
+        return self.range.clip(self.predict(features))
+
+    def learn(self, features, label, weight=1.0):
+        self.range.see(label)
+        super().learn(features, label, weight)
 
 
 @dataclass
@@ -160,7 +206,7 @@ class CbAdf:
         else:
             g = []
             for b, f in enumerate(feats):
-                g.append(self.cost_model.predict(f))
+                g.append(self.cost_model.finalized(f))
                 if b == a:  # get_cost_pred<true>: learn the observed action with weight 1/p, after predicting
                     self.cost_model.learn(f, event.cost, event.weight / event.probability)
             self.last_dr = g
@@ -399,9 +445,37 @@ def sample_after_normalizing(seed, probs):
 VW_APP_SEED = 53980556
 
 
-def cbify(examples, k, explorer, app_seed=VW_APP_SEED, loss0=0.0, loss1=1.0):
+def cbify_action_index(index, action, k, width=1, bits=18):
+    """Where VW puts feature ``index`` in action ``action``'s copy (cbify_adf_data::copy_example_to_adf):
+    the low bits covering k·width are replaced by action·width — mask = the smallest 2^m − 1 >= k·width.
+    Features whose hashed indices differ only in those low bits share one weight per action (numeric
+    feature names 1, 2, … in one namespace hash to consecutive indices, so most of them do)."""
+    mask = (1 << (k * width).bit_length()) - 1
+    return ((index - (index & mask)) + action * width) & ((1 << bits) - 1)
+
+
+def vw_action_copies(features, k, bits=18):
+    """K action copies of an example given as {hashed index: value} (constant included), as VW's cbify
+    makes them; colliding indices add up."""
+    copies = []
+    for a in range(k):
+        f = {}
+        for i, v in features.items():
+            j = cbify_action_index(i, a, k, 1, bits)
+            f[j] = f.get(j, 0.0) + v
+        copies.append(f)
+    return copies
+
+
+def named_action_copies(features, k):
+    """K action copies keeping every named feature apart (no collisions), with a constant per copy."""
+    return [{f"{a}^{name}": v for name, v in {**features, CONSTANT: 1.0}.items()} for a in range(k)]
+
+
+def cbify(examples, k, explorer, app_seed=VW_APP_SEED, loss0=0.0, loss1=1.0, copies=named_action_copies):
     """``--cbify K``: per multiclass example (label 1..K, features), K action copies of the features
-    (action a's copy keeps its features apart, as VW's per-action hashed offsets do), the explorer's
+    (``copies``: :func:`named_action_copies`, or :func:`vw_action_copies` for VW's exact placement of
+    hashed indices), the explorer's
     PMF, an action sampled with seed app_seed + example counter, cost loss0 if it is the label else
     loss1, and learning on that. Returns the progressive 0/1 loss of the sampled actions (VW's
     ``average loss``) and the sampled actions. Each action copy carries its own constant feature
@@ -410,7 +484,7 @@ def cbify(examples, k, explorer, app_seed=VW_APP_SEED, loss0=0.0, loss1=1.0):
         raise ValueError("cbify: build the explorer with constant=False (each action copy has its own constant)")
     misses, chosen = 0, []
     for n, (label, feats) in enumerate(examples):
-        actions = [{f"{a}^{name}": v for name, v in {**feats, CONSTANT: 1.0}.items()} for a in range(k)]
+        actions = copies(feats, k)
         event = Event({}, actions)
         pmf = explorer.pmf(event)
         i = sample_after_normalizing(app_seed + n, [p for _, p in pmf])

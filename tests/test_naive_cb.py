@@ -217,3 +217,27 @@ def test_cbify_on_a_separable_toy_learns_the_classes():
     assert late < 0.06 and loss < 0.1
     with pytest.raises(ValueError, match="constant=False"):
         nc.cbify(data, 2, nc.CbExploreAdf(("epsilon", 0.05)))
+
+
+def test_vw_plain_sgd_by_hand():
+    # VW --sgd --power_t 0 -l 0.1 (checked with VW 9.11.9): "1 | a" -> w_a = 2*0.1*1 = 0.2;
+    # "0 2 | a b": ŷ = 0.2 in [0, 1]; g = 2*0.1*2*(0 - 0.2) = -0.08 -> w_a = 0.12, w_b = -0.08
+    rng = nc.LabelRange()
+    r = nc.VWPlainSGD(0.1, rng)
+    r.learn({"a": 1.0}, 1.0)
+    r.learn({"a": 1.0, "b": 1.0}, 0.0, 2.0)
+    assert r.w == pytest.approx({"a": 0.12, "b": -0.08})
+    assert r.predict({"b": 1.0}) == pytest.approx(-0.08)      # raw score (what csoaa_ldf ranks by)
+    assert r.finalized({"b": 1.0}) == 0.0                      # clipped to the label range [0, 1]
+    assert (rng.lo, rng.hi) == (0.0, 1.0)
+
+
+def test_cbify_action_index_replaces_the_low_bits():
+    # K = 26: mask 31; index 100 = 96 + 4 -> 96 + a
+    assert [nc.cbify_action_index(100, a, 26) for a in (0, 1, 25)] == [96, 97, 121]
+    # K = 2: mask 3; consecutive indices 8..11 all land on 8 + a
+    assert {nc.cbify_action_index(i, 1, 2) for i in range(8, 12)} == {9}
+    copies = nc.vw_action_copies({8: 1.0, 9: 2.0, 12: 0.5}, 2)
+    assert copies == [{8: 3.0, 12: 0.5}, {9: 3.0, 13: 0.5}]
+    # wraps into 2^bits
+    assert nc.cbify_action_index((1 << 18) - 1, 3, 4, bits=18) == (1 << 18) - 8 + 3
