@@ -388,7 +388,8 @@ def write_report(out, suite, cbify, floor, started, dsjson=(), oracle=()):
         for r in cbify:
             walls = ", ".join(f"{w:.2f}" for w in r["walls"])
             lines.append(f"| {r['data']} | {r['k']} | `{r['command']}` | {fmt(r['vw']['examples'])} | "
-                         f"{fmt(r['vw']['features'])} | {fmt(r['vw']['loss'])} | {r['wall']:.2f} ({walls}) |  |  |  |  |")
+                         f"{fmt(r['vw']['features'])} | {fmt(r['vw']['loss'])} | {r['wall']:.2f} ({walls}) "
+                         "|  |  |  |  |")
     if dsjson:
         lines += ["", "## Part 3: Decision Service JSON read by olcli.cb_format, checked through VW", "",
                   "Each file is read by `cb_format.read_dsjson` and written back as ADF text; VW runs both. "

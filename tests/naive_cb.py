@@ -33,7 +33,7 @@ the oracle can be run side by side with VW 9.11.9
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 FLT_MAX = 3.4028234663852886e38
 CONSTANT = "constant"
@@ -149,7 +149,9 @@ def targets_dm(event):
 
 
 def targets_dr(event, g_pred, clip_p=0.0):
-    """dr: x_a = ĝ_a, and x_{a*} = ĝ_{a*} + (c − ĝ_{a*}) / max(p, clip_p); ĝ = the cost regressor's predictions."""
+    """dr: x_a = ĝ_a, and x_{a*} = ĝ_{a*} + (c − ĝ_{a*}) / max(p, clip_p).
+
+    ĝ = the cost regressor's predictions."""
     x = list(g_pred)
     a = event.chosen
     x[a] = g_pred[a] + (event.cost - g_pred[a]) / max(event.probability, clip_p)
@@ -157,7 +159,9 @@ def targets_dr(event, g_pred, clip_p=0.0):
 
 
 def mtr_weight(event, events_seen, actions_seen, clip_p=0.0):
-    """mtr: weight of the chosen action's regression, w·(1/max(p, clip_p))·(events/actions), totals including this event."""
+    """mtr: weight of the chosen action's regression, w·(1/max(p, clip_p))·(events/actions).
+
+    events and actions are running totals including this event."""
     return event.weight / max(event.probability, clip_p) * (events_seen / actions_seen)
 
 

@@ -37,7 +37,7 @@ def oracle_event(e):
                     e.cost if e.cost is not None else 0.0, e.probability or 0.0)
 
 
-def synthetic(n=60, seed=3):
+def synthetic(n=40, seed=3):
     """Events with 2-4 actions, costs in [-1, 2], logging probabilities in (0, 1]."""
     rnd = random.Random(seed)
     out = []
