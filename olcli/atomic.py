@@ -35,7 +35,7 @@ def atomic_write(path: str, data: bytes, role: str = "file") -> None:
         return
     target = os.path.realpath(path)
     directory = os.path.dirname(target) or "."
-    temporary = None
+    temporary, in_place = None, False
     try:
         with signals.critical():  # the temporary file exists only with a name to remove it by
             fd, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
@@ -44,9 +44,11 @@ def atomic_write(path: str, data: bytes, role: str = "file") -> None:
             write_all(out, data)
             out.flush()
             os.fsync(out.fileno())
-        with signals.critical():
-            os.replace(temporary, target)
-            temporary = None
+        in_place = _special(target)   # it became a device, FIFO or socket since: never renamed over
+        if not in_place:
+            with signals.critical():
+                os.replace(temporary, target)
+                temporary = None
     except OSError as exc:
         raise OutputError(f"cannot write {role} {path}: {error_name(exc)}"
                           + (f"; {path} is unchanged" if info is not None else "")) from exc
@@ -57,7 +59,18 @@ def atomic_write(path: str, data: bytes, role: str = "file") -> None:
                     os.unlink(temporary)
                 except OSError:
                     pass
+    if in_place:
+        _write_in_place(Output(role, path, "stream", target, os.stat(target)), data)
+        return
     _fsync_directory(directory)
+
+
+def _special(path: str) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def _write_in_place(output: Output, data: bytes) -> None:

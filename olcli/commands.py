@@ -167,8 +167,11 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
         cache_path = passes.get("cache_path")
         if cache_path is None and passes.get("passes", 1) > 1:
             cache_path = default_cache_path(sources)
-        _role_output(cache_path, "example cache (--cache)" if passes.get("cache_path") else "example cache",
-                     outputs)
+        cache_output = _role_output(cache_path, "example cache (--cache)" if passes.get("cache_path")
+                                    else "example cache", outputs)
+        if cache_output is not None and cache_output.kind != "file":
+            raise UsageError(f"{cache_output.role} {cache_path} must be a regular file (the later passes read "
+                             "it back; a device, FIFO or socket cannot be): give a file name")
         _role_output(text_outputs.get("invert_hash"), "invert-hash file (--invert-hash)", outputs)
         _role_output(text_outputs.get("readable_model"), "readable model (--readable-model)", outputs)
         _role_output(final_model, "model (-f)", outputs)

@@ -648,6 +648,10 @@ class Learner:
         learners = list(learners)
         if not learners:
             raise UsageError("merge needs at least one learner")
+        for k, other in enumerate(learners + ([base] if base is not None else [])):
+            if not isinstance(other, Learner):
+                what = "base" if k == len(learners) else f"learners[{k}]"
+                raise UsageError(f"merge takes olcli Learner objects: {what} is a {type(other).__name__} ({other!r:.40})")
         first = learners[0].model
         for other in learners[1:] + ([base] if base is not None else []):
             _check_compatible(first, other.model)
@@ -754,7 +758,14 @@ def _check_compatible(a: model_file.Model, b: model_file.Model) -> None:
         raise UsageError(f"cannot merge learners of {a.input_format} and {b.input_format} input")
 
 
+def _refuse_complex(values, what: str) -> None:
+    if np.iscomplexobj(values):
+        raise DataError(f"{what} has complex values (dtype {np.asarray(values).dtype}): give real numbers "
+                        "(the imaginary part would be dropped)")
+
+
 def _vector(values, n: int, what: str) -> np.ndarray:
+    _refuse_complex(values, what)
     out = np.asarray(values, dtype=np.float64).reshape(-1)
     if out.shape[0] != n:
         raise UsageError(f"{what} has {out.shape[0]} entries but X has {n} rows")
@@ -768,10 +779,17 @@ def _csr_parts(X):
         csr = X.tocsr()
         if csr.ndim != 2:
             raise UsageError("X must be a 2-dimensional matrix")
+        _refuse_complex(csr.data, "X")
+        if csr.indices.size and int(csr.indices.min()) < 0:
+            at = int(np.flatnonzero(np.asarray(csr.indices) < 0)[0])
+            row = int(np.searchsorted(csr.indptr, at, side="right") - 1)
+            raise DataError(f"X row {row}: negative column index {int(csr.indices[at])} (a damaged sparse matrix; "
+                            "column indices are 0 or more)")
         if not csr.has_sorted_indices:
             csr = csr.sorted_indices()
         return (np.asarray(csr.indptr, np.int64), np.asarray(csr.indices, np.int64),
                 np.asarray(csr.data, np.float64), csr.shape[0])
+    _refuse_complex(X, "X")
     dense = np.asarray(X, dtype=np.float64)
     if dense.ndim == 1:
         dense = dense.reshape(1, -1)

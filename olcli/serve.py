@@ -30,6 +30,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -44,6 +45,7 @@ from olcli.engine.records import C_EXAMPLES, C_ROUNDS, new_tally
 from olcli.errors import MissingExtra, ModelError, OlcliError, UsageError
 from olcli.learner import Learner, apply_link
 from olcli.parsing import batch_of
+from olcli.paths import check_output
 
 DEFAULT_PORT = 26542
 FAST_PATH_BYTES = 1 << 16   # reads up to this size take the one-call path (engine/single.py)
@@ -98,20 +100,9 @@ class ServeOptions:
         for what, path in (("-f/--final-model", self.final_model), ("--port-file", self.port_file),
                            ("--pid-file", self.pid_file), ("--http-port-file", self.http_port_file)):
             if path:
-                _check_writable(path, what)
+                check_output(path, what)   # a device, FIFO or socket is written in place, never replaced
         if self.http_port_file and self.http_port is None:
             raise UsageError("--http-port-file needs --http-port")
-
-
-def _check_writable(path: str, what: str) -> None:
-    """Refuse, before loading anything, a file the server could not write later."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise UsageError(f"{what} {path} is a directory; give a file name")
-    if not os.path.isdir(directory):
-        raise UsageError(f"cannot write {what} {path}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise UsageError(f"cannot write {what} {path}: directory {directory} is not writable")
 
 
 # --- logging ---
@@ -214,7 +205,9 @@ class Served:
         self.diverged = False
         self.last_saved = None
         self.started = time.time()
-        self._reloading = None
+        self._reloading = None       # the load in progress (a task), and the last request it answers for
+        self._reloading_covers = 0
+        self._reload_requests = 0    # reload requests so far (SIGHUP, POST /reload)
         self._saving = None
         self._saved_counters = None
         self.on_reload = None        # --workers: tells the supervisor, which reloads the other workers
@@ -273,23 +266,36 @@ class Served:
             raise ReloadRefused(f"the new model predicts {kind(model)}, the served one {kind(old)}")
 
     async def reload(self, reason: str) -> tuple[bool, str]:
-        """Load the model file again and swap it in; (ok, message). Concurrent calls share one load."""
+        """Load the model file again and swap it in; (ok, message).
+
+        A request is answered by a load that *started after it* (so it read the file as it was
+        when the request came): one load at a time; requests that arrive while a load runs share
+        the next one, which starts when the running one ends. The last request therefore always
+        ends on the file on disk at its time, and a reply ``reloaded`` is never for an older file."""
         if self.options.learn:
             message = ("reload is not available with --learn: the server's own model is the one learning "
                        f"(it is saved to {self.options.final_model}); restart to serve another file")
             self.stats.reloads_refused += 1
             self.log("reload_refused", "warning", reason=reason, error=message)
             return False, message
-        if self._reloading is None:
-            self._reloading = asyncio.ensure_future(self._reload(reason))
-        task = self._reloading
-        try:
-            return await asyncio.shield(task)
-        finally:
-            if task.done() and self._reloading is task:
-                self._reloading = None
+        self._reload_requests += 1
+        ticket = self._reload_requests
+        while True:
+            if self._reloading is None:
+                self._reloading_covers = self._reload_requests
+                self._reloading = asyncio.ensure_future(self._reload(reason))
+            task, covers = self._reloading, self._reloading_covers
+            result = await asyncio.shield(task)
+            if covers >= ticket:
+                return result
 
     async def _reload(self, reason: str) -> tuple[bool, str]:
+        try:
+            return await self._reload_once(reason)
+        finally:
+            self._reloading = None   # before any waiter resumes: the next request starts a new load
+
+    async def _reload_once(self, reason: str) -> tuple[bool, str]:
         started = time.perf_counter()
         try:
             learner, loaded_at, info = await asyncio.to_thread(self._load, True)
@@ -326,7 +332,8 @@ class Served:
                      error="the model diverged; the last good save is kept")
             return False
         raw, counters = self.learner.to_bytes(), self.learner.model.counters.copy()
-        self._saving = asyncio.ensure_future(asyncio.to_thread(atomic_write, self.options.final_model, raw))
+        self._saving = asyncio.ensure_future(asyncio.to_thread(atomic_write, self.options.final_model, raw,
+                                                                       "model (-f)"))
         try:
             await self._saving
         except Exception as exc:
@@ -344,7 +351,7 @@ class Served:
                      error="the model diverged; the last good save is kept")
             return False
         try:
-            atomic_write(self.options.final_model, self.learner.to_bytes())
+            atomic_write(self.options.final_model, self.learner.to_bytes(), role="model (-f)")
         except Exception as exc:
             self.log("save_failed", "error", reason=reason, path=self.options.final_model, error=str(exc))
             return False
@@ -360,17 +367,23 @@ class Served:
 
     # -- answering --
 
-    def _run(self, data: bytes, learn: bool):
+    def view(self) -> tuple:
+        """(learner, link, prediction tally, generation, loaded at): what answers a request. A
+        request answered in slices (HTTP, olcli/serve_http.py) keeps the one it started with, so
+        a reload between two slices does not mix two models in one answer."""
+        return self.learner, self.link, self.predict_tally, self.generation, self.loaded_at
+
+    def _run(self, data: bytes, learn: bool, view: tuple | None = None):
         """Parse and predict (learning the labelled examples when ``learn``) one buffer of lines:
         (learner, buffer, parsed chunk, Processed or None)."""
-        learner = self.learner
+        learner, _, predict_tally = (view or self.view())[:3]
         buf = np.frombuffer(data, np.uint8)
         parsed = learner.parse(buf, "<request>")
         done = None
         if parsed.n_examples:
             learning = learn and self.options.learn
             done = learner.process(batch_of(parsed), learning,
-                                   learner.tally if learning else self.predict_tally)
+                                   learner.tally if learning else predict_tally)
             if learning:
                 self.stats.learned += parsed.n_examples
                 if done.diverged_at >= 0 and not self.diverged:
@@ -385,10 +398,10 @@ class Served:
             self.log.client_error("bad_lines", count=len(parsed.bad_lines), first=_bad_text(parsed.bad_lines[0]))
         return learner, buf, parsed, done
 
-    def _values(self, learner, done):
+    def _values(self, learner, done, link=None):
         if learner.model.classes:
             return done.predictions
-        return apply_link(self.link, done.predictions)
+        return apply_link(link or self.link, done.predictions)
 
     def reply_lines(self, data: bytes, learn: bool = True) -> bytes:
         """The line protocol: one reply line per non-empty line of ``data`` (whole lines)."""
@@ -424,12 +437,14 @@ class Served:
         out.extend(lines[e:n])
         return b"\n".join(out) + b"\n"
 
-    def answer(self, data: bytes, learn: bool) -> Answer:
-        """HTTP: the structured answer for a buffer of lines."""
-        learner, buf, parsed, done = self._run(data, learn)
+    def answer(self, data: bytes, learn: bool, view: tuple | None = None) -> Answer:
+        """HTTP: the structured answer for a buffer of lines (by ``view``'s model, default the
+        one being served)."""
+        view = view or self.view()
+        learner, buf, parsed, done = self._run(data, learn, view)
         n = parsed.n_examples
         if n:
-            values = self._values(learner, done)
+            values = self._values(learner, done, view[1])
             probabilities = learner_probabilities(learner, done.scores) if learner.model.classes else None
             spans = parsed.tags[:n]
             if np.any(spans[:, 1] > spans[:, 0]):
@@ -659,8 +674,22 @@ class LineConnection(asyncio.Protocol):
             elif self.buffer:  # a last line without '\n'
                 data, self.buffer = self.buffer, b""
                 self._pending_changed()
-                self._answer(data + b"\n")
+                self._unterminated(data, "the client closed the connection")
         return False  # close once the replies are written
+
+    def _unterminated(self, data: bytes, why: str) -> None:
+        """A last line without its '\n'. A client that writes a last line and closes its side
+        (``printf '1 |a b' | nc``) and a client killed in the middle of a line (its kernel sends
+        the same FIN) cannot be told apart: the line may be a fragment ("11 " of "11 |a b c").
+        It is predicted (never learned) when the server only predicts; with --learn it is
+        answered with an error and not learned, so no fragment is ever learned."""
+        if not self.served.options.learn:
+            self._answer(data + b"\n")
+            return
+        self.server.served.stats.bad_lines += 1
+        self.server.log.client_error("unterminated_line", peer=self.peer, bytes=len(data), why=why)
+        self.transport.write(error_line(f"{why} in the middle of a line (no end of line after "
+                                        f"{len(data)} bytes): not learned") + b"\n")
 
     def pause_writing(self) -> None:
         # The client does not read its replies: stop reading its lines until it does.
@@ -727,10 +756,12 @@ class LineServer:
         if self.server is not None:
             self.server.close()
         for connection in list(self.connections):
-            if connection.buffer:  # a last line without '\n' that was received
+            if connection.buffer:  # the start of a line whose end was not received: not a line
                 data, connection.buffer = connection.buffer, b""
                 connection._pending_changed()
-                connection._answer(data + b"\n")
+                connection.transport.write(error_line(f"server shutting down: the line being received "
+                                                      f"({len(data)} bytes, no end of line yet) was not read")
+                                           + b"\n")
             connection.transport.close()
         deadline = time.monotonic() + timeout
         while self.connections and time.monotonic() < deadline:
@@ -810,17 +841,34 @@ def bind_socket(host: str, port: int, reuse_port: bool, listen: bool = True, bac
     return sock
 
 
-def _write_small_file(path: str | None, text: str) -> None:
+_WRITTEN: dict = {}   # path -> the bytes this process wrote there (--port-file, --pid-file, --http-port-file)
+
+
+def _write_small_file(path: str | None, text: str, role: str) -> None:
+    """Write a port or pid file: a regular file atomically, a device, FIFO or socket in place
+    (olcli/atomic.py); a failure (``/dev/full``: ENOSPC) is an error naming the option."""
     if path:
-        atomic_write(path, text.encode())
+        data = text.encode()
+        atomic_write(path, data, role=role)
+        _WRITTEN[path] = data
 
 
 def _remove(path: str | None) -> None:
-    if path:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+    """Remove, on stop, a port or pid file this process wrote: only a regular file that still
+    holds what it wrote (never a device, FIFO or socket it was given, nor a file another
+    process has written since)."""
+    data = _WRITTEN.pop(path, None) if path else None
+    if data is None:
+        return
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return
+        with open(path, "rb") as f:
+            if f.read(len(data) + 1) != data:
+                return
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _raise_file_limit(wanted: int) -> None:
@@ -850,22 +898,32 @@ def _http_module():
 
 async def _serve_process(options: ServeOptions, log: EventLog, sockets: dict, ready=None,
                          stop_signals=(signal.SIGTERM, signal.SIGINT), on_reload=None) -> int:
-    """Serve on the given listening sockets until SIGTERM/SIGINT; the exit code."""
+    """Serve on the given listening sockets until SIGTERM/SIGINT; the exit code.
+
+    Start-up (loading the model, loading or compiling its kernels) runs in olcli's immediate
+    signal phase (olcli/signals.py): SIGTERM, SIGINT or SIGHUP stops it at once (``RunStopped``,
+    exit 128 + signal, nothing announced). Once the loop's own handlers are installed, a signal
+    received in between is acted on as if it came after."""
+    from olcli import signals
+
     loop = asyncio.get_running_loop()
-    served = Served(options, log)
-    served.on_reload = on_reload
-    lines = LineServer(served, options, log)
-    await lines.start(sockets["line"])
+    with signals.immediate():
+        log("loading", model=options.model_path)
+        served = Served(options, log)
+        served.on_reload = on_reload
+        lines = LineServer(served, options, log)
+        await lines.start(sockets["line"])
+        http = http_task = None
+        if "http" in sockets:
+            http = _http_module().HttpServer(served, options, log, sockets["http"])
+            http_task = asyncio.ensure_future(http.serve())
+            await http.started()
     ticker = Ticker(loop)
     if lines.sweep_interval():
         ticker.every(lines.sweep_interval(), lines.sweep_idle)
-    saves = set()                    # --learn: periodic saves in progress
-    http = http_task = None
-    if "http" in sockets:
-        http = _http_module().HttpServer(served, options, log, sockets["http"])
-        http_task = asyncio.ensure_future(http.serve())
-        await http.started()
+    if http is not None:
         ticker.every(1.0, http.tick)
+    saves = set()                    # --learn: periodic saves in progress
     stop = asyncio.Event()
     stop_signal = []
 
@@ -885,6 +943,9 @@ async def _serve_process(options: ServeOptions, log: EventLog, sockets: dict, re
     for signum in stop_signals:
         loop.add_signal_handler(signum, on_stop, signum)
     loop.add_signal_handler(signal.SIGHUP, on_hangup)
+    early = signals.pending()   # arrived after the immediate phase, before the handlers above
+    if early is not None:
+        signals.check()
 
     if options.learn and options.save_every > 0:
         def save_periodically():
@@ -934,10 +995,10 @@ def _listening_sockets(options: ServeOptions, reuse_port: bool, listen: bool) ->
 
 def _announce(options: ServeOptions, log: EventLog, sockets: dict, pid: int) -> None:
     ports = {name: sock.getsockname()[1] for name, sock in sockets.items()}
-    _write_small_file(options.port_file, f"{ports['line']}\n")
+    _write_small_file(options.port_file, f"{ports['line']}\n", "--port-file")
     if "http" in ports:
-        _write_small_file(options.http_port_file, f"{ports['http']}\n")
-    _write_small_file(options.pid_file, f"{pid}\n")
+        _write_small_file(options.http_port_file, f"{ports['http']}\n", "--http-port-file")
+    _write_small_file(options.pid_file, f"{pid}\n", "--pid-file")
     log("listening", host=options.host, port=ports["line"],
         **({"http_port": ports["http"]} if "http" in ports else {}),
         model=options.model_path, workers=options.workers, learn=options.learn)

@@ -18,6 +18,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 
 import numpy as np
 import uvicorn
@@ -27,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from olcli import __version__
-from olcli.serve import EventLog, Served, ServeOptions
+from olcli.serve import EventLog, Served, ServeOptions, _iso
 
 JSON_TYPES = ("application/json",)
 NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines",
@@ -42,7 +43,12 @@ class BadRequest(Exception):
 
 class _Json(JSONResponse):
     def render(self, content) -> bytes:
-        return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        if isinstance(content, bytes):   # already rendered (_render)
+            return content
+        try:
+            return _dumps(content).encode("utf-8")
+        except UnicodeEncodeError:   # a lone surrogate in a message: JSON's \\u escapes carry it
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 def _error(status: int, message: str) -> Response:
@@ -67,90 +73,206 @@ async def _body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _examples(body: bytes, content_type: str):
-    """The request's examples: (list of str, or None for plain text, buffer of lines)."""
+SLICE_BYTES = 1 << 16      # a large request is decoded, answered and encoded in slices of about this size
+SLICE_ITEMS = 4096         # (or this many examples), the event loop serving other clients between two
+_CUT = re.compile(rb'"[ \t\r\n]*,[ \t\r\n]*"')
+_OPEN = re.compile(rb'[ \t\r\n]*(\{[ \t\r\n]*"examples"[ \t\r\n]*:[ \t\r\n]*)?\[')
+_SPACE = b" \t\r\n"
+
+
+def _loads(text, where: str = "the body"):
+    """json.loads; a document nested too deeply for Python's parser is the client's 400 too."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise BadRequest(400, f"{where} is JSON nested too deeply to read (keep it under a few hundred "
+                              "levels; an example is a string)") from None
+    except ValueError as exc:
+        raise BadRequest(400, f"{where} is not valid JSON: {exc}") from None
+
+
+async def _json_examples(body: bytes) -> list:
+    """The examples of a JSON body. A large ``[...]`` or ``{"examples": [...]}`` of strings is
+    read in slices cut between two strings (``"`` , ``"``): each slice is parsed as a JSON list
+    of its own, the event loop serving other clients between two. If every slice parses as a
+    list of strings, their concatenation is exactly what the whole document parses to (the
+    slices and the commas between them are the document's array); otherwise (another shape, a
+    cut inside a string, not JSON) the whole body is parsed at once, as for a small body."""
+    if len(body) > SLICE_BYTES:
+        sliced = await _sliced_list(body)
+        if sliced is not None:
+            return sliced
+    document = _loads(body)
+    examples = document.get("examples") if isinstance(document, dict) else document
+    if not isinstance(examples, list):
+        raise BadRequest(400, 'expected {"examples": ["label |ns feature ...", ...]} or a JSON list of lines')
+    if not all(isinstance(e, str) for e in examples):
+        raise BadRequest(400, "every example must be a string (one VW or libsvm line)")
+    return examples
+
+
+async def _sliced_list(body: bytes):
+    opened = _OPEN.match(body)
+    if opened is None:
+        return None
+    end = len(body.rstrip(_SPACE))   # the closing ']' (and '}'), found from the end (no scan of the body)
+    if opened.group(1):
+        if body[end - 1:end] != b"}":
+            return None
+        end = len(body[:end - 1].rstrip(_SPACE))
+    if body[end - 1:end] != b"]" or end - 1 < opened.end():
+        return None
+    position, end, examples = opened.end(), end - 1, []
+    while position < end:
+        cut = _CUT.search(body, position + SLICE_BYTES, end) if position + SLICE_BYTES < end else None
+        stop = cut.start() + 1 if cut else end
+        try:
+            items = json.loads(b"[" + body[position:stop] + b"]")
+        except RecursionError:
+            raise BadRequest(400, "the body is JSON nested too deeply to read (keep it under a few hundred "
+                                  "levels; an example is a string)") from None
+        except ValueError:
+            return None
+        if not all(isinstance(e, str) for e in items):
+            return None
+        examples += items
+        position = cut.end() - 1 if cut else end
+        await asyncio.sleep(0)
+    return examples
+
+
+async def _examples(body: bytes, content_type: str):
+    """The request's examples (a list of str)."""
     kind = content_type.split(";")[0].strip().lower()
     if kind in JSON_TYPES or kind.endswith("+json"):
-        try:
-            document = json.loads(body)
-        except ValueError as exc:
-            raise BadRequest(400, f"the body is not valid JSON: {exc}") from None
-        examples = document.get("examples") if isinstance(document, dict) else document
-        if not isinstance(examples, list):
-            raise BadRequest(400, 'expected {"examples": ["label |ns feature ...", ...]} or a JSON list of lines')
-        if not all(isinstance(e, str) for e in examples):
-            raise BadRequest(400, "every example must be a string (one VW or libsvm line)")
-        return examples
+        return await _json_examples(body)
     if kind in NDJSON_TYPES:
         examples = []
         for number, line in enumerate(body.splitlines(), 1):
+            if number % SLICE_ITEMS == 0:
+                await asyncio.sleep(0)
             if not line.strip():
                 continue
-            try:
-                item = json.loads(line)
-            except ValueError as exc:
-                raise BadRequest(400, f"NDJSON line {number} is not valid JSON: {exc}") from None
+            item = _loads(line, f"NDJSON line {number}")
             if isinstance(item, dict):
                 item = item.get("example")
             if not isinstance(item, str):
                 raise BadRequest(400, f'NDJSON line {number}: expected a string or {{"example": "..."}}')
             examples.append(item)
         return examples
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequest(400, "plain-text examples must be UTF-8") from None
-    return [line for line in text.splitlines() if line.strip()]
+    examples, position = [], 0
+    while position < len(body):   # plain text, in slices cut after a '\n' (never inside a UTF-8 character)
+        cut = body.find(b"\n", position + SLICE_BYTES)
+        stop = len(body) if cut < 0 else cut + 1
+        try:
+            text = body[position:stop].decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest(400, "plain-text examples must be UTF-8") from None
+        examples += [line for line in text.splitlines() if line.strip()]
+        position = stop
+        await asyncio.sleep(0)
+    return examples
 
 
 def _finite(values: list) -> list:
     return [v if math.isfinite(v) else None for v in values]
 
 
-def _answer(served: Served, examples: list, learn: bool) -> dict:
-    """Run the examples as one batch; one result per example, in order."""
+async def _answer(served: Served, examples: list, learn: bool) -> dict:
+    """The examples, in slices of about SLICE_BYTES (one parse and kernel call each, the event
+    loop serving other clients between two), all by the model being served when the request
+    started; one result per example, in order."""
+    view = served.view()
+    model = view[0].model
     n = len(examples)
     errors = {}
-    data = "\n".join(examples)
-    if data.count("\n") != max(0, n - 1):  # an example with a line break would shift the others
-        for i, example in enumerate(examples):
-            if "\n" in example:
-                errors[i] = "an example must be one line (it contains a line break)"
-                examples[i] = ""
-        data = "\n".join(examples)
-    answer = served.answer((data + "\n").encode("utf-8") if n else b"", learn)
-    model = served.learner.model
-    predictions = answer.values.tolist()
-    if not np.all(np.isfinite(answer.values)):
-        predictions = _finite(predictions)
-    tags = answer.tags
-    probabilities = answer.probabilities.tolist() if answer.probabilities is not None else None
-    for line, message in answer.bad:
-        errors[line - 1] = message
-    if answer.n_examples != n:  # some examples bad or empty: place each answer on its example
-        placed, placed_tags = [None] * n, [None] * n
-        placed_probabilities = [None] * n if probabilities is not None else None
-        for e, line in enumerate(answer.example_line.tolist()):
-            placed[line - 1] = predictions[e]
-            placed_tags[line - 1] = tags[e]
-            if probabilities is not None:
-                placed_probabilities[line - 1] = probabilities[e]
+    predictions, tags = [None] * n, [None] * n
+    probabilities = [None] * n if model.classes else None
+    answered = bytearray(n)
+    first = 0
+    while first < n:
+        last, size = first, 0
+        while last < n and size < SLICE_BYTES and last - first < SLICE_ITEMS:
+            size += len(examples[last]) + 1
+            last += 1
+        _answer_slice(served, examples, first, last, learn, view, errors, predictions, tags, probabilities,
+                      answered)
+        first = last
+        if first < n:
+            await asyncio.sleep(0)
+    if answered.count(1) + len(errors) != n:
         for i in range(n):
-            if placed[i] is None and i not in errors:
+            if not answered[i] and i not in errors:
                 errors[i] = "empty example (no label and no features)"
-        predictions, tags, probabilities = placed, placed_tags, placed_probabilities
     reply = {"predictions": predictions, "tags": tags,
              "errors": [{"index": i, "error": errors[i]} for i in sorted(errors)]}
     if model.classes:
         reply["classes"] = model.classes
         reply["probabilities"] = probabilities
-    reply["model"] = {"generation": served.generation, "loaded_at": _loaded(served), "link": served.link}
+    reply["model"] = {"generation": view[3], "loaded_at": _iso(view[4]), "link": view[1]}
     return reply
 
 
-def _loaded(served: Served) -> str:
-    from olcli.serve import _iso
+def _answer_slice(served, examples, first, last, learn, view, errors, predictions, tags, probabilities,
+                  answered) -> None:
+    chunk = examples[first:last]
+    data = "\n".join(chunk)
+    if data.count("\n") != len(chunk) - 1:  # an example with a line break would shift the others
+        for k, example in enumerate(chunk):
+            if "\n" in example:
+                errors[first + k] = "an example must be one line (it contains a line break)"
+                chunk[k] = ""
+        data = "\n".join(chunk)
+    try:
+        raw = (data + "\n").encode("utf-8")
+    except UnicodeEncodeError:   # valid JSON ("\ud800") that is not Unicode text: that example's error
+        for k, example in enumerate(chunk):
+            try:
+                example.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                bad = example[exc.start:exc.end]
+                errors[first + k] = (f"not valid Unicode text: a lone surrogate {ascii(bad)[1:-1]} at character "
+                                     f"{exc.start} (JSON \\u escapes must pair high and low surrogates)")
+                chunk[k] = ""
+        raw = ("\n".join(chunk) + "\n").encode("utf-8")
+    answer = served.answer(raw, learn, view)
+    values = answer.values.tolist()
+    if not np.all(np.isfinite(answer.values)):
+        values = _finite(values)
+    rows = answer.probabilities.tolist() if answer.probabilities is not None else None
+    for line, message in answer.bad:
+        errors[first + line - 1] = message
+    for e, line in enumerate(answer.example_line.tolist()):
+        i = first + line - 1
+        predictions[i] = values[e]
+        answered[i] = 1
+        tags[i] = answer.tags[e]
+        if rows is not None:
+            probabilities[i] = rows[e]
 
+
+async def _render(reply: dict) -> bytes:
+    """The reply's JSON; its long lists encoded in slices (the event loop serving other clients
+    between two: 1M predictions take ~1.5 s to encode)."""
+    out = []
+    for key, value in reply.items():
+        if isinstance(value, list) and len(value) > SLICE_ITEMS:
+            parts = []
+            for k in range(0, len(value), SLICE_ITEMS):
+                parts.append(_dumps(value[k:k + SLICE_ITEMS])[1:-1])
+                await asyncio.sleep(0)
+            text = "[" + ",".join(p for p in parts if p) + "]"
+        else:
+            text = _dumps(value)
+        out.append(f"{json.dumps(key)}:{text}")
+    return ("{" + ",".join(out) + "}").encode("utf-8")
+
+
+def _dumps(content) -> str:
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _loaded(served: Served) -> str:
     return _iso(served.loaded_at)
 
 
@@ -168,12 +290,12 @@ def build_app(served: Served, options: ServeOptions) -> Starlette:
     async def _predict(request: Request, learn: bool) -> Response:
         try:
             body = await _body(request, limit)
-            examples = _examples(body, request.headers.get("content-type", "text/plain"))
+            examples = await _examples(body, request.headers.get("content-type", "text/plain"))
         except BadRequest as exc:
             served.log.client_error("bad_request", path=request.url.path, status=exc.status, error=str(exc))
             return _error(exc.status, str(exc))
         try:
-            return _Json(_answer(served, examples, learn))
+            return _Json(await _render(await _answer(served, examples, learn)))
         except Exception as exc:  # a bug, not the client's mistake: answer 500 and keep serving
             served.stats.internal_errors += 1
             served.log("internal_error", "error", path=request.url.path, error=f"{type(exc).__name__}: {exc}")
@@ -287,54 +409,96 @@ class HttpServer:
             self.server.force_exit = True
 
 
+def _json_content(schema: dict) -> dict:
+    return {"application/json": {"schema": schema}}
+
+
+_ERROR = {"$ref": "#/components/schemas/Error"}
+_CLIENT_ERRORS = {
+    "400": {"description": "Unreadable body: not JSON (or nested too deeply), not UTF-8, or not a list of "
+                           "strings", "content": _json_content(_ERROR)},
+    "413": {"description": "Body over --max-request-bytes", "content": _json_content(_ERROR)},
+}
+_EXAMPLES_BODY = {
+    "required": False,   # no body: no examples, an empty answer
+    "content": {
+        "application/json": {"schema": {"oneOf": [
+            {"type": "object", "required": ["examples"],
+             "properties": {"examples": {"type": "array", "items": {"type": "string"}}}},
+            {"type": "array", "items": {"type": "string"}}]}},
+        "application/x-ndjson": {"schema": {"type": "string",
+                                            "description": "one JSON string or {\"example\": ...} a line"}},
+        "text/plain": {"schema": {"type": "string", "description": "one example a line (UTF-8)"}}}}
+
 OPENAPI = {
     "openapi": "3.0.3",
     "info": {"title": "olcli serve", "version": __version__,
              "description": "Predictions (and, with --learn, online learning) from an olcli model. "
-                            "The same model also answers VW's daemon line protocol on --port."},
+                            "The same model also answers VW's daemon line protocol on --port. Any media type "
+                            "other than JSON and NDJSON is read as plain text lines. Over --max-connections "
+                            "a request gets 503 from the HTTP server (text)."},
     "paths": {
         "/predict": {"post": {
             "summary": "Predict a batch of VW or libsvm lines (never learns)",
-            "requestBody": {"required": True, "content": {
-                "application/json": {"schema": {"oneOf": [
-                    {"type": "object", "required": ["examples"],
-                     "properties": {"examples": {"type": "array", "items": {"type": "string"}}}},
-                    {"type": "array", "items": {"type": "string"}}]}},
-                "application/x-ndjson": {"schema": {"type": "string",
-                                                    "description": "one JSON string or {\"example\": ...} a line"}},
-                "text/plain": {"schema": {"type": "string", "description": "one example a line"}}}},
+            "requestBody": _EXAMPLES_BODY,
             "responses": {
-                "200": {"description": "One prediction per example, in order; null where the example was bad",
-                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Predictions"}}}},
-                "400": {"description": "Unreadable body"},
-                "413": {"description": "Body over --max-request-bytes"},
-                "503": {"description": "Over --max-connections"}}}},
+                "200": {"description": "One prediction per example, in order; null (and an entry in errors) where "
+                                       "the example was bad or empty",
+                        "content": _json_content({"$ref": "#/components/schemas/Predictions"})},
+                **_CLIENT_ERRORS}}},
         "/learn": {"post": {
             "summary": "With --learn: predict, then learn the labelled examples (progressive)",
-            "requestBody": {"$ref": "#/paths/~1predict/post/requestBody"},
+            "requestBody": _EXAMPLES_BODY,
             "responses": {"200": {"description": "The predictions made before learning each example",
-                                  "content": {"application/json": {
-                                      "schema": {"$ref": "#/components/schemas/Predictions"}}}},
-                          "409": {"description": "The server was not started with --learn"}}}},
+                                  "content": _json_content({"$ref": "#/components/schemas/Predictions"})},
+                          **_CLIENT_ERRORS,
+                          "409": {"description": "The server was not started with --learn",
+                                  "content": _json_content(_ERROR)}}}},
         "/healthz": {"get": {"summary": "Liveness", "responses": {
-            "200": {"description": "Serving"}, "503": {"description": "The learning model diverged"}}}},
+            "200": {"description": "Serving", "content": _json_content({
+                "type": "object", "required": ["status", "generation", "loaded_at"],
+                "properties": {"status": {"type": "string", "enum": ["ok"]}, "generation": {"type": "integer"},
+                               "loaded_at": {"type": "string"}}})},
+            "503": {"description": "The learning model diverged", "content": _json_content({
+                "type": "object", "required": ["status", "generation"],
+                "properties": {"status": {"type": "string", "enum": ["diverged"]},
+                               "generation": {"type": "integer"}}})}}}},
         "/model": {"get": {"summary": "The served model: header, counters, file, when loaded, serving counters",
-                           "responses": {"200": {"description": "Model information"}}}},
-        "/reload": {"post": {"summary": "Load the model file again and swap it in (as SIGHUP)",
-                             "responses": {"200": {"description": "Reloaded"},
-                                           "409": {"description": "Refused (damaged or incompatible file, or "
-                                                                  "--learn); the old model keeps serving"}}}},
+                           "responses": {"200": {"description": "Model information", "content": _json_content({
+                               "type": "object",
+                               "required": ["model", "counters", "generation", "learn", "serving", "pid"],
+                               "properties": {"model": {"type": "object"}, "counters": {"type": "object"},
+                                              "file": {"type": "object"}, "generation": {"type": "integer"},
+                                              "learn": {"type": "boolean"}, "serving": {"type": "object"},
+                                              "pid": {"type": "integer"}}})}}}},
+        "/reload": {"post": {"summary": "Load the model file again and swap it in (as SIGHUP); the answer is "
+                                        "for a load that started after the request",
+                             "responses": {
+                                 "200": {"description": "Reloaded", "content": _json_content(
+                                     {"$ref": "#/components/schemas/Reload"})},
+                                 "409": {"description": "Refused (damaged or incompatible file, or --learn); the "
+                                                        "old model keeps serving",
+                                         "content": _json_content({"$ref": "#/components/schemas/Reload"})}}}},
+        "/openapi.json": {"get": {"summary": "This document", "responses": {
+            "200": {"description": "OpenAPI 3.0 description of the HTTP endpoints",
+                    "content": _json_content({"type": "object"})}}}},
     },
-    "components": {"schemas": {"Predictions": {"type": "object", "properties": {
-        "predictions": {"type": "array", "items": {"type": "number", "nullable": True},
-                        "description": "as olcli test -p: through the link; the class 1..K for multiclass"},
-        "tags": {"type": "array", "items": {"type": "string", "nullable": True}},
-        "errors": {"type": "array", "items": {"type": "object", "properties": {
-            "index": {"type": "integer"}, "error": {"type": "string"}}}},
-        "classes": {"type": "integer"},
-        "probabilities": {"type": "array", "items": {"type": "array", "items": {"type": "number"}},
-                          "description": "multiclass: one row of K class probabilities per example"},
-        "model": {"type": "object", "properties": {"generation": {"type": "integer"},
-                                                   "loaded_at": {"type": "string"},
-                                                   "link": {"type": "string"}}}}}}},
+    "components": {"schemas": {
+        "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+        "Reload": {"type": "object", "required": ["reloaded", "generation", "loaded_at"],
+                   "properties": {"reloaded": {"type": "boolean"}, "generation": {"type": "integer"},
+                                  "loaded_at": {"type": "string"}, "error": {"type": "string"}}},
+        "Predictions": {"type": "object", "required": ["predictions", "tags", "errors", "model"], "properties": {
+            "predictions": {"type": "array", "items": {"type": "number", "nullable": True},
+                            "description": "as olcli test -p: through the link; the class 1..K for multiclass"},
+            "tags": {"type": "array", "items": {"type": "string", "nullable": True}},
+            "errors": {"type": "array", "items": {"type": "object", "required": ["index", "error"], "properties": {
+                "index": {"type": "integer"}, "error": {"type": "string"}}}},
+            "classes": {"type": "integer"},
+            "probabilities": {"type": "array", "items": {"type": "array", "nullable": True,
+                                                         "items": {"type": "number"}},
+                              "description": "multiclass: one row of K class probabilities per example"},
+            "model": {"type": "object", "properties": {"generation": {"type": "integer"},
+                                                       "loaded_at": {"type": "string"},
+                                                       "link": {"type": "string", "nullable": True}}}}}}},
 }

@@ -204,9 +204,9 @@ def warm(algorithms: list | None = None, jobs: int | None = None, stream=None) -
     unknown = [name for name in chosen if name not in registry.ALGORITHMS]
     if unknown:
         raise UsageError(f"unknown algorithm {unknown[0]!r} (one of: {', '.join(names)})")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs must be at least 1 (got {jobs})")
     jobs = jobs or os.cpu_count() or 1
-    if jobs < 1:
-        raise UsageError("--jobs must be at least 1")
     started = time.perf_counter()
     children = os.times()
     stream.write(f"olcli warm: compiling the kernels of train, test, inspect and serve for "
