@@ -566,6 +566,71 @@ def _warm(algorithm: str, classes: int) -> float:
     return time.perf_counter() - started
 
 
+PROBE_SECONDS = 5.0         # connecting to a --scheduler, then its first bytes
+_NOT_DASK = ("is not a Dask scheduler ({why}); give the address `dask scheduler` prints "
+             "(tcp://HOST:8786 by default), not a web, dashboard or olcli serve port")
+
+
+def probe_scheduler(address: str) -> None:
+    """Check, before Dask's client talks to it, that ``address`` is a Dask scheduler: a
+    scheduler sends its handshake (an 8-byte frame length, then a small message) as soon as it
+    accepts a connection (distributed/comm/core.py ``on_connection``). Something else (an HTTP
+    server, a database, olcli serve's ports) sends nothing or something else: Dask's client
+    would then wait forever, or read "HTTP/1.1" as a length of 3 EiB and raise MemoryError.
+    Here each such case is a ClusterError naming the address, within 2 x PROBE_SECONDS.
+    Only tcp:// addresses are probed (tls://, ucx:// and others go to Dask as given)."""
+    import struct
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme != "tcp":
+            return
+        host, port = parse_host_port(location, 8786)
+    except (ValueError, TypeError) as exc:
+        raise ClusterError(f"--scheduler {address!r} is not an address like tcp://HOST:8786 ({exc})") from None
+    try:
+        connection = socket.create_connection((host, port), timeout=PROBE_SECONDS)
+    except socket.timeout:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: no answer to a connection within "
+                           f"{PROBE_SECONDS:g} s (is the address routable from here, and the port open?)") from None
+    except OSError as exc:
+        reason = "connection refused: nothing listens there" if isinstance(exc, ConnectionRefusedError) else (
+            exc.strerror or str(exc))
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {reason}; start one with "
+                           f"`dask scheduler`, or give --workers N for a local cluster") from None
+    with connection:
+        connection.settimeout(PROBE_SECONDS)
+        received, closed, deadline = b"", False, time.monotonic() + PROBE_SECONDS
+        try:
+            while len(received) < 8 and time.monotonic() < deadline:
+                connection.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = connection.recv(8 - len(received))
+                if not chunk:
+                    closed = True
+                    break
+                received += chunk
+        except socket.timeout:
+            pass
+        except OSError as exc:
+            raise ClusterError(f"--scheduler {address} " + _NOT_DASK.format(
+                why=f"it reset the connection: {exc.strerror or exc}")) from None
+    if not received and closed:
+        raise ClusterError(f"--scheduler {address} " + _NOT_DASK.format(
+            why="it accepted a connection and closed it without a greeting"))
+    if not received:
+        raise ClusterError(f"--scheduler {address} " + _NOT_DASK.format(
+            why=f"it accepted a connection but sent nothing in {PROBE_SECONDS:g} s, where a scheduler greets "
+                "at once"))
+    if len(received) < 8:
+        raise ClusterError(f"--scheduler {address} " + _NOT_DASK.format(
+            why=f"it sent {received!r} and closed the connection"))
+    (length,) = struct.unpack("<Q", received)
+    if not 0 < length < (1 << 24):
+        raise ClusterError(f"--scheduler {address} " + _NOT_DASK.format(why=f"it greeted with {received!r}"))
+
+
 class Cluster:
     """A connection to a Dask scheduler: a local cluster started here (``workers``)
     or an existing one (``scheduler``). Closed (and a local cluster's processes
@@ -604,6 +669,7 @@ class Cluster:
             self.dashboard = self.cluster.dashboard_link
             self.client.register_plugin(_worker_plugin())
         else:
+            probe_scheduler(self.scheduler)
             try:
                 self.client = distributed.Client(self.scheduler, timeout=CONNECT_SECONDS, set_as_default=False)
             except Exception as exc:
@@ -839,7 +905,9 @@ class ScaleOut:
             completed = self.passes[-1].number if self.passes else None
             if best.snapshot is not None and best.number != completed:
                 # -f keeps the pass with the best holdout loss (run.py does the same).
-                learner.model.state[:] = best.snapshot[0]
+                from olcli.model import restore
+
+                restore(learner.model.state, best.snapshot[0])
                 learner.model.counters[:] = best.snapshot[1]
             result.bad_lines, result.bad_line_samples = self.bad_lines, list(self.bad_samples)
             result.report = self.report()
@@ -977,7 +1045,9 @@ def execute(session, options, cluster_options: dict, prediction_output=None, ext
     learner = session.learner
     session.finished = True  # from here on this function reports whatever happens
     started_examples = float(learner.model.counters[C_EXAMPLES])
-    start_state = (learner.model.state.copy(), learner.model.counters.copy())
+    from olcli.model import copy_state
+
+    start_state = (copy_state(learner.model.state), learner.model.counters.copy())  # its touched rows only
     result = RunResult(report={})
     outcome, ran, trainer = None, False, None
     cluster = Cluster(cluster_options.get("workers"), cluster_options.get("scheduler"), quiet=options.quiet)
