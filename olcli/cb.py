@@ -12,16 +12,28 @@ loss. Per event, as VW 9.x does (``cb_explore_adf_*.cc``, ``cb_adf.cc``, ``explo
    ``first``: uniform while τ > 0 (τ decreases per learned event), then all on the best;
    ``softmax``: p_a ∝ exp(−λ (s_a − min s)); ``squarecb``: with γ = gamma_scale · n^gamma_exponent
    (n = events learned), p_a = 1/(K + γ (s_a − s_best)) for a ≠ best, the rest on the best;
-   then, for first/softmax/squarecb, the projection onto p_a ≥ ε/K (``enforce_minimum_probability``);
+   ``bag`` (B members): each member votes 1/t for its t tied best actions, p = votes / B;
+   then, for first/softmax/squarecb/bag, the projection onto p_a ≥ ε/K (``enforce_minimum_probability``);
 3. VW's progress loss of the event, the IPS estimate of the PMF's cost: p_{a*} · c / p_logged;
 4. if labelled, learning by ``cb_type``: ``mtr`` regresses only the chosen action on c with weight
    w / p · (events / actions) (running totals); ``ips`` regresses every action on c/p (chosen) or 0;
-   ``dm`` on c (chosen) or 0 (VW's cb_adf trains the others toward 0); squarecb learns without the
-   1/p factor except when the chosen action is the last line (VW's loop stops one short).
+   ``dm`` on c (chosen) or 0 (VW's cb_adf trains the others toward 0); ``dr`` first lets a cost
+   model ĝ (a second weight copy) learn the chosen action on c with weight w/p, taking ĝ_b in action
+   order (the chosen one's before its update, the later ones after), then regresses every action on
+   ĝ_b, the chosen one on ĝ_a + (c − ĝ_a)/p; squarecb learns without the 1/p factor except when the
+   chosen action is the last line (VW's loop stops one short); a bag member learns the event k times,
+   k ~ Poisson(1) drawn from VW's random state (seed 0, ``bs::weight_gen``; ``greedify``: member 0
+   once), each member with its own mtr totals.
+
+Weight copies (dr's cost model, bag's members) live in the same ``Learner`` as features whose
+namespace names carry a copy prefix (``copy_features``), so all copies share one label range and the
+learner's global state, as VW's copies do; VW places copies at index offsets instead, so hash
+collisions (not the semantics) can differ. The learner's constant feature is one row for all copies,
+so dr and bag take a learner without it (VW's ``--noconstant``); a constant per copy is still to do.
 
 The oracle for all of this is ``tests/naive_cb.py``; ``tests/test_cb.py`` checks this module step by
-step against it. Not here yet: cb_type dr and bag (VW shares one label range between the weight
-copies they need), ``--cb K``/``--cbify`` (VW's per-action hashed index placement), interactions.
+step against it. Not here yet: ``--cb K``/``--cbify`` (VW's per-action hashed
+index placement), interactions.
 """
 
 import math
@@ -31,9 +43,26 @@ import numpy as np
 from olcli.cb_format import CbEvent
 from olcli.errors import UsageError
 
-RULES = ("epsilon", "first", "softmax", "squarecb")
-CB_TYPES = ("mtr", "ips", "dm")
+RULES = ("epsilon", "first", "softmax", "squarecb", "bag")
+CB_TYPES = ("mtr", "ips", "dm", "dr")
 FLT_EPSILON = 1.1920929e-07
+# bs.cc weight_gen: Poisson(1) CDF; the draw is the first k with u <= CDF[k] (8 beyond the table's tail)
+POISSON_CDF = (0.3678794411714423, 0.7357588823428846, 0.9196986029286058, 0.9810118431238462,
+               0.9963401531726563, 0.9994058151824183, 0.9999167588507120, 0.9999897508033254)
+
+
+def merand48(state):
+    """VW's LCG: x <- 0xeece66d5deece66d*x + 2147483647 mod 2^64; (23 bits of x >> 25 as [0, 1), x)."""
+    x = (0xEECE66D5DEECE66D * state + 2147483647) & 0xFFFFFFFFFFFFFFFF
+    return ((x >> 25) & 0x7FFFFF) / float(1 << 23), x
+
+
+def copy_features(text, copy):
+    """Features text moved to weight copy ``copy`` (VW: a feature offset per copy; here: the namespace
+    names get the prefix ``#<copy>~``, so copies are disjoint features of the one model)."""
+    if copy == 0:
+        return text
+    return " ".join(f"|#{copy}~{tok[1:]}" if tok.startswith("|") else tok for tok in text.split(" "))
 
 
 def enforce_minimum_probability(probs, epsilon):
@@ -65,7 +94,7 @@ class CbExploreAdf:
     """
 
     def __init__(self, learner, rule="epsilon", *, epsilon=None, tau=0, lam=1.0, gamma_scale=10.0,
-                 gamma_exponent=0.5, cb_type="mtr", first_only=False):
+                 gamma_exponent=0.5, cb_type="mtr", first_only=False, bag=0, greedify=False, random_seed=0):
         if rule not in RULES:
             raise UsageError(f"exploration rule must be one of {', '.join(RULES)} (got {rule!r})")
         if rule == "squarecb":
@@ -76,6 +105,12 @@ class CbExploreAdf:
             raise UsageError(f"contextual bandits regress costs with squared loss; the learner has {learner.loss}")
         if learner.model.interactions:
             raise UsageError("contextual bandits over a Learner do not take interactions yet")
+        if (cb_type == "dr" or rule == "bag") and learner.model.constant:
+            raise UsageError(f"{'cb_type dr' if cb_type == 'dr' else 'bag'} needs a learner built with "
+                             "constant=False (VW's --noconstant): its weight copies would share the learner's "
+                             "one constant feature")
+        if rule == "bag" and (not isinstance(bag, int) or bag < 1):
+            raise UsageError(f"bag needs the number of members, 1 or more (got {bag!r})")
         if epsilon is None:
             epsilon = 0.05 if rule == "epsilon" else 0.0    # VW's defaults per rule
         if not 0.0 <= epsilon <= 1.0:
@@ -89,9 +124,13 @@ class CbExploreAdf:
         self.gamma_exponent = float(gamma_exponent)
         self.cb_type = cb_type
         self.first_only = first_only
+        self.members = bag if rule == "bag" else 1
+        self.greedify = greedify
+        self.random_state = int(random_seed)
+        self.copies = 2 if cb_type == "dr" else 1    # weight copies per member
         self.events_learned = 0     # squarecb's counter
-        self.event_sum = 0          # mtr's running totals
-        self.action_sum = 0
+        self.event_sum = [0] * self.members   # mtr's running totals, per member
+        self.action_sum = [0] * self.members
         # VW's summary counters (shared_data)
         self.examples = 0
         self.labelled_weight = 0.0
@@ -101,18 +140,18 @@ class CbExploreAdf:
     # --- lines ---
 
     @staticmethod
-    def action_lines(event: CbEvent, labels=None, weights=None):
+    def action_lines(event: CbEvent, labels=None, weights=None, copy=0):
         """Action a's regression line: ``[label weight ]`` + action features + shared features."""
         shared = event.shared or ""
         out = []
         for a, feats in enumerate(event.actions):
             head = "" if labels is None else f"{labels[a]!r} {weights[a]!r} "
-            out.append(f"{head}{feats or '|'} {shared}".rstrip())
+            out.append(head + copy_features(f"{feats or '|'} {shared}".rstrip(), copy))
         return out
 
-    def scores(self, event: CbEvent):
-        """Unclipped linear scores of the actions, and VW's feature count of the event."""
-        batch, _ = self.learner.to_batch(self.action_lines(event))
+    def scores(self, event: CbEvent, member=0):
+        """Unclipped linear scores of the actions (of one bag member), and VW's feature count of the event."""
+        batch, _ = self.learner.to_batch(self.action_lines(event, copy=member * self.copies))
         used = int(batch.row_ptr[-1])   # the parser's arrays have spare room past the last feature
         w = self.learner.weights_at(batch.index[:used].astype(np.int64))
         contrib = w * batch.value[:used]
@@ -120,6 +159,33 @@ class CbExploreAdf:
         return scores, int(batch.feature_count.sum())
 
     # --- exploration ---
+
+    def bag_pmf(self, event):
+        """Votes of the members' rankings (1/t to each of a member's t tied best), then ε/K floor; sorted by
+        (probability desc, summed score asc, action asc) as VW's sort_action_probs."""
+        k = len(event.actions)
+        votes, summed = np.zeros(k), np.zeros(k)
+        for m in range(self.members):
+            sc, _ = self.scores(event, m)
+            summed += sc
+            order = sorted(range(k), key=lambda a: (sc[a], a))
+            if self.first_only:
+                votes[order[0]] += 1.0
+            else:
+                t = self._tied(sc[order])
+                for a in order[:t]:
+                    votes[a] += 1.0 / t
+        p = votes / votes.sum() if votes.sum() > 1e-6 else np.eye(1, k)[0]
+        p = enforce_minimum_probability(p, self.epsilon)
+        ranked = sorted(range(k), key=lambda a: (-p[a], summed[a], a))
+        return [(a, float(p[a])) for a in ranked]
+
+    @staticmethod
+    def _tied(s):
+        t = 1
+        while t < len(s) and abs(s[t] - s[0]) <= FLT_EPSILON * max(abs(s[t]), abs(s[0])):
+            t += 1
+        return t
 
     def pmf(self, scores):
         order = sorted(range(len(scores)), key=lambda a: (scores[a], a))
@@ -130,9 +196,7 @@ class CbExploreAdf:
             if self.first_only:
                 p[0] += 1.0 - self.epsilon
             else:
-                t = 1
-                while t < k and abs(s[t] - s[0]) <= FLT_EPSILON * max(abs(s[t]), abs(s[0])):
-                    t += 1
+                t = self._tied(s)
                 p[:t] += (1.0 - self.epsilon) / t
         elif self.rule == "first":
             p = np.full(k, 1.0 / k) if self.tau > 0 else np.eye(1, k)[0]
@@ -151,20 +215,43 @@ class CbExploreAdf:
 
     # --- learning ---
 
-    def learn(self, event: CbEvent):
+    def _learn_member(self, event: CbEvent, member):
         k = len(event.actions)
         a, c, prob = event.chosen, float(event.cost), float(event.probability)
         if self.rule == "squarecb" and a != k - 1:
             prob = 1.0
+        copy = member * self.copies
         if self.cb_type == "mtr":
-            self.event_sum += 1
-            self.action_sum += k
-            weight = event.weight / prob * (self.event_sum / self.action_sum)
-            self.learner.learn([self.action_lines(event, [c] * k, [weight] * k)[a]])
+            self.event_sum[member] += 1
+            self.action_sum[member] += k
+            weight = event.weight / prob * (self.event_sum[member] / self.action_sum[member])
+            self.learner.learn([self.action_lines(event, [c] * k, [weight] * k, copy)[a]])
+            return
+        targets = [0.0] * k
+        if self.cb_type == "ips":
+            targets[a] = c / prob
+        elif self.cb_type == "dm":
+            targets[a] = c
         else:
-            targets = [0.0] * k
-            targets[a] = c / prob if self.cb_type == "ips" else c
-            self.learner.learn(self.action_lines(event, targets, [event.weight] * k))
+            unlabelled = self.action_lines(event, copy=copy + 1)
+            learned = self.action_lines(event, [c] * k, [event.weight / prob] * k, copy + 1)
+            for b in range(k):
+                if b == a:   # get_cost_pred<true>: the prediction made before this update
+                    targets[b] = float(self.learner.learn([learned[b]]).predictions[0])
+                else:
+                    targets[b] = float(self.learner.predict([unlabelled[b]])[0])
+            targets[a] += (c - targets[a]) / prob
+        self.learner.learn(self.action_lines(event, targets, [event.weight] * k, copy))
+
+    def learn(self, event: CbEvent):
+        for m in range(self.members):
+            if self.rule == "bag" and not (self.greedify and m == 0):
+                u, self.random_state = merand48(self.random_state)
+                times = next((i for i, cdf in enumerate(POISSON_CDF) if u <= cdf), 8)
+            else:
+                times = 1
+            for _ in range(times):
+                self._learn_member(event, m)
         self.events_learned += 1
         if self.rule == "first" and self.tau > 0:
             self.tau -= 1
@@ -172,7 +259,7 @@ class CbExploreAdf:
     def step(self, event: CbEvent):
         """Predict the PMF, score it (VW's progress loss), learn if labelled; returns (pmf, loss)."""
         scores, features = self.scores(event)
-        pmf = self.pmf(scores)
+        pmf = self.bag_pmf(event) if self.rule == "bag" else self.pmf(scores)
         loss = 0.0
         if event.labelled:
             loss = sum(p for act, p in pmf if act == event.chosen) * event.cost / event.probability
