@@ -363,10 +363,16 @@ def run_olcli_cb(n=2000):
     from olcli import cb
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="cb_vs_vw_olcli_"))
-    streams = [("tests' synthetic stream (repeated features)", synthetic(n, seed=5), "plain"),
-               ("stream without repeated features", distinct_stream(n), "plain"),
-               ("stream without repeated features", distinct_stream(n), "default")]
-    for s_i, (stream, events, learner_kind) in enumerate(streams):
+    basic = [("epsilon", {"epsilon": 0.05}, "--epsilon 0.05"), ("squarecb", {}, "--squarecb"),
+             ("softmax", {"lam": 1.0}, "--softmax --lambda 1")]
+    copies = [("epsilon", {"epsilon": 0.05, "cb_type": "dr"}, "--epsilon 0.05 --cb_type dr"),
+              ("bag", {"bag": 3}, "--bag 3"), ("bag", {"bag": 3, "cb_type": "dr"}, "--bag 3 --cb_type dr"),
+              ("bag", {"bag": 4, "epsilon": 0.1, "greedify": True}, "--bag 4 --epsilon 0.1 --greedify")]
+    streams = [("tests' synthetic stream (repeated features)", synthetic(n, seed=5), "plain", basic),
+               ("stream without repeated features", distinct_stream(n), "plain", basic),
+               ("stream without repeated features", distinct_stream(n), "default", basic),
+               ("stream without repeated features", distinct_stream(n), "plain_noconstant", copies)]
+    for s_i, (stream, events, learner_kind, rules) in enumerate(streams):
         text = []
         for e in events:
             text.append("shared " + e.shared)
@@ -376,16 +382,18 @@ def run_olcli_cb(n=2000):
         path.write_text("\n".join(text) + "\n")
 
         def make():
-            return plain_learner(True) if learner_kind == "plain" else olcli.Learner("gd", loss="squared")
-        for rule, kwargs, opt in [("epsilon", {"epsilon": 0.05}, "--epsilon 0.05"), ("squarecb", {}, "--squarecb"),
-                                  ("softmax", {"lam": 1.0}, "--softmax --lambda 1")]:
+            if learner_kind == "default":
+                return olcli.Learner("gd", loss="squared")
+            return plain_learner(learner_kind == "plain")
+        for rule, kwargs, opt in rules:
             warm = cb.CbExploreAdf(make(), rule, **kwargs)
             cb.run(events[:5], warm)
             policy = cb.CbExploreAdf(make(), rule, **kwargs)
             t0 = time.perf_counter()
             cb.run(events, policy)
             wall = time.perf_counter() - t0
-            cmd = f"--cb_explore_adf {opt}" + (" --sgd --power_t 0 -l 0.1" if learner_kind == "plain" else "")
+            cmd = f"--cb_explore_adf {opt}" + (" --sgd --power_t 0 -l 0.1" if learner_kind != "default" else "") \
+                + (" --noconstant" if learner_kind == "plain_noconstant" else "")
             t0 = time.perf_counter()
             proc = subprocess.run(VW + ["-d", str(path)] + cmd.split(), capture_output=True, text=True)
             vw_wall = time.perf_counter() - t0
@@ -489,7 +497,9 @@ def write_report(out, suite, cbify, floor, started, dsjson=(), oracle=(), olcli_
                   "(default: VW's adaptive, normalized, invariant gd, `-l 0.5`); wall = the event loop after a "
                   "warm-up (no compilation). olcli sums a feature repeated within a line into one (the project's "
                   "rule), VW updates each occurrence: the same for plain SGD, not for the default learner, "
-                  "hence the stream without repeats for the default-learner rows. "
+                  "hence the stream without repeats for the default-learner rows. The dr and bag rows run with "
+                  "`--noconstant` (a Learner with constant=False): olcli.cb keeps weight copies as prefixed "
+                  "namespaces of one Learner, whose single constant row the copies would share. "
                   "VW: the same events as ADF text, wall = the whole `python -m vowpalwabbit` process (start-up "
                   "included). The olcli event loop is a per-event Python loop (parse, score, learn): it shows "
                   "the semantics agree, not the speed the issue asks for.", "",
