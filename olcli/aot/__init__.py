@@ -28,7 +28,7 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXTENSION = "olcli.aot._aot_kernels"
-MANIFEST = os.path.join(HERE, "_aot_kernels.json")
+MANIFEST_NAME = "_aot_kernels.json"
 
 _lock = threading.RLock()
 _state = {"exports": None, "jit": False, "notice": None, "stream": None}
@@ -83,29 +83,55 @@ def kernel_name(py_func) -> str:
 
 # --- the compiled module ---
 
+def location() -> str:
+    """The folder of the compiled module and its manifest: ``OLCLI_AOT_DIR`` when set (a
+    build elsewhere, e.g. the tests'), else this package's folder."""
+    return os.environ.get("OLCLI_AOT_DIR") or HERE
+
+
 def available(stamp: str) -> str:
     """'' when the compiled module is there and was built from these sources (the engine's
     ``stamp``), else why not (for the notice)."""
+    folder = location()
+    manifest_path = os.path.join(folder, MANIFEST_NAME)
     try:
-        with open(MANIFEST) as f:
+        with open(manifest_path) as f:
             manifest = json.load(f)
     except FileNotFoundError:
         return "no ahead-of-time kernels were built (python -m olcli.aot.build)"
     except (OSError, ValueError) as exc:
-        return f"cannot read {MANIFEST}: {exc}"
+        return f"cannot read {manifest_path}: {exc}"
     if manifest.get("stamp") != stamp:
         return "the ahead-of-time kernels were built from other sources (rebuild: python -m olcli.aot.build)"
     try:
-        import importlib
-
-        module = importlib.import_module(EXTENSION)
-    except ImportError as exc:
-        return f"cannot load the ahead-of-time kernels ({exc})"
-    exports = {}
-    for name, table in manifest["kernels"].items():
-        exports[name] = {key: getattr(module, symbol) for key, symbol in table.items()}
+        modules = {part: _load(folder, part, file_name) for part, file_name in manifest["files"].items()}
+        exports = {}
+        for name, table in manifest["kernels"].items():
+            exports[name] = {}
+            for key, where in table.items():
+                part, _, symbol = where.partition(":")
+                exports[name][key] = getattr(modules[part], symbol)
+    except (ImportError, KeyError, AttributeError) as exc:
+        return f"cannot load the ahead-of-time kernels ({type(exc).__name__}: {exc})"
     _state["exports"] = exports
     return ""
+
+
+def _load(folder: str, part: str, file_name: str):
+    """The extension module ``_aot_kernels_<part>`` from ``folder``/``file_name``."""
+    import importlib.machinery
+    import importlib.util
+
+    name = f"{EXTENSION}_{part}"
+    path = os.path.join(folder, file_name)
+    if not os.path.exists(path):
+        raise ImportError(f"{path} is missing")
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules[name] = module
+    return module
 
 
 def _exports_of(py_func) -> dict:

@@ -200,65 +200,137 @@ def _release_gil(nogil: dict) -> None:
     compiler.compile_extra = compile_extra
 
 
-def build(output_dir: str = HERE, signatures: str = SIGNATURES, verbose: bool = False) -> dict:
-    """Compile every recorded signature into ``output_dir``/_aot_kernels*.so and write its manifest."""
+def load_signatures(path: str = SIGNATURES) -> dict:
+    with open(path) as f:
+        return json.load(f)["kernels"]
+
+
+# A rough cost of compiling each kernel (the mixture holds three algorithms' code), to share
+# the work between the build's processes evenly.
+_COST = {"mixture": 3.0, "parse": 1.5}
+
+
+def _parts(wanted: dict, jobs: int) -> list:
+    """``wanted`` split into ``jobs`` parts of about the same compile cost."""
+    parts = [({}, 0.0) for _ in range(max(1, jobs))]
+    by_cost = sorted(wanted.items(), key=lambda item: -_COST.get(item[0].partition(":")[0].rsplit(".", 1)[-1], 1.0))
+    for name, keys in by_cost:
+        cost = _COST.get(name.partition(":")[0].rsplit(".", 1)[-1], 1.0) * len(keys)
+        k = min(range(len(parts)), key=lambda i: parts[i][1])
+        parts[k][0][name] = keys
+        parts[k] = (parts[k][0], parts[k][1] + cost)
+    return [part for part, _ in parts if part]
+
+
+def build_part(output_dir: str, wanted: dict, part: int, verbose: bool = False) -> dict:
+    """Compile ``wanted`` into the module ``_aot_kernels_<part>`` in ``output_dir``; returns
+    its file name and {kernel name: {argument key: "<part>:<symbol>"}}."""
     import importlib
 
     from numba.pycc import CC
 
-    from olcli.engine import jit
-
-    with open(signatures) as f:
-        wanted = json.load(f)["kernels"]
     modules = sorted({name.partition(":")[0] for name in wanted})
     for module in modules:
         importlib.import_module(module)
     from olcli.engine import parse  # noqa: F401  (the chunk parsers are closures made at import)
 
     dispatchers = _dispatchers()
-    started = time.perf_counter()
-    cc = CC("_aot_kernels", source_module="olcli.aot")
+    cc = CC(f"_aot_kernels_{part}", source_module="olcli.aot")
     cc.output_dir = output_dir
     cc.target_cpu = "host"
     cc.verbose = verbose
     _host_features()
-    nogil, manifest, number = {}, {}, 0
+    nogil, table, number = {}, {}, 0
     for name, keys in sorted(wanted.items()):
         dispatcher = dispatchers.get(name)
         if dispatcher is None:
-            raise SystemExit(f"aot_build: {name} is recorded but no longer a kernel (record again)")
+            raise SystemExit(f"olcli.aot.build: {name} is recorded but is no kernel now (record again)")
         nogil[dispatcher.py_func] = bool(dispatcher.targetoptions.get("nogil"))
         for key in keys:
             symbol = f"k{number}"
             number += 1
             argument_types = tuple(key_type(one) for one in _split(key, ";"))
             cc.export(symbol, argument_types)(dispatcher.py_func)
-            manifest.setdefault(name, {})[key] = symbol
+            table.setdefault(name, {})[key] = f"{part}:{symbol}"
     _release_gil(nogil)
+    cc.compile()
+    return {"file": cc.output_file, "kernels": table}
+
+
+def build(output_dir: str = HERE, wanted: dict | None = None, jobs: int | None = None,
+          verbose: bool = False) -> dict:
+    """Compile the signatures ``wanted`` ({kernel name: [argument keys]}; default: every
+    recorded one) into ``output_dir``/_aot_kernels_<k>*.so, ``jobs`` modules compiled by as
+    many processes at once (default: one per core), and write their manifest beside them."""
+    import subprocess
+
+    from olcli.engine import jit
+
+    if wanted is None:
+        wanted = load_signatures()
+    jobs = jobs or os.cpu_count() or 1
+    os.makedirs(output_dir, exist_ok=True)
+    started = time.perf_counter()
+    manifest_path = os.path.join(output_dir, "_aot_kernels.json")
+    if os.path.exists(manifest_path):
+        os.remove(manifest_path)
     for stale in os.listdir(output_dir):
         if stale.startswith("_aot_kernels") and stale.endswith((".so", ".pyd")):
             os.remove(os.path.join(output_dir, stale))
-    cc.compile()
-    with open(os.path.join(output_dir, "_aot_kernels.json"), "w") as f:
-        json.dump({"stamp": jit.engine_stamp(), "kernels": manifest}, f, indent=1, sort_keys=True)
+    parts = _parts(wanted, jobs)
+    work = tempfile.mkdtemp(prefix="olcli-aot-build-")
+    try:
+        processes = []
+        for k, part in enumerate(parts):
+            task = os.path.join(work, f"part{k}.json")
+            with open(task, "w") as f:
+                json.dump({"output_dir": output_dir, "wanted": part, "part": k, "verbose": verbose}, f)
+            processes.append((task, subprocess.Popen([sys.executable, "-m", "olcli.aot.build", "part", task])))
+        failed = [task for task, process in processes if process.wait() != 0]
+        if failed:
+            raise SystemExit(f"olcli.aot.build: {len(failed)} of {len(processes)} parts failed (above)")
+        files, kernels = {}, {}
+        for task, _ in processes:
+            with open(task + ".out") as f:
+                done = json.load(f)
+            files[str(len(files))] = done["file"]
+            kernels.update(done["kernels"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    with open(manifest_path, "w") as f:
+        json.dump({"stamp": jit.engine_stamp(), "files": files, "kernels": kernels}, f, indent=1, sort_keys=True)
         f.write("\n")
-    return {"seconds": time.perf_counter() - started, "exports": number}
+    return {"seconds": time.perf_counter() - started, "exports": sum(len(keys) for keys in wanted.values()),
+            "modules": len(files)}
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m olcli.aot.build", description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=["build", "record"], nargs="?", default="build")
+    parser.add_argument("step", choices=["build", "record", "part"], nargs="?", default="build")
+    parser.add_argument("task", nargs="?", help="part: the task file (build's own use)")
+    parser.add_argument("--jobs", type=int, help="build: processes (default: one per core)")
     parser.add_argument("--tasks", nargs="*", help="record: warm.py's tasks (default: all)")
     parser.add_argument("--output-dir", default=HERE)
+    parser.add_argument("--kernels", nargs="*", help="build: only these recorded kernels (module:name)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
-    if args.step == "record":
+    if args.step == "part":
+        with open(args.task) as f:
+            task = json.load(f)
+        done = build_part(task["output_dir"], task["wanted"], task["part"], task["verbose"])
+        with open(args.task + ".out", "w") as f:
+            json.dump(done, f)
+    elif args.step == "record":
         table = record(args.tasks or all_tasks())
         print(f"recorded {sum(len(keys) for keys in table.values())} signatures of {len(table)} kernels "
               f"into {SIGNATURES}")
     else:
-        result = build(args.output_dir, verbose=args.verbose)
-        print(f"compiled {result['exports']} kernel signatures ahead of time in {result['seconds']:.1f} s")
+        wanted = load_signatures()
+        if args.kernels:
+            wanted = {name: keys for name, keys in wanted.items() if name in args.kernels}
+        result = build(args.output_dir, wanted, args.jobs, verbose=args.verbose)
+        print(f"compiled {result['exports']} kernel signatures ahead of time into {result['modules']} modules "
+              f"in {result['seconds']:.1f} s")
 
 
 if __name__ == "__main__":

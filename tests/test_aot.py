@@ -1,0 +1,217 @@
+"""The kernels compiled ahead of time (olcli/aot, issue 25): the JIT's bytes, without Numba.
+
+Every run here is the olcli command in a subprocess, once with ``OLCLI_KERNELS=aot`` and
+once with ``OLCLI_KERNELS=jit``; the model file, the ``-p`` predictions and the JSON report
+(but its two clock readings) must be the same bytes. The compiled module is the installed
+build when it is current and holds the kernels a case needs; otherwise the cases' kernels
+are compiled here, once, into a temporary folder (``OLCLI_AOT_DIR``).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
+VW = str(SAMPLE / "a9a_train.vw")
+LIBSVM = str(SAMPLE / "a9a_train.libsvm")
+
+ALGORITHMS = {"adagrad": "adagrad", "adagrad-dual": "adagrad_dual", "ftrl": "ftrl", "scinol1": "scinol1",
+              "scinol2": "scinol2", "sgd": "sgd", "gd": "gd", "coin": "coin", "mix": "mixture"}
+
+# The kernels a test build holds (olcli/aot/aot_signatures.json names): the parsers, the
+# prediction writer, every algorithm's binary loop and the default's multiclass loop.
+TEST_KERNELS = (["olcli.engine.parse:parse_chunk_vw", "olcli.engine.parse:parse_chunk_vw_interacting",
+                 "olcli.engine.parse:parse_chunk_libsvm", "olcli.engine.format:format_predictions",
+                 "olcli.engine.mixture:run_chunk_multiclass"]
+                + [f"olcli.engine.{module}:run_chunk" for module in ALGORITHMS.values()])
+
+# (input, olcli options): run under both modes; every kernel they call is in TEST_KERNELS.
+CASES = ([(VW, []),                                                  # the default: --mix, squared loss
+          (VW, ["--loss", "logistic", "-q", "ab", "--l2", "1e-6"]),  # interactions (a9a's namespaces)
+          (LIBSVM, ["--format", "libsvm", "--loss", "logistic"]),
+          (str(SAMPLE / "letter_train.vw"), ["--oaa", "26"])]
+         + [(VW, [f"--{name}", "--loss", loss]) for name, loss in
+            zip(ALGORITHMS, ["logistic", "hinge", "squared", "logistic", "squared", "logistic", "logistic",
+                             "squared", "hinge"])])
+
+PROBE = """
+import json, sys
+from olcli import cli
+code = 0
+try:
+    cli.main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code or 0
+from olcli.engine import jit
+print(json.dumps({"code": code, "mode": jit.MODE,
+                  "numba": sorted(m for m in sys.modules if m == "numba" or m.startswith(("numba.", "llvmlite")))}),
+      file=sys.stderr)
+"""
+
+
+def _environment(mode: str, aot_dir: str | None, **more) -> dict:
+    env = dict(os.environ)
+    env["OLCLI_KERNELS"] = mode
+    env.pop("OLCLI_AOT_DIR", None)
+    if aot_dir:
+        env["OLCLI_AOT_DIR"] = aot_dir
+    env.update(more)
+    return env
+
+
+def _installed_build_covers(kernels) -> bool:
+    from olcli import aot
+    from olcli.engine.jit import engine_stamp
+
+    try:
+        with open(os.path.join(aot.HERE, aot.MANIFEST_NAME)) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return manifest.get("stamp") == engine_stamp() and all(name in manifest["kernels"] for name in kernels)
+
+
+@pytest.fixture(scope="module")
+def aot_dir(tmp_path_factory):
+    """None (the installed build) or a folder holding a build of TEST_KERNELS."""
+    if _installed_build_covers(TEST_KERNELS):
+        return None
+    folder = str(tmp_path_factory.mktemp("aot-build"))
+    done = subprocess.run([sys.executable, "-m", "olcli.aot.build", "build", "--output-dir", folder,
+                           "--kernels", *TEST_KERNELS], capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder
+
+
+def _run(mode, aot_dir, args, **env):
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=1200,
+                          env=_environment(mode, aot_dir, **env))
+    *lines, last = done.stderr.rstrip("\n").split("\n")
+    facts = json.loads(last)
+    assert facts["code"] == 0, done.stderr[-3000:]
+    return facts, "\n".join(lines), done.stdout
+
+
+def _report(path) -> dict:
+    """The report but its clock readings, with its own folder's name (aot/ or jit/) as <out>."""
+    report = json.loads(path.read_text().replace(str(path.parent), "<out>"))
+    for clock in ("elapsed_seconds", "examples_per_second"):
+        assert clock in report
+        report.pop(clock)
+    return report
+
+
+def _train_both(tmp_path, aot_dir, data, options):
+    outputs = {}
+    for mode in ("aot", "jit"):
+        folder = tmp_path / mode
+        folder.mkdir()
+        args = ["train", data, *options, "-f", str(folder / "m.olm"), "-p", str(folder / "p.txt"),
+                "--report", str(folder / "r.json"), "--quiet"]
+        facts, stderr, _ = _run(mode, aot_dir, args)
+        outputs[mode] = (facts, folder)
+    return outputs
+
+
+@pytest.mark.parametrize("data,options", CASES, ids=[" ".join([Path(d).suffix[1:], *o]) for d, o in CASES])
+def test_train_and_test_give_the_same_bytes_ahead_of_time_and_jit(tmp_path, aot_dir, data, options):
+    outputs = _train_both(tmp_path, aot_dir, data, options)
+    (aot_facts, aot_folder), (jit_facts, jit_folder) = outputs["aot"], outputs["jit"]
+    assert aot_facts["mode"] == "aot" and jit_facts["mode"] == "jit"
+    assert aot_facts["numba"] == []  # every kernel of the run was the compiled module's
+    for name in ("m.olm", "p.txt"):
+        assert (aot_folder / name).read_bytes() == (jit_folder / name).read_bytes(), name
+    assert (aot_folder / "p.txt").stat().st_size > 0
+    assert _report(aot_folder / "r.json") == _report(jit_folder / "r.json")
+    # olcli test with the model: the same predictions again
+    tested = {}
+    for mode, folder in (("aot", aot_folder), ("jit", jit_folder)):
+        facts, _, _ = _run(mode, aot_dir, ["test", data, *[o for o in options if o in ("--format", "libsvm")],
+                                           "-i", str(folder / "m.olm"), "-p", str(folder / "t.txt"), "--quiet"])
+        assert facts["numba"] == [] or mode == "jit"
+        tested[mode] = (folder / "t.txt").read_bytes()
+    assert tested["aot"] == tested["jit"] and tested["aot"]
+
+
+def test_the_default_train_imports_no_numba_ahead_of_time(aot_dir, tmp_path):
+    facts, stderr, _ = _run("aot", aot_dir, ["train", VW, "-f", str(tmp_path / "m.olm"), "--quiet"])
+    assert facts["mode"] == "aot"
+    assert facts["numba"] == []
+    assert "compiling" not in stderr
+    facts, _, _ = _run("aot", aot_dir, ["train", LIBSVM, "--format", "libsvm", "--quiet"])
+    assert facts["mode"] == "aot" and facts["numba"] == []
+    # the same command under the JIT does import it (the probe sees what it should)
+    facts, _, _ = _run("jit", aot_dir, ["train", VW, "--quiet"])
+    assert "numba" in facts["numba"]
+
+
+def _manifest(aot_dir) -> tuple:
+    from olcli import aot
+
+    source = aot_dir or aot.HERE
+    with open(os.path.join(source, aot.MANIFEST_NAME)) as f:
+        return source, json.load(f)
+
+
+def test_a_kernel_not_compiled_ahead_is_compiled_with_a_notice(aot_dir, tmp_path):
+    """A build without --scinol1's multiclass loop (the test's manifest leaves it out): the
+    AOT mode compiles it with Numba (an empty cache here), says so on stderr in one line
+    although stderr is not a terminal, and learns the JIT's model."""
+    from olcli import aot
+
+    source, manifest = _manifest(aot_dir)
+    manifest["kernels"].pop("olcli.engine.scinol1:run_chunk_multiclass", None)
+    manifest["files"] = {part: os.path.join(source, name) for part, name in manifest["files"].items()}
+    trimmed = tmp_path / "trimmed"
+    trimmed.mkdir()
+    (trimmed / aot.MANIFEST_NAME).write_text(json.dumps(manifest))
+    letter = str(SAMPLE / "letter_train.vw")
+    facts, stderr, _ = _run("aot", str(trimmed), ["train", letter, "--scinol1", "--oaa", "26",
+                                                  "-f", str(tmp_path / "aot.olm")],
+                            NUMBA_CACHE_DIR=str(tmp_path / "empty-cache"))
+    assert facts["mode"] == "aot" and "numba" in facts["numba"]
+    notices = [line for line in stderr.split("\n") if line.startswith("olcli: compiling")]
+    assert len(notices) == 1 and "run_chunk_multiclass" in notices[0], stderr
+    _run("jit", None, ["train", letter, "--scinol1", "--oaa", "26", "-f", str(tmp_path / "jit.olm"), "--quiet"])
+    assert (tmp_path / "aot.olm").read_bytes() == (tmp_path / "jit.olm").read_bytes()
+
+
+def test_a_stale_build_is_not_used(aot_dir, tmp_path):
+    """A build whose stamp is not the engine's sources' is never loaded: the JIT runs, and says why."""
+    from olcli import aot
+
+    source, manifest = _manifest(aot_dir)
+    manifest["files"] = {part: os.path.join(source, name) for part, name in manifest["files"].items()}
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    manifest["stamp"] = "0" * 64
+    (stale / aot.MANIFEST_NAME).write_text(json.dumps(manifest))
+    facts, stderr, _ = _run("aot", str(stale), ["train", VW, "--quiet"])
+    assert facts["mode"] == "jit"
+    assert "built from other sources" in stderr
+
+
+def test_value_keys_are_numbas_types():
+    """olcli.aot.value_key gives, for the values the commands pass, the key build.type_key
+    gives Numba's type of them (what the compiled module is looked up by)."""
+    import numpy as np
+    from numba import typeof
+
+    from olcli.aot import value_key
+    from olcli.aot.build import key_type, type_key
+    from olcli.engine.records import Batch
+
+    values = [True, 3, 2.5, None, np.int64(4), np.float64(1.5), np.bool_(False), np.int32(2),
+              np.zeros(3), np.zeros((2, 3)), np.zeros((3, 2))[:, 0], np.zeros((2, 3), order="F"),
+              np.frombuffer(b"abc", np.uint8), np.zeros(4, np.int32), (np.zeros(2), 1, 2.0),
+              (np.zeros(2), np.zeros(2)),
+              Batch(*[np.zeros(2)] * 3, np.zeros(3, np.int64), np.zeros(2, np.int32), np.zeros(2),
+                    np.zeros(2, np.int64))]
+    for value in values:
+        kind = typeof(value)
+        assert value_key(value) == type_key(kind), (value, kind)
+        assert key_type(type_key(kind)) == kind
