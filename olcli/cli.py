@@ -576,7 +576,8 @@ def serve(
     log_format: str = typer.Option("text", "--log-format", help="Event log on stderr: text or json."),
 ):
     """Serve a model: VW's daemon line protocol, and HTTP/JSON with --http-port (README "Serving")."""
-    from olcli.serve import ServeOptions, serve as run_server
+    with signals.immediate():   # start-up: a signal stops it at once, also while importing (issue 31)
+        from olcli.serve import ServeOptions, serve as run_server
 
     run_server(ServeOptions(
         model_path=initial_model, host=host, port=port, port_file=port_file, pid_file=pid_file,

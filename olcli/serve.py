@@ -1005,13 +1005,17 @@ def _announce(options: ServeOptions, log: EventLog, sockets: dict, pid: int) -> 
 
 
 def serve(options: ServeOptions) -> None:
-    """``olcli serve``: check everything, then serve until SIGTERM/SIGINT (exit 0)."""
-    options.check()
-    log = EventLog(options.log_format)
-    if options.http_port is not None:
-        _http_module()
-    if not os.path.isfile(options.model_path):
-        model_file.load(options.model_path)  # the usual message for a missing or unreadable file
+    """``olcli serve``: check everything, then serve until SIGTERM/SIGINT (exit 0). Until the
+    server listens, SIGTERM, SIGINT and SIGHUP stop it at once (olcli/signals.py immediate)."""
+    from olcli import signals
+
+    with signals.immediate():
+        options.check()
+        log = EventLog(options.log_format)
+        if options.http_port is not None:
+            _http_module()
+        if not os.path.isfile(options.model_path):
+            model_file.load(options.model_path)  # the usual message for a missing or unreadable file
     if options.host in ALL_INTERFACES:
         log("binding_all_interfaces", "warning", host=options.host or "*",
             note="every host that can reach this machine can query"
