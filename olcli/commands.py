@@ -102,13 +102,13 @@ def load_learner(path: str, input_format: str = "auto"):
 def _check_weights(learner, path: str, block: int = 1 << 20) -> None:
     """The weights the file's state and hyper-parameters give must be finite: a file
     can hold a consistent-looking state with hyper-parameters that overflow it."""
-    rows = learner.model.rows
-    for start in range(0, rows, block):
-        weights = learner.weights_at(np.arange(start, min(rows, start + block), dtype=np.int64))
+    rows = model_file.nonzero_rows(learner.model.state)  # an all-zero row's weight is 0
+    for start in range(0, len(rows), block):
+        weights = learner.weights_at(rows[start:start + block])
         bad = np.flatnonzero(~np.isfinite(weights))
         if bad.size:
-            raise model_file.ModelError(f"{path} is corrupted (the weight of row {start + int(bad[0])} is not a "
-                                        f"finite number with the header's hyper-parameters)")
+            raise model_file.ModelError(f"{path} is corrupted (the weight of row {int(rows[start + bad[0]])} is "
+                                        f"not a finite number with the header's hyper-parameters)")
 
 
 def _continue_model(path: str, algorithm: str | None, options: dict, settings: dict, input_format: str):
@@ -397,7 +397,7 @@ class _Session:
         report = dict(result.report) or {"examples": 0, "bad_lines": 0}  # stopped before the run began
         read = int(report.get("examples") or 0)
         bad = int(report.get("bad_lines") or 0)
-        if outcome is None and not np.isfinite(model.state).all():
+        if outcome is None and not model_file.all_finite(model.state):
             outcome = Diverged(f"the model's weights are not finite numbers; {learner.divergence_advice()}")
         if outcome is None and read == 0 and bad > 0:
             first = result.bad_line_samples[0] if result.bad_line_samples else "?"
@@ -516,8 +516,10 @@ def _inspect(learner, path, top, readable, invert_hash) -> None:
         write_readable(learner, sys.stdout, names)
         return
     header = model.file_header
-    weights = learner.weights().reshape(-1)
-    nonzero = np.flatnonzero(weights)
+    touched = model_file.nonzero_rows(model.state)  # an all-zero row's weight is 0
+    touched_weights = learner.weights_at(touched)
+    nonzero = touched[touched_weights != 0.0]
+    weights = dict(zip(nonzero.tolist(), touched_weights[touched_weights != 0.0].tolist()))
     out = sys.stdout
     out.write(f"model: {path}\n")
     out.write(f"format version: {header['format_version']} (olcli {header['olcli_version']})\n")
@@ -547,7 +549,7 @@ def _inspect(learner, path, top, readable, invert_hash) -> None:
         ends = ["labels seen" if v is None else f"{v:g}" for v in (model.min_prediction, model.max_prediction)]
         out.write(f"prediction range: [{ends[0]}, {ends[1]}] (--min-prediction, --max-prediction)\n")
     out.write(f"non-zero weights: {nonzero.size}\n")
-    order = nonzero[np.argsort(-np.abs(weights[nonzero]), kind="stable")][:top]
+    order = nonzero[np.argsort(-np.abs(touched_weights[touched_weights != 0.0]), kind="stable")][:top]
     if order.size:
         out.write("largest weights (index: weight):\n")
         for row in order:

@@ -34,7 +34,7 @@ from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, NONNEGATIVE_LOSSES, U
 from olcli.engine.records import (
     ADDITIVE_COUNTERS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, N_COUNTERS,
     H_SEEN, S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
-from olcli.errors import DataError, Diverged, UsageError
+from olcli.errors import DataError, Diverged, OlcliError, UsageError
 
 MAX_BITS = 30
 MAX_CLASSES = 10000
@@ -121,19 +121,52 @@ def available_memory() -> int | None:
         return None
 
 
+# What a run needs besides the rows it touches (the interpreter, the compiled kernels,
+# the parser's buffers): a run starts only with this much available, and is stopped
+# (what it learned written) when less than MEMORY_RESERVE is left (MemoryGuard).
+MEMORY_FLOOR = 256 << 20
+MEMORY_RESERVE = 512 << 20
+
+
 def check_memory(bits: int, n_slots: int, classes: int, copies: int = 1) -> None:
-    """Refuse a table that cannot fit, before allocating it (numpy allocates lazily,
-    so a too large table would otherwise fail in the middle of the run)."""
+    """Refuse a run that cannot start. The table is mapped without reserving memory
+    (model.zeroed_state): it costs the pages its examples touch, not 2^bits rows x
+    slots, so what is judged here is what the run touches before its first example
+    (MEMORY_FLOOR) and the table's address space; MemoryGuard watches the rest.
+    ``copies`` is accepted for the callers' sake (a kept best pass now copies only
+    its touched rows)."""
     rows = max(1, classes) * model_file.table_rows(bits)
-    needed = rows * n_slots * 8 * copies
     available = available_memory()
-    if available is not None and needed > available:
-        gib = 1 << 30
-        raise UsageError(
-            f"-b {bits} needs {needed / gib:.1f} GiB for the model table ({rows:,} rows x {n_slots} state "
-            f"slots x 8 bytes{' x ' + str(copies) + ' (the best pass is kept)' if copies > 1 else ''}), "
-            f"but only {available / gib:.1f} GiB of memory is available: use a smaller -b "
-            f"(each step down halves it)")
+    gib = 1 << 30
+    if available is not None and available < MEMORY_FLOOR:
+        raise UsageError(f"only {available / gib:.2f} GiB of memory is available; a run needs at least "
+                         f"{MEMORY_FLOOR / gib:.2f} GiB besides the rows of -b {bits}'s table it touches")
+    if rows * n_slots * 8 >= 1 << 46:   # 64 TiB of address space: more than a process can map
+        raise UsageError(f"-b {bits} with {max(1, classes)} class blocks is a table of {rows:,} rows x "
+                         f"{n_slots} slots, more than the address space holds: use a smaller -b")
+
+
+class MemoryGuard:
+    """Stops a run before the machine runs out of memory: ``check()`` (after each
+    kernel call; it reads /proc/meminfo at most every ``every`` seconds) raises
+    OlcliError when less than ``reserve`` bytes are available, so that the run ends
+    the way an interrupted one does, with what it learned written (saving needs
+    memory for the touched rows only, which the reserve leaves)."""
+
+    def __init__(self, reserve: int = MEMORY_RESERVE, every: float = 0.05):
+        self.reserve, self.every, self._next = reserve, every, 0.0
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + self.every
+        available = available_memory()
+        if available is not None and available < self.reserve:
+            raise OlcliError(f"out of memory: only {available / (1 << 20):.0f} MiB of memory is left (the "
+                             f"rows this run touched, at {self.reserve >> 20} MiB kept in reserve); stopped "
+                             "before the system would kill it: use a smaller -b, fewer interactions or "
+                             "fewer classes")
 
 
 def check_tau(quantile_tau) -> float:
@@ -211,7 +244,7 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
     if initial_constant != 0.0 and not constant:
         raise UsageError("--constant with --noconstant: there is no constant feature to start at "
                          f"{initial_constant:g}")
-    state = np.zeros((max(1, classes) * model_file.table_rows(bits), len(spec.slots)))
+    state = model_file.zeroed_state(max(1, classes) * model_file.table_rows(bits), len(spec.slots))
     if initial_weight != 0.0:
         state[:, 0] = float(initial_weight)  # VW: every weight, the constant's included
     if initial_constant != 0.0:
@@ -657,13 +690,20 @@ class Learner:
             _check_compatible(first, other.model)
         if len(learners) == 1:
             return learners[0].copy()
+        # Every merge rule works row by row and keeps a row that is zero in the base and
+        # in every shard at zero: the rules run on the rows some learner touched only.
+        touched = [model_file.nonzero_rows(lr.model.state) for lr in learners]
         if base is None:
-            base_state, base_counters = np.zeros_like(first.state), np.zeros_like(first.counters)
+            base_counters = np.zeros_like(first.counters)
         else:
-            base_state, base_counters = base.model.state, base.model.counters
+            base_counters = base.model.counters
+            touched.append(model_file.nonzero_rows(base.model.state))
+        rows = np.unique(np.concatenate(touched))
+        base_state = (np.zeros((len(rows), first.state.shape[1])) if base is None
+                      else base.model.state[rows])
         kernels, spec, params = learners[0]._kernels, learners[0]._spec, learners[0]._params
         shard_weights = [float(lr.model.counters[C_WEIGHT] - base_counters[C_WEIGHT]) for lr in learners]
-        arguments = (base_state, [lr.model.state for lr in learners], params, float(base_counters[C_ROUNDS]),
+        arguments = (base_state, [lr.model.state[rows] for lr in learners], params, float(base_counters[C_ROUNDS]),
                      [float(lr.model.counters[C_ROUNDS]) for lr in learners], shard_weights)
         scalars = first.scalars
         if spec.scalars:
@@ -680,7 +720,9 @@ class Learner:
         counters[C_MIN_LABEL] = min(lr.model.counters[C_MIN_LABEL] for lr in learners)
         counters[C_MAX_LABEL] = max(lr.model.counters[C_MAX_LABEL] for lr in learners)
         merged = learners[0].copy()
-        merged.model.state = state
+        full = model_file.zeroed_state(*first.state.shape)
+        full[rows] = state
+        merged.model.state = full
         merged.model.counters = counters
         merged.model.scalars = np.array(scalars, dtype=np.float64, copy=True)
         merged.reset_summary()

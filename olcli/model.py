@@ -17,7 +17,10 @@ No pickle. Float state is stored bit for bit, so continuing from a file is exact
 import hashlib
 import json
 import math
+import mmap
+import os
 import struct
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,9 +128,127 @@ def table_rows(bits: int) -> int:
     return (1 << bits) + 1
 
 
+# --- the table in memory: pay for the rows that are touched ---
+#
+# Every algorithm's state is all zeros in a row no example has touched (each
+# initialises a row at its first touch: gd.py's G, scinol_common.raise_max's eps,
+# coin's wealth stored without alpha). The table is an anonymous private mapping
+# made with MAP_NORESERVE: the kernel hands out a page (4 KiB) only when it is
+# first written, and does not count the whole mapping against the machine's memory
+# up front, so a -b 28 table of 26 GiB costs what its touched pages cost.
+# Everything that walks the table (saving, checking a loaded file, merging,
+# inspect) walks its touched pages only: on Linux /proc/self/pagemap says which
+# pages of the mapping were ever written (present or swapped); a page never
+# written reads as zeros. Elsewhere, or for an array olcli did not map, the rows
+# are found by a scan in blocks (no temporary as large as the table).
+
+_MAP_NORESERVE = 0x4000            # Linux's value on x86 and arm (mmap(2)); Python's mmap lacks the name before 3.13
+_MAPPED_FROM = 1 << 20             # smaller tables: np.zeros (calloc); the scan is cheap for them
+_SCAN_ROWS = 1 << 16               # rows per block of the fallback scan
+
+
+class _ZeroedMapping(mmap.mmap):
+    """An anonymous private mapping made by ``zeroed_state``: its pages never
+    written are zeros (what ``nonzero_rows`` relies on)."""
+
+
+def zeroed_state(rows: int, slots: int, dtype=np.float64) -> np.ndarray:
+    """A (rows, slots) table of zeros whose pages cost memory only once written."""
+    nbytes = rows * slots * np.dtype(dtype).itemsize
+    if nbytes < _MAPPED_FROM or not sys.platform.startswith("linux"):
+        return np.zeros((rows, slots), dtype)
+    mapping = _ZeroedMapping(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+    return np.frombuffer(mapping, dtype).reshape(rows, slots)
+
+
+def _mapped(state: np.ndarray) -> bool:
+    base = state
+    while isinstance(base, (np.ndarray, memoryview)):
+        base = base.base if isinstance(base, np.ndarray) else base.obj
+    return isinstance(base, _ZeroedMapping)
+
+
+def _written_pages(state: np.ndarray):
+    """Byte offsets (from the table's start) of the pages of a ``zeroed_state``
+    table that were ever written, from /proc/self/pagemap (bit 63: present, bit 62:
+    swapped); None when that cannot be read."""
+    page = mmap.PAGESIZE
+    start = state.__array_interface__["data"][0]
+    first, last = start // page, (start + state.nbytes - 1) // page
+    found = []
+    try:
+        fd = os.open("/proc/self/pagemap", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        step = 1 << 18
+        for at in range(first, last + 1, step):
+            count = min(step, last + 1 - at)
+            raw = os.pread(fd, count * 8, at * 8)
+            if len(raw) != count * 8:
+                return None
+            entries = np.frombuffer(raw, np.uint64)
+            found.append(np.flatnonzero(entries >> np.uint64(62)).astype(np.int64) + at)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    pages = np.concatenate(found) if found else np.zeros(0, np.int64)
+    return pages * page - start
+
+
+def nonzero_rows(state: np.ndarray) -> np.ndarray:
+    """The rows (int64, increasing) of a 2-d table that hold a non-zero value: for a
+    ``zeroed_state`` table, found among its written pages only."""
+    rows, slots = state.shape
+    offsets = _written_pages(state) if _mapped(state) and state.flags.c_contiguous and state.size else None
+    if offsets is None:
+        found = [np.flatnonzero(np.any(state[a:a + _SCAN_ROWS] != 0, axis=1)) + a
+                 for a in range(0, rows, _SCAN_ROWS)]
+        return np.concatenate(found).astype(np.int64) if found else np.zeros(0, np.int64)
+    flat = state.reshape(-1)
+    per_page = mmap.PAGESIZE // state.itemsize
+    found = []
+    for a in range(0, len(offsets), 4096):  # 4096 pages (16 MiB of the table) at a time
+        first = offsets[a:a + 4096] // state.itemsize
+        at = (first[:, None] + np.arange(per_page)).reshape(-1)
+        at = at[(at >= 0) & (at < flat.size)]
+        hit = at[flat[at] != 0]
+        if hit.size:
+            found.append(np.unique(hit // slots))
+    return np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+
+
+def all_finite(state: np.ndarray) -> bool:
+    """Every number of the table is finite (only non-zero rows can fail)."""
+    rows = nonzero_rows(state)
+    return bool(np.isfinite(state[rows]).all())
+
+
+def snapshot(state: np.ndarray) -> tuple:
+    """(rows, their values): what ``restore`` needs to put the table back as it is now."""
+    rows = nonzero_rows(state)
+    return rows, state[rows]
+
+
+def restore(state: np.ndarray, saved: tuple) -> None:
+    """Put a ``snapshot`` back, in place: the rows non-zero now are cleared first."""
+    state[nonzero_rows(state)] = 0.0
+    rows, values = saved
+    state[rows] = values
+
+
+def copy_state(state: np.ndarray) -> np.ndarray:
+    """An independent copy that writes only the source's non-zero rows."""
+    out = zeroed_state(*state.shape, dtype=state.dtype)
+    rows = nonzero_rows(state)
+    out[rows] = state[rows]
+    return out
+
+
 def encode(model: Model) -> bytes:
-    state = np.ascontiguousarray(model.state, dtype="<f8")
-    nonzero = np.flatnonzero(np.any(state != 0.0, axis=1)).astype("<u4")
+    state = model.state
+    nonzero = nonzero_rows(state).astype("<u4")
     n_slots = state.shape[1]
     sparse = nonzero.size * (4 + 8 * n_slots) < state.size * 8
     header = model.header()
@@ -136,9 +257,9 @@ def encode(model: Model) -> bytes:
     header_bytes = json.dumps(header, indent=1, sort_keys=True).encode("utf-8")
     parts = [_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header_bytes)), header_bytes]
     if sparse:
-        parts += [nonzero.tobytes(), state[nonzero].tobytes()]
+        parts += [nonzero.tobytes(), np.ascontiguousarray(state[nonzero], dtype="<f8").tobytes()]
     else:
-        parts.append(state.tobytes())
+        parts.append(np.ascontiguousarray(state, dtype="<f8").tobytes())
     body = b"".join(parts)
     return body + hashlib.sha256(body).digest()
 
@@ -484,33 +605,46 @@ def validate(header: dict, path: str) -> None:
                 raise ModelError(f"{path} is corrupted (header field {field.path}: {problem})")
 
 
-def _check_state(state: np.ndarray, header: dict, path: str) -> None:
+def _check_state(values: np.ndarray, rows: np.ndarray, header: dict, path: str) -> None:
     """The payload against the header: finite numbers, slots in their ranges, and
-    counters that fit (a table that learned has rounds >= 1)."""
+    counters that fit (a table that learned has rounds >= 1). ``values`` are the
+    rows ``rows`` of the table (increasing); every other row is all zeros."""
     algorithm = header["algorithm"]
-    finite = np.isfinite(state)
+    total = header["state"]["rows"]
+    finite = np.isfinite(values)
     if not finite.all():
-        row = int(np.flatnonzero(~finite.all(axis=1))[0])
+        row = int(rows[np.flatnonzero(~finite.all(axis=1))[0]])
         raise ModelError(f"{path} is corrupted (row {row} of the state holds a number that is not finite)")
     rounds = float(header["counters"].get("rounds", 0.0))
     for column, slot in enumerate(header["state"]["slots"]):
         rule = SLOT_RULES.get((algorithm, slot))
-        values = state[:, column]
-        if rule == "nonnegative" and (values < 0).any():
+        column_values = values[:, column]
+        if rule == "nonnegative" and (column_values < 0).any():
             raise ModelError(f"{path} is corrupted (state slot {slot} must be >= 0)")
-        if rule == "round" and ((values < 0) | (values > rounds) | (values != np.floor(values))).any():
+        if rule == "round" and ((column_values < 0) | (column_values > rounds)
+                                | (column_values != np.floor(column_values))).any():
             raise ModelError(f"{path} is corrupted (state slot {slot} must be a round number 0..{rounds:g})")
     start = float(header.get("initial_weight", 0.0))
     constant_start = float(header.get("initial_constant", 0.0))
+    zero_rows = len(rows) < total   # rows not given: all zeros
     # --initial-weight: a table that never learned holds it in slot w; --constant: the
     # constant's row of the first block holds that
     if constant_start != 0.0:
-        weights = state[:, 0].copy()
-        row = _block_rows(header) - 1
-        weights[row] = start if weights[row] == constant_start else np.nan
-        learned = bool((weights != start).any() or state[:, 1:].any())
+        weights = values[:, 0].copy()
+        constant_row = _block_rows(header) - 1
+        at = np.searchsorted(rows, constant_row)
+        given = at < len(rows) and rows[at] == constant_row
+        if given:
+            weights[at] = start if weights[at] == constant_start else np.nan
+        # a zero row differs from the start unless the start is 0; the constant's row
+        # must hold constant_start, so a zero there is a change too
+        missing_rows = total - len(rows) - (0 if given else 1)
+        learned = bool((weights != start).any() or values[:, 1:].any()
+                       or (missing_rows > 0 and start != 0.0) or not given)
+    elif start != 0.0:
+        learned = bool((values[:, 0] != start).any() or values[:, 1:].any() or zero_rows)
     else:
-        learned = (state[:, 0] != start).any() or state[:, 1:].any() if start != 0.0 else state.any()
+        learned = bool(values.any())
     if rounds < 1 and learned:
         raise ModelError(f"{path} is corrupted (the state is not empty, but counters.rounds is {rounds:g})")
 
@@ -539,19 +673,23 @@ def decode(raw: bytes, path: str) -> Model:
         expected = count * (4 + 8 * n_slots)
         if len(payload) != expected:
             raise ModelError(f"{path} is corrupted (state has {len(payload)} bytes, expected {expected})")
-        _check_memory(rows * n_slots * 8, path)
+        _check_memory(count * n_slots * 8, path)   # the rows it writes (the others stay unmapped)
         nonzero = np.frombuffer(payload, "<u4", count)
         if count and (int(nonzero[-1]) >= rows or (count > 1 and (np.diff(nonzero.astype(np.int64)) <= 0).any())):
             raise ModelError(f"{path} is corrupted (row numbers out of range or out of order)")
-        state = np.zeros((rows, n_slots))
-        state[nonzero] = np.frombuffer(payload, "<f8", count * n_slots, 4 * count).reshape(count, n_slots)
+        values = np.frombuffer(payload, "<f8", count * n_slots, 4 * count).reshape(count, n_slots)
+        given = nonzero.astype(np.int64)
     else:
         if len(payload) != rows * n_slots * 8:
             raise ModelError(f"{path} is corrupted (state has {len(payload)} bytes, "
                              f"expected {rows * n_slots * 8})")
         _check_memory(rows * n_slots * 8, path)
-        state = np.frombuffer(payload, "<f8").reshape(rows, n_slots).copy()
-    _check_state(state, header, path)
+        dense = np.frombuffer(payload, "<f8").reshape(rows, n_slots)
+        given = nonzero_rows(dense)
+        values = dense[given]
+    _check_state(values, given, header, path)
+    state = zeroed_state(rows, n_slots)
+    state[given] = values
     inputs, multiclass = header["input"], header["multiclass"]
     return Model(
         algorithm=header["algorithm"], params={k: float(v) for k, v in _header_params(header).items()},

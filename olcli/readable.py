@@ -9,9 +9,14 @@ def write_readable(learner, stream, names: dict | None = None) -> None:
     non-zero state: ``[name:]index:weight slot=value ...``; for multiclass the
     index is ``class/index``. With ``names``, rows never named in the run are
     left out and counted in the header."""
+    from olcli.model import nonzero_rows
+
     model = learner.model
-    weights = learner.weights().reshape(-1)
-    rows = np.flatnonzero(np.any(model.state != 0.0, axis=1) | (weights != 0.0))
+    # a row whose state is all zeros has weight 0 with every algorithm: the touched rows are the candidates
+    candidates = nonzero_rows(model.state)
+    weights = np.zeros(model.rows)
+    weights[candidates] = learner.weights_at(candidates)
+    rows = candidates
     stream.write(f"# olcli model, algorithm {model.algorithm} "
                  + " ".join(f"{k}={v:g}" for k, v in sorted(model.params.items())) + "\n")
     stream.write(f"# bits: {model.bits}  loss: {model.loss}  classes: {model.classes or '-'}  "

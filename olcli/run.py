@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from olcli import __version__
+from olcli import model as model_file
 from olcli.engine.records import (C_ROUNDS, H_LOSS, H_ROWS, H_SEEN, H_SINCE_LOSS, H_SINCE_WEIGHT, H_WEIGHT,
                                   MAX_PROGRESS_ROWS, S_DUMP_FACTOR, S_DUMP_STEP, S_NEXT_DUMP, new_holdout)
 from olcli.errors import DataError, Diverged
 from olcli.inputs import CHUNK_BYTES
+from olcli.learner import MemoryGuard
 from olcli.parsing import batch_of
 from olcli.pipeline import PARSE_AHEAD, Examples
 from olcli.report import summarize
@@ -136,7 +138,7 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
             examples.close()
             if best.snapshot is not None and best.number != pass_number:
                 # -f keeps the pass with the best holdout loss.
-                learner.model.state[:] = best.snapshot[0]
+                model_file.restore(learner.model.state, best.snapshot[0])
                 learner.model.counters[:] = best.snapshot[1]
             result.bad_lines, result.bad_line_samples = bad_lines.count, bad_lines.samples
             result.report = _report(learner, options, time.perf_counter() - started, progress, bad_lines, best,
@@ -170,6 +172,9 @@ def spans(row_ptr: np.ndarray, n: int, classes: int, budget: int = LEARN_BUDGET,
     return out
 
 
+_MEMORY = MemoryGuard()
+
+
 def _learn_piece(learner, piece, options, predictions, progress, pass_number, signals=None) -> None:
     """One parsed chunk through the learner, in kernel calls of bounded work (one
     example at a time with --audit); a stop request is checked after each call."""
@@ -186,6 +191,7 @@ def _learn_piece(learner, piece, options, predictions, progress, pass_number, si
             rows = piece.named.index[piece.named.row_ptr[first]:piece.named.row_ptr[first + 1]].astype(np.int64)
             met = [learner.weights_at(rows + k * model.block_rows) for k in range(max(1, model.classes))]
         done = learner.process(batch_of(parsed, first, last), options.learn)
+        _MEMORY.check()   # stops (what was learned is written) before the system runs out of memory
         progress.rows(learner.tally.progress[:done.progress_rows],
                       holdout=bool(learner.tally.holdout[H_ROWS] > 0))
         if done.diverged_at >= 0:
@@ -220,7 +226,7 @@ def _end_pass(learner, options, best: _BestPass, pass_number: int) -> bool:
     best.losses.append(loss)
     if loss < best.loss:
         best.loss, best.number, best.since = loss, pass_number, 0
-        best.snapshot = (learner.model.state.copy(), learner.model.counters.copy())
+        best.snapshot = (model_file.snapshot(learner.model.state), learner.model.counters.copy())
     else:
         best.since += 1
     return best.since >= options.early_terminate

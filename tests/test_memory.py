@@ -1,0 +1,251 @@
+"""Memory for the rows an example touches (issue 26).
+
+The table is a mapping whose pages cost memory only once written
+(model.zeroed_state), every algorithm's untouched row is all zeros, and what
+walks the table (saving, loading, the finite check, inspect, readable models,
+merging, the kept best pass) walks the non-zero rows that model.nonzero_rows
+finds among the written pages. Checked here: that finder against a plain scan;
+that untouched rows stay zero and have weight 0 for every algorithm (which is
+what lets the walkers skip them); merging on the touched rows against the rules
+on the whole table; a -b 28 run on a small file; the memory guard's stop.
+"""
+
+import io
+import os
+import resource
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import olcli
+from olcli import model as model_file
+from olcli import run as run_module
+from olcli.cli import main
+from olcli.engine.registry import ALGORITHMS
+from olcli.learner import Learner, MemoryGuard
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SAMPLE = os.path.join(HERE, "..", "sample_data", "a9a_train.vw")
+LETTER = os.path.join(HERE, "..", "sample_data", "letter_train.vw")
+
+
+def _lines(path, first, count):
+    with open(path) as f:
+        return [line for line in f.read().splitlines() if line][first:first + count]
+
+
+def _resident_kib(array) -> int:
+    """Resident KiB of the pages under ``array`` (from /proc/self/smaps' Rss of its mapping)."""
+    start = array.__array_interface__["data"][0]
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                low, high = (int(x, 16) for x in head.split("-"))
+                inside = low <= start < high
+            elif inside and head == "Rss:":
+                return int(line.split()[1])
+    raise AssertionError("mapping not found")
+
+
+def scan(state):
+    return np.flatnonzero(np.any(state != 0, axis=1))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the mapping and pagemap are Linux's")
+def test_untouched_pages_cost_nothing_and_written_rows_are_found():
+    rows, slots = (1 << 24) + 1, 13   # 1.7 GB of address space
+    state = model_file.zeroed_state(rows, slots)
+    assert model_file._mapped(state)
+    assert _resident_kib(state) < 1024
+    rng = np.random.default_rng(1)
+    picked = np.unique(np.concatenate([rng.integers(0, rows, 300), [0, rows - 1]]))
+    columns = rng.integers(0, slots, len(picked))
+    state[picked, columns] = rng.normal(size=len(picked))
+    # a row that straddles two pages with its non-zero value on the second page
+    straddle = next(r for r in range(1, 2000) if (r * slots * 8) // 4096 != ((r + 1) * slots * 8 - 1) // 4096)
+    state[straddle, slots - 1] = 5.0
+    # a page read but never written maps the zero page: read, it is found empty
+    assert state[12345 * 40].sum() == 0.0
+    picked = np.union1d(picked, [straddle])
+    assert _resident_kib(state) < 4 * len(picked) + 1024
+    found = model_file.nonzero_rows(state)
+    assert found.dtype == np.int64
+    np.testing.assert_array_equal(found, picked)
+    # the same rows from a scan in blocks (an array olcli did not map)
+    small = np.zeros((5000, 3))
+    small[[0, 17, 4999], [2, 0, 1]] = [1.0, -2.0, np.nan]
+    np.testing.assert_array_equal(model_file.nonzero_rows(small), [0, 17, 4999])
+    assert not model_file.all_finite(small)
+    assert model_file.all_finite(state)
+    state[picked[3], 0] = np.inf
+    assert not model_file.all_finite(state)
+
+
+def test_snapshot_and_restore_put_the_table_back():
+    state = model_file.zeroed_state(300001, 4)
+    state[[5, 70000], 1] = [1.0, 2.0]
+    saved = model_file.snapshot(state)
+    state[5, 1] = 9.0
+    state[123456, 3] = 4.0
+    model_file.restore(state, saved)
+    np.testing.assert_array_equal(scan(state), [5, 70000])
+    assert state[5, 1] == 1.0 and state[70000, 1] == 2.0
+    copy = model_file.copy_state(state)
+    np.testing.assert_array_equal(copy, state)
+    copy[5, 1] = 0.0
+    assert state[5, 1] == 1.0
+
+
+def _trained(name, lines, bits=18, **options):
+    learner = Learner(name, loss="logistic" if not options.get("oaa") else None, bits=bits, **options)
+    learner.learn(lines)
+    return learner
+
+
+CASES = [(name, {}) for name in ALGORITHMS] + [("mix", {"oaa": 3}), ("gd", {"oaa": 3}), ("coin", {"oaa": 3}),
+                                                 ("scinol2", {"interactions": ["ff"]})]
+
+
+@pytest.mark.parametrize("name, options", CASES, ids=[f"{n}-{'-'.join(o) or 'plain'}" for n, o in CASES])
+def test_untouched_rows_stay_zero_with_weight_zero(name, options):
+    """What the walkers rely on: a row no example touched is all zeros, and an all-zero
+    row's weight is 0 (so saving, inspect and the weight checks may skip it)."""
+    if options.get("oaa"):
+        lines = [f"{1 + i % 3} | a{i % 7} b{i % 5}:0.5 c{i % 11}:2" for i in range(300)]
+    else:
+        lines = _lines(SAMPLE, 0, 300)
+    learner = _trained(name, lines, bits=12, **options)
+    model = learner.model
+    parsed = learner.parse("\n".join(lines).encode() + b"\n")
+    block = np.unique(parsed.index[:parsed.row_ptr[parsed.n_examples]].astype(np.int64))
+    reached = np.concatenate([block + k * model.block_rows for k in range(max(1, model.classes))])
+    touched = model_file.nonzero_rows(model.state)
+    assert touched.size > 10
+    assert np.isin(touched, reached).all(), "a row no example reached is not zero"
+    weights = learner.weights().reshape(-1)
+    assert np.isin(np.flatnonzero(weights), touched).all(), "an all-zero row has a non-zero weight"
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_merge_on_touched_rows_equals_the_rule_on_the_whole_table(name):
+    lines = _lines(SAMPLE, 0, 600)
+    base = _trained(name, lines[:200], bits=10)
+    shards = []
+    for k in range(3):
+        shard = base.copy()
+        shard.learn(lines[200 + 100 * k:300 + 100 * k])
+        shards.append(shard)
+    shards[2].learn(["1 | only_here_" + str(i) for i in range(5)])
+    merged = Learner.merge(shards, base=base)
+    # the rule itself, on whole tables
+    kernels, spec = base._kernels, base._spec
+    arguments = (base.model.state, [s.model.state for s in shards], base._params,
+                 float(base.model.counters[0]), [float(s.model.counters[0]) for s in shards],
+                 [float(s.model.counters[3] - base.model.counters[3]) for s in shards])
+    if spec.scalars:
+        whole = kernels.merge(*arguments, base_scalars=base.model.scalars,
+                              shard_scalars=[s.model.scalars for s in shards])
+    else:
+        whole = kernels.merge(*arguments)
+    np.testing.assert_array_equal(merged.model.state, whole)
+    # and from a fresh base
+    one, two = _trained(name, lines[:150], bits=10), _trained(name, lines[150:300], bits=10)
+    fresh = Learner.merge([one, two])
+    arguments = (np.zeros_like(one.model.state), [one.model.state, two.model.state], base._params, 0.0,
+                 [float(one.model.counters[0]), float(two.model.counters[0])],
+                 [float(one.model.counters[3]), float(two.model.counters[3])])
+    if spec.scalars:
+        initial = np.array(spec.initial_scalars(one.model.params), dtype=np.float64)
+        whole = kernels.merge(*arguments, base_scalars=initial,
+                              shard_scalars=[one.model.scalars, two.model.scalars])
+    else:
+        whole = kernels.merge(*arguments)
+    np.testing.assert_array_equal(fresh.model.state, whole)
+
+
+def test_a_large_table_saves_and_loads_its_touched_rows_only(tmp_path):
+    learner = Learner("mix", loss="logistic", bits=24)
+    learner.learn(_lines(SAMPLE, 0, 500))
+    path = tmp_path / "m.olm"
+    learner.save(path)
+    rows = model_file.nonzero_rows(learner.model.state)
+    row_bytes = 4 + 8 * len(learner.model.slots)
+    assert os.path.getsize(path) < 20000 + rows.size * row_bytes   # sparse: header + touched rows
+    loaded = olcli.load(path)
+    assert model_file._mapped(loaded.model.state) or not sys.platform.startswith("linux")
+    np.testing.assert_array_equal(model_file.nonzero_rows(loaded.model.state), rows)
+    np.testing.assert_array_equal(loaded.model.state[rows], learner.model.state[rows])
+    assert loaded.to_bytes() == learner.to_bytes()
+    more = _lines(SAMPLE, 500, 200)
+    np.testing.assert_array_equal(loaded.learn(more).predictions, learner.learn(more).predictions)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="measures the child's peak RSS")
+def test_b28_on_a_small_file_runs_and_touches_little(tmp_path):
+    """The default learner's -b 28 table is 26 GiB of address space (13 slots); a run on
+    500 lines touches a few hundred of its pages. Functional, not a benchmark: the bound
+    is 40 times what such a run needs (benchmarks/memory_vs_vw.py measures it)."""
+    data = tmp_path / "small.vw"
+    data.write_text("\n".join(_lines(SAMPLE, 0, 500)) + "\n")
+    model = tmp_path / "m.olm"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = subprocess.run([sys.executable, "-m", "olcli", "train", str(data), "-b", "28", "-f", str(model),
+                           "--quiet"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert peak_kib < 2 * (1 << 20) or peak_kib == before, f"peak RSS {peak_kib} KiB"
+    assert os.path.getsize(model) < 100_000
+    shown = subprocess.run([sys.executable, "-m", "olcli", "inspect", str(model)], capture_output=True,
+                           text=True, timeout=600)
+    assert shown.returncode == 0, shown.stderr
+    assert "bits: 28" in shown.stdout and "non-zero weights:" in shown.stdout
+
+
+def test_the_memory_guard_stops_the_run_and_writes_what_was_learned(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_lines(SAMPLE, 0, 300)) + "\n")
+    model = tmp_path / "m.olm"
+    # a reserve above what any machine has: the first check after a kernel call stops the run
+    monkeypatch.setattr(run_module, "_MEMORY", MemoryGuard(reserve=1 << 60, every=0.0))
+    with pytest.raises(SystemExit) as stopped:
+        main(["train", str(data), "-f", str(model), "--quiet"])
+    assert stopped.value.code == 1
+    err = capsys.readouterr().err
+    assert "out of memory" in err and "stopped before the system would kill it" in err
+    assert "was written to" in err
+    learner = olcli.load(model)
+    assert learner.counters["examples"] > 0
+
+
+def test_guard_reads_at_most_every_interval(monkeypatch):
+    calls = []
+    monkeypatch.setattr("olcli.learner.available_memory", lambda: calls.append(1) or (1 << 40))
+    guard = MemoryGuard(reserve=1, every=3600.0)
+    for _ in range(100):
+        guard.check()
+    assert len(calls) == 1
+
+
+def test_inspect_and_readable_list_the_touched_rows(tmp_path, capsys):
+    learner = Learner("gd", loss="logistic", bits=22)
+    learner.learn(_lines(SAMPLE, 0, 200))
+    path = tmp_path / "m.olm"
+    learner.save(path)
+    with pytest.raises(SystemExit) as done:
+        main(["inspect", str(path)])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    weights = learner.weights()
+    assert f"non-zero weights: {np.count_nonzero(weights)}\n" in out
+    top = int(np.argmax(np.abs(weights)))
+    assert f"  {top}: {weights[top]:.6g}" in out
+    from olcli.readable import write_readable
+
+    text = io.StringIO()
+    write_readable(learner, text)
+    body = [line for line in text.getvalue().splitlines() if not line.startswith("#")]
+    assert len(body) == model_file.nonzero_rows(learner.model.state).size
