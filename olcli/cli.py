@@ -99,6 +99,59 @@ def _known_options(command) -> vw_spellings.Known:
     return vw_spellings.Known(options, choices)
 
 
+_PATH_WORDS = ("model", "predictions", "report", "cache", "file", "hash", "readable", "output")
+
+
+def plain_metavars(command) -> None:
+    """Show each option's value in --help as INT, FLOAT, PATH, TEXT or [a|b|c] (a flag
+    shows none), for the command and its subcommands."""
+    from typing import get_args, get_origin
+
+    for cmd in [command, *getattr(command, "commands", {}).values()]:
+        for param in cmd.params:
+            descriptor = getattr(param, "type_descriptor", None)
+            if descriptor is None or param.metavar is not None:
+                continue
+            annotation = descriptor.annotation
+            listed = get_origin(annotation) is list
+            if listed:
+                annotation = (get_args(annotation) or (str,))[0]
+            if getattr(param, "is_flag", False) or annotation is bool:
+                label = ""
+            elif isinstance(annotation, type) and issubclass(annotation, Enum):
+                values = [member.value for member in annotation]
+                label = "[" + "|".join(values) + "]"
+                if len(label) > 21:  # keeps the column narrow; the help lists them all
+                    label = "[" + "|".join(values[:2]) + "|…]"
+                    if "Choices" not in (param.help or ""):
+                        param.help = f"{param.help or ''} Choices: {', '.join(values)}.".strip()
+            elif annotation is int:
+                label = "INT"
+            elif annotation is float:
+                label = "FLOAT"
+            elif param.param_type_name == "argument":
+                label = param.name.upper()
+            elif param.name == "scheduler":
+                label = "ADDRESS"
+            elif any(word in param.name for word in _PATH_WORDS):
+                label = "PATH"
+            else:
+                label = "TEXT"
+            param.metavar = label
+            if param.param_type_name == "argument":
+                param.display_type_rich = lambda ctx: None  # the name (DATA) says it
+        original = getattr(cmd, "get_help_option", None)
+        if original is not None and not getattr(original, "plain", False):
+            def get_help_option(ctx, original=original):
+                option = original(ctx)
+                if option is not None:
+                    option.metavar = ""
+                return option
+
+            get_help_option.plain = True
+            cmd.get_help_option = get_help_option
+
+
 def _version(value: bool):
     if value:
         typer.echo(f"olcli {__version__}")
@@ -120,7 +173,7 @@ DATA_HELP = "Data files (.gz, .bz2 too) or '-' for stdin; none = stdin."
 # Options shared by train and test.
 _predictions = typer.Option(None, "-p", "--predictions", help="Write one prediction per line here ('-' = stdout).")
 _link = typer.Option(None, "--link", help="Transform of -p output (default: the model's, identity).")
-_report = typer.Option(None, "--report", help="Write the run's numbers as JSON here (schema in README).")
+_report = typer.Option(None, "--report", help="Write the run's numbers as JSON here (schema: docs, Formats).")
 _quiet = typer.Option(False, "--quiet", help="No progress table or summary on stderr (VW's --quiet; -q is --quadratic).")
 _progress = typer.Option(False, "--progress", help="A progress bar instead of the table, when stderr is a "
                          "terminal (percent done when the input size is known); the summary still follows.")
@@ -188,7 +241,7 @@ def _chosen_algorithm(flags: dict) -> str:
 
 
 VW_EPILOG = ("VW's spellings work too (-d FILE, --final_regressor, --loss_function, -t, -c, -P N, ...): "
-             "README \"For VW users\"; `olcli vw --help` lists them.")
+             "docs \"For VW users\"; `olcli vw --help` lists them.")
 
 
 @app.command(cls=_VWSpellings, epilog=VW_EPILOG)
@@ -479,7 +532,7 @@ def vw(
 
     VW's default learner (--gd) unless another is chosen, -t is test mode, words that are
     not options are data files. A VW option olcli does not have is
-    refused by name with what olcli offers instead (exit 2). README "For VW users" says
+    refused by name with what olcli offers instead (exit 2). The docs' "For VW users" page says
     what each VW option becomes."""
     group = ctx.find_root().command  # the command olcli is running (with its start-up settings)
     arguments = vw_spellings.translate(list(args), _known_options(group.get_command(None, "train")))
@@ -530,7 +583,7 @@ def warm(
     jobs: Optional[int] = typer.Option(None, "--jobs", show_default=False,
                                        help="Processes compiling at once (default: one per core)."),
 ):
-    """Compile every kernel ahead (once after installing), so that no run compiles: README "Speed"."""
+    """Compile every kernel ahead (once after installing), so that no run compiles."""
     from olcli import warm as kernels
 
     kernels.warm(algorithm, jobs)
@@ -575,7 +628,7 @@ def serve(
     workers: int = typer.Option(1, "--workers", help="Processes sharing the ports (prediction-only serving)."),
     log_format: str = typer.Option("text", "--log-format", help="Event log on stderr: text or json."),
 ):
-    """Serve a model: VW's daemon line protocol, and HTTP/JSON with --http-port (README "Serving")."""
+    """Serve a model: VW's daemon line protocol, and HTTP/JSON with --http-port."""
     with signals.immediate():   # start-up: a signal stops it at once, also while importing (issue 31)
         from olcli.serve import ServeOptions, serve as run_server
 

@@ -11,8 +11,9 @@ Three things remove most of it:
 
 - ``invoke``: the options' values (str, int, float, bool, lists of str, enums: all
   olcli has) are checked here for the plain spellings; anything else — a malformed
-  number, a name that is not valid UTF-8, an unknown choice — goes to typer's own
-  check, so every message is typer's. Values are the same objects typer gives.
+  number, an unknown choice, a value out of range — is refused in olcli's words
+  (``--passes takes a whole number, not 'three'``), and anything else (a name that is
+  not valid UTF-8) goes to typer's own check. Values are the same objects typer gives.
 - ``fast_kernel_loading``: a kernel found in Numba's cache is loaded with only the
   runtime (NRT) initialised, without the registries: its machine code is complete
   and needs none of them. A kernel that is not in the cache is compiled exactly as
@@ -95,6 +96,25 @@ def _plain_value(annotation, value):
 _DEFER = object()
 
 
+def _refuse_value(annotation, value, result, low, high, param) -> None:
+    """A number's or a choice's bad value, in olcli's words (a usage error, exit 2)."""
+    from olcli.errors import UsageError
+
+    name = max(param.opts, key=len)
+    if isinstance(annotation, type) and hasattr(annotation, "__members__") and isinstance(value, str):
+        choices = ", ".join(member.value for member in annotation.__members__.values())
+        raise UsageError(f"{name} takes one of {choices}; not {value!r}")
+    if annotation not in (int, float) or not isinstance(value, str):
+        return
+    if result is _DEFER:
+        kind = "a whole number" if annotation is int else "a number"
+        raise UsageError(f"{name} takes {kind}, not {value!r}")
+    if low is not None and result < low:
+        raise UsageError(f"{name} must be at least {low}, not {value}")
+    if high is not None and result > high:
+        raise UsageError(f"{name} must be at most {high}, not {value}")
+
+
 def _light_coercion(group) -> None:
     """Give every option of every command a coercion that checks the plain spellings
     here and hands anything else to typer's own (built on first need). Does nothing
@@ -123,6 +143,7 @@ def _light_coercion(group) -> None:
                 low, high = getattr(info, "min", None), getattr(info, "max", None)
                 if result is not _DEFER and (low is None or result >= low) and (high is None or result <= high):
                     return result  # out of a range: typer says so (or clamps)
+                _refuse_value(annotation, value, result, low, high, param)
             full = build_runtime_param(descriptor)
             param._runtime_param = full
             return full._coerce_value(value, param=param, ctx=ctx)
@@ -184,6 +205,9 @@ def invoke(app, args: list, command_process: bool = False) -> None:
     if command_process and command_of(args) in PRELOADED and "--help" not in args:
         preload(args)
     group = typer.main.get_command(app)
+    from olcli.cli import plain_metavars
+
+    plain_metavars(group)  # INT, PATH, [a|b] in --help instead of <int>, <str>
     _light_coercion(group)
     group(args=args, prog_name="olcli")
 

@@ -175,7 +175,7 @@ def test_bad_lines_are_skipped_counted_and_named(cli, tmp_path):
     (["train", "-f", "no/such/dir/m.olm"], 2, "does not exist"),
     (["test", "-"], 2, "Missing option"),
     (["test", "-", "-i", "missing.olm"], 1, "cannot read model"),
-    (["train", "--loss", "cubic"], 2, "Invalid value"),
+    (["train", "--loss", "cubic"], 2, "--loss takes one of squared, logistic"),
 ])
 def test_refusals_and_exit_codes(cli, args, code, message):
     got, out, err = cli(*args, stdin=b"1 |f a\n")

@@ -65,11 +65,13 @@ def test_train_imports_no_pydantic_and_loads_kernels_without_numba_registries(tm
     assert "numba.np.arrayobj" not in modules and "numba.cpython.charseq" not in modules
 
 
-def test_bad_option_values_keep_typers_messages():
-    for args, expected in ((["-b", "x"], "Invalid value for '-b' / '--bits'"),
-                           (["--loss", "cubic"], "Invalid value for '--loss'"),
-                           (["-l", "fast"], "Invalid value for '-l' / '--learning-rate'"),
-                           (["--threads", "0"], "Invalid value for '--threads'")):  # a range typer checks
+def test_bad_option_values_get_olcli_messages():
+    for args, expected in ((["-b", "x"], "Error: --bits takes a whole number, not 'x'"),
+                           (["--loss", "cubic"], "Error: --loss takes one of squared, logistic, hinge, absolute, "
+                                                 "quantile, poisson; not 'cubic'"),
+                           (["-l", "fast"], "Error: --learning-rate takes a number, not 'fast'"),
+                           (["--passes", "three"], "Error: --passes takes a whole number, not 'three'"),
+                           (["--threads", "0"], "Error: --threads must be at least 1, not 0")):
         done = subprocess.run([sys.executable, "-m", "olcli", "train", str(SAMPLE / "a9a_train.vw"), *args],
                               capture_output=True, timeout=600)
         assert done.returncode == 2
