@@ -233,10 +233,9 @@ def _chosen_algorithm(flags: dict) -> str:
     chosen = [name for name in ALGORITHMS if flags.get(name.replace("-", "_"))]
     if len(chosen) > 1:
         raise UsageError("choose one algorithm, not " + " and ".join(f"--{name}" for name in chosen))
-    if not chosen:  # an option of one algorithm that selects it (VW's --adaptive: its default learner)
-        implied = {OPTIONS[name].implies for name in OPTIONS if OPTIONS[name].implies and flags.get(name)}
-        return implied.pop() if len(implied) == 1 else None
-    return chosen[0]
+    # none: the default, or the learner that options the default does not take select
+    # (commands.implied_algorithm, which knows whether -i's model decides instead)
+    return chosen[0] if chosen else None
 
 
 
@@ -278,8 +277,8 @@ def train(
                                             help="Seed of the namespace hashes (VW's --hash_seed; default 0)."),
     hash_rule: Optional[HashRule] = typer.Option(
         None, "--hash", rich_help_panel=_features, show_default=False,
-        help="How names are hashed: all = MurmurHash3 of every name (olcli's default); strings = a name of digits "
-             "only is its number plus the namespace's hash (VW's default; olcli vw uses it)."),
+        help="How names are hashed: strings = a name of digits only is its number plus the namespace's hash "
+             "(VW's default, and olcli's); all = MurmurHash3 of every name. -i: the model's own rule."),
     permutations: bool = typer.Option(False, "--permutations", rich_help_panel=_features,
                                       help="-q aa pairs every feature with every one, not i <= j (VW's --permutations)."),
     leave_duplicate_interactions: bool = typer.Option(

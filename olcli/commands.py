@@ -38,6 +38,10 @@ from olcli.signals import RunStopped
 from olcli.sinks import PredictionWriter
 
 PIPE_CLOSED = "the program reading the predictions closed the pipe"
+# How a new model hashes names unless --hash says otherwise: VW's default rule (a name of
+# digits only is its number plus the namespace's hash), so that olcli train reads files as
+# VW does. A model keeps the rule it was made with (a file from before format 4: "all").
+DEFAULT_HASH = "strings"
 
 
 def _role_output(path, role, outputs, stdout_users=None):
@@ -89,6 +93,46 @@ def hyper_parameters(algorithm: str, options: dict) -> dict:
             raise UsageError(f"{'/'.join(registry.OPTIONS[option].flags)} does not apply to --{algorithm} "
                              f"(it applies to: {users})")
     return {name: options[option] for option, name in spec.options.items() if options.get(option) is not None}
+
+
+# VW's --initial_weight and --constant: options of train outside registry.OPTIONS, taken by the
+# learners that keep their weights as state (model.INITIAL_WEIGHT_ALGORITHMS); VW's spellings
+# select VW's default learner.
+_START_OPTIONS = {"initial_weight": "--initial-weight", "initial_constant": "--constant"}
+
+
+def implied_algorithm(options: dict, initial_weight=None, initial_constant=None) -> tuple:
+    """The learner of a new model given no algorithm flag: (algorithm, note).
+
+    The default (registry.DEFAULT_ALGORITHM) unless an option given is one the
+    default cannot honour (VW's --l1, --l2, --initial_weight, --constant,
+    --adaptive...; --radius): then the learner that takes every option given,
+    preferring the one the options name (registry.Option.implies: gd, VW's own
+    learner, for VW's spellings). ``note`` is the one line that says so (None when
+    the default runs). When no learner takes them all, the default is kept and
+    hyper_parameters refuses the options it does not take, by name."""
+    default = registry.get(registry.DEFAULT_ALGORITHM)
+    given = [name for name, value in options.items() if value is not None]
+    starts = [name for name, value in (("initial_weight", initial_weight), ("initial_constant", initial_constant))
+              if value is not None and value != 0.0]
+    foreign = [name for name in given if name not in default.options]
+    if default.name not in model_file.INITIAL_WEIGHT_ALGORITHMS:
+        foreign += starts
+    if not foreign:
+        return default.name, None
+    preferred = [registry.OPTIONS[name].implies if name in registry.OPTIONS else "gd" for name in foreign]
+    candidates = [name for name in dict.fromkeys(preferred + list(registry.ALGORITHMS))
+                  if name and all(option in registry.get(name).options for option in given)
+                  and (not starts or name in model_file.INITIAL_WEIGHT_ALGORITHMS)]
+    if not candidates:
+        return default.name, None
+    chosen = candidates[0]
+    spelled = [_START_OPTIONS.get(name) or registry.OPTIONS[name].flags[-1] for name in foreign]
+    whose = " (VW's default learner)" if chosen == "gd" else ""
+    note = (f"{' and '.join(spelled)}: not an option of the default learner (--{default.name}); learning with "
+            f"--{chosen}{whose}, which takes {'them' if len(spelled) > 1 else 'it'} (an algorithm flag "
+            "chooses another)")
+    return chosen, note
 
 
 def load_learner(path: str, input_format: str = "auto"):
@@ -198,7 +242,10 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                         f"{'--' + model.multiclass + ' ' + str(model.classes) if model.classes else 'binary/real labels'}; "
                         f"drop --{mode} to continue it")
             else:
-                algorithm = algorithm or registry.DEFAULT_ALGORITHM
+                if algorithm is None:
+                    algorithm, session.algorithm_note = implied_algorithm(options, initial_weight, initial_constant)
+                    if session.algorithm_note:
+                        sys.stderr.write(f"note: {session.algorithm_note}\n")
                 copies = 2 if (passes.get("passes", 1) > 1 or passes.get("holdout_after")) and \
                     passes.get("holdout_period", 10) else 1
                 model = new_model(algorithm, loss, bits, features.get("interactions") or (), link=link,
@@ -210,7 +257,8 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
                                   quantile_tau=quantile_tau, min_prediction=prediction_range[0],
                                   max_prediction=prediction_range[1], copies=copies,
                                   ngram=features.get("ngram") or (), skips=features.get("skips") or (),
-                                  hash_seed=features.get("hash_seed") or 0, hash=features.get("hash") or "all",
+                                  hash_seed=features.get("hash_seed") or 0,
+                                  hash=features.get("hash") or DEFAULT_HASH,
                                   permutations=bool(features.get("permutations")),
                                   leave_duplicate_interactions=bool(features.get("leave_duplicate_interactions")),
                                   initial_weight=initial_weight, indexing=indexing,
@@ -315,6 +363,7 @@ class _Session:
         self.learner = None
         self.finished = False
         self.predict_only_model = False   # -f writes the weights only (--predict-only-model)
+        self.algorithm_note = None        # why the learner is not the default one (implied_algorithm)
 
     def __enter__(self):
         return self  # a signal during start-up (imports, options, checks) stops the first immediate phase
@@ -409,9 +458,13 @@ class _Session:
                         "are not supported")
             outcome = DataError(f"no example could be read: all {bad} non-blank lines were bad (first: {first}){hint}")
         warnings = []
-        if bad > 0 and bad > read:
+        if bad > 0 and bad > read:  # most lines: more than half of the non-blank lines (MostlySkipped)
             warnings.append(f"WARNING: {bad} of {bad + read} lines ({100 * bad / (bad + read):.1f}%) were bad and "
                             "skipped; is this the right data, in the right --format?")
+            if outcome is None:
+                first = result.bad_line_samples[0] if result.bad_line_samples else "?"
+                outcome = MostlySkipped(f"most lines were bad and skipped ({bad} of {bad + read}), so the run "
+                                        f"exits 1 (first: {first})")
         learned = float(model.counters[C_EXAMPLES]) - started_examples
         if outcome is None and signals.pending():
             outcome = RunStopped(signals.pending())
@@ -441,10 +494,12 @@ class _Session:
             outcome = RunStopped(signals.pending())
         examples = int(model.counters[C_EXAMPLES])
         outcome = _explained(outcome, write_model, model_path, examples, learned, self.command, read)
-        report.update({"complete": outcome is None, "stopped_by": None if outcome is None else str(outcome),
+        finished = outcome is None or isinstance(outcome, MostlySkipped)  # the whole input was read
+        report.update({"complete": finished, "stopped_by": None if finished else str(outcome),
+                       "error": None if outcome is None else str(outcome),
                        "command": self.command, "inputs": self.sources,
                        "model_out": model_path if write_model else None, "model_examples": examples,
-                       "warnings": warnings})
+                       "warnings": warnings, "algorithm_note": self.algorithm_note})
         try:
             self._write_report(report)
             if outcome is None and signals.pending():  # arrived while the report was written
@@ -463,6 +518,12 @@ class _Session:
             raise outcome
 
 
+class MostlySkipped(DataError):
+    """A run that read its whole input but skipped most lines as bad (more than half of
+    the non-blank lines): the model and report are written, and the run exits 1, so
+    that a scheduled job (cron) notices the mistake (the wrong data, --format, --oaa K)."""
+
+
 def _explained(outcome, write_model: bool, model_path, examples: int, learned: float, command: str, read: int):
     """The outcome's message completed with what happened to the model: one line
     that says what was saved."""
@@ -471,6 +532,8 @@ def _explained(outcome, write_model: bool, model_path, examples: int, learned: f
     stopped = isinstance(outcome, RunStopped)
     if isinstance(outcome, Diverged):
         outcome.args = (f"{outcome}. No model was written" + (f" ({model_path} is unchanged)" if model_path else ""),)
+    elif write_model and isinstance(outcome, MostlySkipped):
+        outcome.args = (f"{outcome}; the model ({examples} examples) was written to {model_path}",)
     elif write_model:
         outcome.args = (f"{outcome}; the model learned so far ({examples} examples) was written to {model_path}",)
     elif "cannot write model" in str(outcome):

@@ -23,7 +23,8 @@ MESSAGES = {
     kernels.ERR_NAMESPACE_SCALE: "namespace scale is not a number",
     kernels.ERR_LIBSVM_INDEX: "libsvm feature is not index:value with a non-negative integer index",
     kernels.ERR_LIBSVM_LABEL: "libsvm line has no label",
-    kernels.ERR_LABEL_NOT_CLASS: "label must be a class number 0..K for --oaa/--softmax K (1..K, or 0..K-1 as VW)",
+    kernels.ERR_LABEL_NOT_CLASS: "label {label} is not a class of --oaa/--softmax {classes} (classes 1..{classes}, or "
+                                 "0..{last} as VW's 0-indexed labels){advice}",
     kernels.ERR_NUL: "NUL byte in the line (binary data, not text?)",
     kernels.ERR_LABEL_NEGATIVE: "label must be >= 0 for --loss poisson (a count)",
     kernels.ERR_TOO_MANY_FEATURES: "the interactions would generate {detail:,} features for this line, more than "
@@ -153,6 +154,20 @@ def _text(data: np.ndarray, start: int, end: int) -> str:
     return text + ("..." if end - start > _MAX_SHOWN else "")
 
 
+def _class_advice(token: np.ndarray, classes: int) -> str:
+    """What to do about a label that is not one of K classes: a negative label (-1 of
+    -1/+1 labels) is a binary problem, a larger one needs a larger K."""
+    try:
+        label = float(token.tobytes().split(b":")[0])
+    except (ValueError, TypeError):
+        return ""
+    if label < 0:
+        return "; -1/+1 labels are a binary problem: drop --oaa/--softmax (and use --loss logistic)"
+    if label > classes:
+        return f"; {label:g} classes or more: give --oaa/--softmax the number of classes"
+    return ""
+
+
 def parse_chunk(chunk: Chunk, input_format: str, bits: int, constant: bool,
                 label_kind: int, features: FeatureSpec = PLAIN, record: bool = False,
                 max_generated: int = kernels.MAX_EXAMPLE_FEATURES, budget: int = 0) -> ParsedChunk:
@@ -171,7 +186,10 @@ def parse_chunk(chunk: Chunk, input_format: str, bits: int, constant: bool,
         bad_lines.append(BadLine(
             source=chunk.source,
             line=chunk.first_line + int(line) - 1,
-            message=MESSAGES[int(code)].format(detail=int(detail), bound=int(max_generated)),
+            message=MESSAGES[int(code)].format(detail=int(detail), bound=int(max_generated), classes=label_kind,
+                                               last=label_kind - 1, label=_text(chunk.data, token_start,
+                                                                                token_end).strip(),
+                                               advice=_class_advice(chunk.data[token_start:token_end], label_kind)),
             token=_text(chunk.data, token_start, token_end),
             text=_text(chunk.data, line_start, line_end),
         ))

@@ -83,6 +83,8 @@ def summarize(stats: np.ndarray, auc_histogram: np.ndarray, loss: str, classes: 
     average loss is the 0/1 error, plus the log loss."""
     weight = stats[S_WEIGHT]
     constant, constant_loss = (None, None) if classes else best_constant(loss, stats)
+    if constant is None:  # no best constant (one class under logistic, labels not -1/+1): no loss of one
+        constant_loss = None
     binary = not classes and stats[S_OTHER_LABELS] == 0 and stats[S_POSITIVE] + stats[S_NEGATIVE] > 0
     examples = int(stats[S_EXAMPLES])
     return {
@@ -123,7 +125,7 @@ class ProgressTable:
             label = "unknown" if r["current_label"] is None else number.format(r["current_label"])
             prediction = r["current_prediction"]
             mark = " h" if r.get("holdout") else ""
-            unknown = "unknown" if r.get("holdout") else "n/a"  # VW: a holdout row with no holdout loss yet
+            unknown = "unknown" if r.get("holdout") else NOT_AVAILABLE  # VW: a holdout row with no holdout loss yet
             self.stream.write(
                 f"{_fixed(r['average_loss'], unknown=unknown):<8} {_fixed(r['since_last'], unknown=unknown):<8} "
                 f"{r['example_counter']:>12} {r['example_weight']:>14.1f} {label:>14} "
@@ -183,7 +185,12 @@ class ProgressBar:
         self.progress.stop()
 
 
-def _fixed(x, digits=6, unknown="n/a"):
+# A number there is none of, as VW 9 prints it (its table and summary: "n.a."), the one
+# spelling of olcli's table and summary.
+NOT_AVAILABLE = "n.a."
+
+
+def _fixed(x, digits=6, unknown=NOT_AVAILABLE):
     return unknown if x is None else f"{x:.{digits}f}"
 
 
@@ -205,12 +212,13 @@ def render_summary(report: dict) -> str:
         f"weighted example sum = {report['weighted_example_sum']:.6f}",
         # VW sums no class labels (its multiclass labels are not scalars): 0 with --oaa/--softmax
         f"weighted label sum = {0.0 if report.get('classes') else report['weighted_label_sum']:.6f}",
-        "average loss = " + ("n.a." if report["average_loss"] is None else f"{report['average_loss']:.6f}")
+        "average loss = " + _fixed(report["average_loss"])
         + (" h" if holdout else ""),
     ]
     if not report.get("classes") and report["weighted_example_sum"] > 0:  # as VW: none without labels
-        lines += [f"best constant = {_fixed(report['best_constant'])}",
-                  f"best constant's loss = {_fixed(report['best_constant_loss'])}"]
+        lines.append(f"best constant = {_fixed(report['best_constant'])}")
+        if report["best_constant"] is not None:  # no loss of a best constant there is not
+            lines.append(f"best constant's loss = {_fixed(report['best_constant_loss'])}")
     lines.append(f"total feature number = {report['total_features']}")
     # olcli's own lines
     if holdout:
@@ -227,7 +235,7 @@ def render_summary(report: dict) -> str:
     if report["examples_per_second"] is not None:
         lines.append(f"examples per second = {report['examples_per_second']:.0f}")
     if report.get("holdout_losses"):
-        losses = ", ".join("n/a" if x is None else f"{x:.6f}" for x in report["holdout_losses"])
+        losses = ", ".join(_fixed(x) for x in report["holdout_losses"])
         lines.append(f"passes = {report['passes']} (holdout loss by pass: {losses})")
     if report["bad_lines"]:
         lines.append(f"bad lines skipped = {report['bad_lines']}")

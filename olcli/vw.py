@@ -76,8 +76,8 @@ VW_OPTIONS = [
     VWOption(("--ngram",), True, "--ngram"),
     VWOption(("--skips",), True, "--skips"),
     VWOption(("--hash_seed",), True, "--hash-seed"),
-    VWOption(("--hash",), True, "--hash", "'strings' (VW's default, and olcli vw's) or 'all' (olcli train's "
-             "default): how names of digits only are hashed"),
+    VWOption(("--hash",), True, "--hash", "'strings' (VW's default, and olcli's) or 'all': how names of "
+             "digits only are hashed"),
     VWOption(("--l1",), True, "--l1"),
     VWOption(("--l2",), True, "--l2"),
     VWOption(("--ftrl",), False, "--ftrl"),
@@ -323,10 +323,11 @@ def _ftrl_target(name: str, args: list) -> str:
                      f"or --coin (olcli: {'--coin-alpha' if name == '--ftrl_alpha' else '--coin-beta'})")
 
 
-# Options that choose the learner; without any, olcli vw uses VW's default learner
-# (olcli's --gd; olcli train's default is --mix). VW's --ftrl and --coin defaults
+# Options that choose the learner; without either, olcli vw uses VW's default learner,
+# named (--gd: olcli train's default is --mix, which gives way to --gd only for the options
+# it cannot honour, with a note VW would not print). VW's --ftrl and --coin defaults
 # (alpha 0.5, beta 1; alpha 4, beta 1) are olcli's.
-_ALGORITHMS = {"--ftrl", "--coin", "--adaptive", "--normalized", "--invariant"}
+_ALGORITHMS = {"--ftrl", "--coin"}
 
 
 def translate(args: list, known: Known) -> list:
@@ -365,7 +366,7 @@ def translate(args: list, known: Known) -> list:
     if "--initial_regressor" not in given and not given & _ALGORITHMS:
         out.append("--gd")  # VW's default learner (-t without -i too: it tests VW's default model, weights 0)
     if "--initial_regressor" not in given and "--hash" not in given:
-        out.extend(["--hash", "strings"])  # VW's default hashing (olcli train's is --hash all); -i: the model's
+        out.extend(["--hash", "strings"])  # VW's default hashing (olcli train's too, said here); -i: the model's
     out.append("--vw-header")  # VW's lines before the table
     return out
 

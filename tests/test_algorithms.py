@@ -24,7 +24,9 @@ from olcli.learner import Learner
     (["--loss", "quantile", "--quantile-tau", "1.5"], "between 0 and 1"),
     (["--adaptive", "--ftrl"], "--adaptive does not apply to --ftrl (it applies to: --gd)"),
     (["--adagrad", "--coin-alpha", "2"], "--coin-alpha does not apply to --adagrad (it applies to: --coin, --mix)"),
-    (["--l1", "0.1"], "--l1 does not apply to --mix (it applies to: --adagrad, --adagrad-dual, --ftrl, --gd)"),
+    # no flag: --l1 selects --gd (tests/test_default_decided.py), unless no learner takes all the options given
+    (["--l1", "0.1", "--epsilon", "2"],
+     "--l1 does not apply to --mix (it applies to: --adagrad, --adagrad-dual, --ftrl, --gd)"),
     (["--coin", "--coin-alpha", "0"], "must be > 0"),
     (["--gd", "--power-t", "-1"], "must be >= 0"),
     (["--min-prediction", "2", "--max-prediction", "1"], "above max_prediction"),

@@ -227,10 +227,13 @@ def test_no_example_from_non_empty_input_is_an_error(cli, tmp_path):
 
 
 def test_mostly_bad_lines_get_a_loud_warning(cli, tmp_path):
+    # issue 29: most lines skipped (more than half) is a mistake cron must notice: exit 1, the
+    # model and report written (tests/test_default_decided.py has the cases of the issue)
     (tmp_path / "m.vw").write_text("1 |f a\n" * 3 + "x |f a\n" * 7)
     code, _, err = cli("train", "m.vw", "--report", "r.json", "--quiet")
-    assert code == 0 and "WARNING: 7 of 10 lines (70.0%) were bad and skipped" in err
-    assert json.load(open("r.json"))["warnings"] == [err.strip().splitlines()[-1]]
+    assert code == 1 and "WARNING: 7 of 10 lines (70.0%) were bad and skipped" in err
+    assert json.load(open("r.json"))["warnings"] == [err.strip().splitlines()[-2]]
+    assert err.strip().splitlines()[-1].startswith("Error: most lines were bad and skipped (7 of 10)")
 
 
 # --- class 9: honest messages ---

@@ -207,6 +207,11 @@ def test_vw_spelling_gives_the_same_run(cli, data, tmp_path, vw_args, olcli_args
         assert code == 0, (tag, filled, err)
         results.append((report(f"{tag}.json"), out, err))
     (vw_report, vw_out, vw_err), (ol_report, ol_out, ol_err) = results
+    if "--gd" in olcli_args and "--gd" not in vw_args and vw_report.get("algorithm_note"):
+        # no algorithm flag: VW's option selected --gd and the report says so (issue 29)
+        assert "learning with --gd (VW's default learner)" in vw_report["algorithm_note"]
+        assert ol_report["algorithm_note"] is None
+        vw_report["algorithm_note"] = None
     assert vw_report == ol_report
     assert vw_out == ol_out
     for name in ("model", "p", "r"):
@@ -783,7 +788,7 @@ def test_cost_sensitive_labels_are_named(cli, tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # --hash: VW's default (strings: a name of digits only is its number plus the namespace's hash)
-# under olcli vw; olcli train's default is all (MurmurHash3 of every name, DESIGN §3).
+# under olcli vw and olcli train (issue 29); --hash all (MurmurHash3 of every name) on request.
 
 def _audit_rows(out: bytes) -> list:
     return [[int(item.split(":")[1]) for item in line.split("\t")[1:]]
@@ -804,6 +809,9 @@ def test_olcli_vw_hashes_as_vw_by_default(cli, tmp_path):
     assert code == 0, err
     assert _audit_rows(out)[1] == [naive.vw_feature_index("123", "7", 18), naive.vw_feature_index("123", "x", 18)]
     code, out, err = cli("train", "edge.vw", "--audit", "-b", "24", "--noconstant", "--quiet")
+    assert code == 0, err
+    assert _audit_rows(out) == VW_AUDIT[0]  # olcli train's default is VW's too (issue 29)
+    code, out, err = cli("train", "edge.vw", "--audit", "-b", "24", "--noconstant", "--quiet", "--hash", "all")
     assert code == 0, err
     assert _audit_rows(out)[2] == [naive.vw_feature_index("", "7", 24), naive.vw_feature_index("", "x", 24)]
 
@@ -845,7 +853,9 @@ def test_hash_rule_is_kept_by_the_model(cli, tmp_path):
     code, _, err = cli("train", "edge.vw", "-i", "s.olm", "--hash", "all", "-f", "t.olm")
     assert code == 2 and "hash" in err and not os.path.exists("t.olm"), err
     # a file written before the rule was recorded (format 3) reads as --hash all, as it was trained
-    code, _, err = cli("train", "edge.vw", "--gd", "-b", "24", "--noconstant", "-f", "a.olm", "-p", "a.p")
+    # (then the default: --hash all given here, as the default is strings since issue 29)
+    code, _, err = cli("train", "edge.vw", "--gd", "--hash", "all", "-b", "24", "--noconstant", "-f", "a.olm",
+                       "-p", "a.p")
     assert code == 0, err
     _as_format_3("a.olm", "old.olm")
     assert model_file.load("old.olm").hash == "all"

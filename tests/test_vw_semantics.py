@@ -377,7 +377,7 @@ def test_oaa_indexing_in_test_and_refusals(cli, tmp_path):
     code, _, err = cli("train", "--oaa", "3", "--indexing", "2", stdin=b"1 |a x\n")
     assert code == 2 and "indexing" in err
     code, _, err = cli("train", "--oaa", "3", "--strict", stdin=b"4 |a x\n")
-    assert code == 1 and "0..K" in err
+    assert code == 1 and "label 4 is not a class of --oaa/--softmax 3 (classes 1..3, or 0..2" in err
 
 
 def test_serve_writes_vw_0_indexed_probabilities(cli, tmp_path, server):

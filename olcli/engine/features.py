@@ -183,7 +183,7 @@ def interaction_size(letters, lo, hi, interactions, lengths, flags=0):
         return 0.0
     counts, present, n_present = _letter_counts(letters, lo, hi)
     total = 0.0
-    if flags != 0:
+    if (flags & (PERMUTATIONS | LEAVE_DUPLICATES)) != 0:  # not HASH_STRINGS, a bit of the same word
         # --permutations / --leave-duplicate-interactions: the product of the
         # namespaces' sizes (every feature of a wildcard position), a bound
         for s in range(len(lengths)):

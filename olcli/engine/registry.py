@@ -27,7 +27,10 @@ class Option:
     A ``switch`` takes no value: given, it sets its parameter to 1 (VW's
     --adaptive); not given, the parameter is left to the algorithm's rules.
     ``implies`` names the algorithm the option selects when no algorithm flag
-    is given (VW's --adaptive is an option of its default learner, gd)."""
+    is given and the default (DEFAULT_ALGORITHM) does not take it: VW's options
+    select VW's default learner, gd (--adaptive, --l1, --l2); an option of one
+    other learner selects it (--radius: adagrad). olcli/commands.py says so on
+    stderr and in the report (implied_algorithm)."""
     flags: tuple
     help: str
     switch: bool = False
@@ -37,11 +40,11 @@ class Option:
 # Option name (the train command's parameter) -> how it is spelled.
 OPTIONS = {
     "learning_rate": Option(("-l", "--learning-rate"), "learning rate"),
-    "delta": Option(("--delta",), "AdaGrad delta, added to sqrt(sum g^2)"),
-    "l1": Option(("--l1",), "L1 regularization strength"),
-    "l2": Option(("--l2",), "L2 regularization strength"),
-    "radius": Option(("--radius",), "keep every weight in [-R, R] (0: no bound)"),
-    "ftrl_beta": Option(("--ftrl-beta",), "FTRL beta"),
+    "delta": Option(("--delta",), "AdaGrad delta, added to sqrt(sum g^2)", implies="adagrad"),
+    "l1": Option(("--l1",), "L1 regularization strength", implies="gd"),
+    "l2": Option(("--l2",), "L2 regularization strength", implies="gd"),
+    "radius": Option(("--radius",), "keep every weight in [-R, R] (0: no bound)", implies="adagrad"),
+    "ftrl_beta": Option(("--ftrl-beta",), "FTRL beta", implies="ftrl"),
     "epsilon": Option(("--epsilon",), "ScInOL epsilon (initial wealth)"),
     "power_t": Option(("--power-t",), "power t: the rate decays as t^-power_t (VW's --power_t)"),
     "initial_t": Option(("--initial-t",), "initial t: the round count starts here (VW's --initial_t)"),
