@@ -7,7 +7,7 @@
 
 Importing this package is cheap on purpose: it imports neither numba nor any
 optional extra, so that ``olcli --help`` and ``olcli --version`` start instantly
-(DESIGN §7). ``Learner`` and ``load`` are loaded on first use.
+``Learner`` and ``load`` are loaded on first use.
 """
 
 __version__ = "0.1.0"

@@ -274,7 +274,7 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
             extra.append((text_outputs["readable_model"], "readable model (--readable-model)", None))
         if names is not None:
             extra.append((text_outputs["invert_hash"], "invert-hash file (--invert-hash)", names))
-        if scale_out:  # --workers/--scheduler: the passes run on a Dask cluster (issue 18)
+        if scale_out:  # --workers/--scheduler: the passes run on a Dask cluster
             from olcli import scaleout
 
             return scaleout.execute(session, run_options, scale_out, prediction_output, extra)

@@ -1,4 +1,4 @@
-"""olcli as a library: the one door to the engine (DESIGN §9).
+"""olcli as a library: the one door to the engine.
 
 A ``Learner`` holds a model (algorithm, hyper-parameters, hashed feature table,
 optimizer state, lifetime counters) and learns and predicts on batches. Every

@@ -1,4 +1,4 @@
-"""The model file (DESIGN §5): one self-describing, checksummed, atomically written file.
+"""The model file: one self-describing, checksummed, atomically written file.
 
 Layout (all integers little-endian)::
 

@@ -1,4 +1,4 @@
-"""Reports (DESIGN §6): compute records as plain data, then render them.
+"""Reports: compute records as plain data, then render them.
 
 ``summarize`` turns the engine's statistics into a dict (the JSON report);
 ``ProgressTable`` and ``render_summary`` print VW's progressive table and

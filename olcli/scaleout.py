@@ -1,4 +1,4 @@
-"""Training beyond one machine, on a Dask cluster (issue 18; DESIGN §9 "Scale-out").
+"""Training beyond one machine, on a Dask cluster.
 
 ``olcli train DATA... --workers N`` starts a local Dask cluster of N worker
 processes; ``--scheduler ADDRESS`` uses a cluster the user started (``dask

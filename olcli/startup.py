@@ -1,4 +1,4 @@
-"""The olcli command's first half-second: what it costs and how it is kept small (issue 16).
+"""The olcli command's first half-second: what it costs and how it is kept small.
 
 A run of ``olcli train`` on a small file is mostly start-up. Measured on a 2-core VM
 with a warm kernel cache (CPU seconds): Python and NumPy/Numba's imports ~0.33 (the

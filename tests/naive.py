@@ -41,7 +41,7 @@ def murmur3_32(data: bytes, seed: int) -> int:
 
 
 def vw_feature_index(namespace: str, feature: str, bits: int) -> int:
-    """DESIGN §3: murmur of the feature name seeded with the namespace's hash
+    """Murmur of the feature name seeded with the namespace's hash
     (0 for the default namespace), masked to ``bits``."""
     seed = murmur3_32(namespace.encode(), 0) if namespace else 0
     return murmur3_32(feature.encode(), seed) & ((1 << bits) - 1)
@@ -65,7 +65,7 @@ def vw_strings_index(namespace: bytes, feature: bytes, bits: int, hash_seed: int
 
 
 def merge_repeats(features: list) -> list:
-    """An example as a sparse vector (DESIGN/README: repeated indices are summed):
+    """An example as a sparse vector (repeated indices are summed):
     unchanged when no index repeats; otherwise sorted by index, values summed,
     zero sums dropped. ``features``: (index, value) pairs."""
     indices = [i for i, _ in features]
@@ -77,7 +77,7 @@ def merge_repeats(features: list) -> list:
     return [(i, total[i]) for i in sorted(total) if total[i] != 0.0]
 
 
-# Losses straight from their definitions (DESIGN §4), with VW's conventions.
+# Losses straight from their definitions, with VW's conventions.
 def loss(name: str, p: float, y: float, tau: float = 0.5) -> float:
     if name == "squared":
         return (p - y) ** 2

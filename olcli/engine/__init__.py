@@ -1,7 +1,7 @@
 """Numba kernels: parsing, hashing, losses and learners.
 
 Everything here takes arrays and scalars only: no I/O, no rich, no Python
-objects (STYLE.md, "For olcli" 2). Importing this package imports numba.
+objects. Importing this package imports numba.
 
 Compilation (a first run compiles what it uses, later runs load it from Numba's
 on-disk cache): only the kernels Python calls are cached (``cache=True``): the

@@ -10,7 +10,7 @@ valid only while the array it was taken from is alive: a kernel borrows its
 own arguments (which its caller holds) for the length of the call, and never
 returns or stores the view.
 
-A hazard found on 2026-11-26 (issue 16's note of stop 23): with ``borrowed`` inlined (the
+A hazard found: with ``borrowed`` inlined (the
 overload below is ``inline="always"``), a kernel that borrows ``stats`` and calls an
 ``inline="always"`` helper doing ``stats[10] += w; b = int(sigmoid(p) * 65536);
 auc[0 if label == 1.0 else 1, b] += w`` lost the store to ``auc``: LLVM deleted it. With

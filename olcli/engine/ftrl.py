@@ -1,7 +1,7 @@
 """FTRL-Proximal with per-coordinate learning rates and L1/L2 (``--ftrl``).
 
 McMahan et al. 2013 ("Ad click prediction", Algorithm 1), as derived in
-adaptive-ftrl-notes-qian.md (FTRL-Proximal with r_t = sigma_t/2 |w - w_t|^2 and
+M. Qian's Notes on Adaptive Online Learning (FTRL-Proximal with r_t = sigma_t/2 |w - w_t|^2 and
 the per-coordinate schedule eta_{t,i} = alpha / (beta + sqrt(n_i))):
 
     w_i = 0                                                if |z_i| <= l1
@@ -123,7 +123,7 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights):
         z = clip(z_base + sum_k (z_k - z_base), -l1, l1)   if w == 0
 
     z is rebuilt by inverting the weight formula w = -(z - sign(z) l1) / D
-    (McMahan et al. 2013, Algorithm 1; adaptive-ftrl-notes-qian.md) with the
+    (McMahan et al. 2013, Algorithm 1; Qian's notes) with the
     merged n, so the merged learner's weight is w (up to rounding). A
     coordinate no shard updated keeps the base's row.
 

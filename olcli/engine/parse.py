@@ -1,11 +1,11 @@
-"""Byte-level parsers for VW text and libsvm lines (DESIGN §2, §3).
+"""Byte-level parsers for VW text and libsvm lines.
 
 A chunk is a uint8 array holding whole lines. One kernel call turns it into flat
 arrays: per example ``label`` (NaN when unlabeled), ``importance``, ``base``,
 tag span, line number within the chunk, and a CSR layout ``row_ptr`` /
 ``index`` / ``value`` of hashed features. Malformed lines produce no example;
 they are returned as data (an ``errors`` table of codes and byte spans) for
-Python to turn into messages (DESIGN §8).
+Python to turn into messages.
 
 VW grammar, as VW's own text parser reads it::
 

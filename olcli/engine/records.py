@@ -2,7 +2,7 @@
 
 Plain Python (no numba), so that the report, the model file and ``olcli --help``
 can read the slot names without compiling anything. The kernels take four
-records instead of a long list of arrays (STYLE.md, "few, named arguments"):
+records instead of a long list of arrays (few, named arguments):
 
 - ``Table``: what the learner is — its per-coordinate state and its lifetime
   counters (``C_*``), saved in the model file;

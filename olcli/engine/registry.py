@@ -203,7 +203,7 @@ ALGORITHMS = {a.name: a for a in [
         params=(Param("alpha", 0.5, "learning_rate", help="FTRL alpha"),
                 Param("beta", 1.0, "ftrl_beta", low_inclusive=True, help="FTRL beta"), _L1, _L2),
         summary="FTRL-Proximal with per-coordinate rates (VW's --ftrl).",
-        paper="McMahan et al. 2013, Algorithm 1; derivation in adaptive-ftrl-notes-qian.md",
+        paper="McMahan et al. 2013, Algorithm 1; derivation in M. Qian, Notes on Adaptive Online Learning",
     ),
     Algorithm(
         name="scinol1", module="scinol1", slots=("G", "S2", "M", "beta"),
