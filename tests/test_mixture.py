@@ -132,7 +132,7 @@ def test_only_losses_of_examples_not_yet_learned_count(loss):
 @pytest.mark.parametrize("loss,multiclass", [("logistic", {"oaa": 3}), (None, {"softmax": 3})])
 def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multiclass):
     """Multiclass, two passes with every 4th example held out: the class scores
-    are sum_k pi_k scores_k with pi from the members' log losses of (pass 1)
+    are sum_k pi_k scores_k with pi from the members' 0/1 errors of (pass 1)
     every example and (pass 2) the held-out ones only; each member run alone
     with the same holdout gives its scores."""
     from olcli.engine.records import new_tally
@@ -155,8 +155,8 @@ def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multicl
             if number == 2 and not held_out:
                 continue
             label = int(batch.labels[e]) - 1
-            for k in range(3):
-                cumulative[k] -= batch.importance[e] * _log_probabilities(member_scores[k][e], softmax)[label]
+            for k in range(3):   # the 0/1 error of each member's own scores (issue 29: the loss VW prints)
+                cumulative[k] += batch.importance[e] * float(int(np.argmax(member_scores[k][e])) != label)
     np.testing.assert_allclose(mix.model.scalars[mixture.LOSSES:mixture.LOSSES + 3], cumulative, rtol=1e-12)
     for name, columns in MEMBER_COLUMNS.items():   # the members learned as alone
         assert np.array_equal(members[name].model.state, mix.model.state[:, slice(*columns)]), name
@@ -207,8 +207,8 @@ def test_each_member_learns_exactly_as_alone(loss, multiclass):
 @pytest.mark.parametrize("loss,multiclass", MODES[-2:])
 def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass):
     """The mixture's class scores are sum_k pi_k scores_k, with pi from each
-    member's multiclass log loss (normalized sigmoids for OAA, softmax) of the
-    examples before; recomputed here from the members run alone."""
+    member's 0/1 error (its own scores' argmax against the label) on the examples
+    before; recomputed here from the members run alone."""
     classes = max(multiclass.values())
     batch = _stream(4, 400, classes=classes)
     mix = Learner("mix", loss=loss, bits=8, **multiclass)
@@ -225,8 +225,8 @@ def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass):
         want = sum(pi[k] * member_scores[k][e] for k in range(3))
         np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"example {e}")
         label = int(batch.labels[e]) - 1
-        for k in range(3):
-            cumulative[k] -= batch.importance[e] * _log_probabilities(member_scores[k][e], softmax)[label]
+        for k in range(3):   # each member's 0/1 error (issue 29: the loss VW prints)
+            cumulative[k] += batch.importance[e] * float(int(np.argmax(member_scores[k][e])) != label)
 
 
 @pytest.mark.parametrize("loss,multiclass", [("logistic", {}), ("squared", {}), ("logistic", {"oaa": 3}),
