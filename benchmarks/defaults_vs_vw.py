@@ -61,6 +61,9 @@ from olcli.engine.registry import ALGORITHMS, DEFAULT_ALGORITHM  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results", "defaults_vs_vw.md")
 VW_LEARNERS = {"VW default": "", "VW --coin": "--coin", "VW --ftrl": "--ftrl"}
+# Issue 29's next bar: VW's default learner with the best -l of this grid, chosen in hindsight
+# on each set (the least progressive loss; its test loss is that -l's).
+VW_GRID = (0.03, 0.1, 0.3, 0.5, 1, 3, 10)
 LOGISTIC = ("--loss logistic", "--loss_function logistic")
 
 # name -> (kind, train, test or None, olcli flags, VW flags); "@kind" = olcli.datagen output
@@ -135,22 +138,26 @@ def vw_run(train, test, flags, tmp):
     return progressive, test_loss
 
 
-def run_sets(data, scale, only, tmp):
+def run_sets(data, scale, only, tmp, algorithms=None):
     rows = []
+    algorithms = algorithms or list(ALGORITHMS)
     for name, (kind, train, test, olcli_flags, vw_flags) in SETS.items():
         if only and not any(text in name for text in only):
             continue
         train = generate(train[1:], scale, tmp) if train.startswith("@") else os.path.join(data, train)
         test = test and os.path.join(data, test)
         row = dict(name=name, kind=kind, test=bool(test), olcli={}, vw={})
-        for algorithm in ALGORITHMS:
+        for algorithm in algorithms:
             row["olcli"][algorithm] = olcli_run(train, test, algorithm, olcli_flags, tmp)
         for label, flags in VW_LEARNERS.items():
             row["vw"][label] = vw_run(train, test, f"{vw_flags} {flags}", tmp)
+        grid = {rate: vw_run(train, test, f"{vw_flags} -l {rate}", tmp) for rate in VW_GRID}
+        rate = min(grid, key=lambda r: grid[r][0])
+        row["tuned"] = (rate, grid[rate], {r: v[0] for r, v in grid.items()})
         rows.append(row)
         shown = ", ".join(f"{a} {v[0]:.4g}" for a, v in row["olcli"].items())
-        print(f"{name}: {shown}; " + ", ".join(f"{k} {v[0]:.4g}" for k, v in row["vw"].items()),
-              file=sys.stderr, flush=True)
+        print(f"{name}: {shown}; " + ", ".join(f"{k} {v[0]:.4g}" for k, v in row["vw"].items())
+              + f"; tuned VW -l {rate} {grid[rate][0]:.4g}", file=sys.stderr, flush=True)
     return rows
 
 
@@ -201,9 +208,35 @@ def _cell(x):
     return "—" if x is None else f"{x:.4f}" if abs(x) < 100 else f"{x:.5g}"
 
 
+def tuned_report(rows, default):
+    """The default against VW's default learner tuned in hindsight over VW_GRID (issue 29)."""
+    out = ["### The default against VW tuned in hindsight (progressive loss)", "",
+           f"VW's default learner with each -l of {', '.join(map(str, VW_GRID))}; the best per set.", "",
+           "| set | kind | olcli default | VW default | VW --coin | tuned VW (-l) | default / min(VW default, coin) "
+           "| default / tuned VW |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        mine = r["olcli"][default][0]
+        rate, (tuned, _), _ = r["tuned"]
+        best = min(r["vw"]["VW default"][0], r["vw"]["VW --coin"][0])
+        out.append(f"| {r['name']} | {r['kind']} | {_cell(mine)} | {_cell(r['vw']['VW default'][0])} | "
+                   f"{_cell(r['vw']['VW --coin'][0])} | {_cell(tuned)} ({rate:g}) | {mine / best:.4f} | "
+                   f"{mine / tuned:.4f} |")
+    scored = [r for r in rows if r["kind"] != "multiclass"]
+    met = sum(r["olcli"][default][0] <= 1.05 * r["tuned"][1][0] for r in scored)
+    within = sum(r["olcli"][default][0] <= 1.02 * min(r["vw"]["VW default"][0], r["vw"]["VW --coin"][0])
+                 for r in rows)
+    out += ["", f"Default <= 1.02 x min(VW default, VW --coin): {within} of {len(rows)} sets; "
+            f"default <= 1.05 x tuned VW (binary and regression sets): {met} of {len(scored)}.", "",
+            "Every -l of the grid (progressive loss):", "",
+            "| set | " + " | ".join(f"-l {g:g}" for g in VW_GRID) + " |", "|---|" + "---:|" * len(VW_GRID)]
+    for r in rows:
+        out.append(f"| {r['name']} | " + " | ".join(_cell(r["tuned"][2][g]) for g in VW_GRID) + " |")
+    return out + [""]
+
+
 def sets_report(rows, default):
     out = []
-    algorithms = list(ALGORITHMS)
+    algorithms = list(rows[0]["olcli"]) if rows else list(ALGORITHMS)
     for part, index in (("Progressive loss", 0), ("Test loss (final model on the test split)", 1)):
         shown = [r for r in rows if index == 0 or r["test"]]
         if not shown:
@@ -239,10 +272,10 @@ def sets_report(rows, default):
             "|---|" + "---:|" * (len(algorithms) + 1)]
     singles = [a for a in algorithms if a != "mix"]
     for r in rows:
-        fastest = min(r["olcli"][a][2] for a in singles)
+        fastest = min((r["olcli"][a][2] for a in singles), default=None)
         out.append(f"| {r['name']} | " + " | ".join(f"{r['olcli'][a][2]:.2f} ({r['olcli'][a][3]:.2f})"
                                                    for a in algorithms)
-                   + f" | {r['olcli'][default][2] / fastest:.2f} |")
+                   + (f" | {r['olcli'][default][2] / fastest:.2f} |" if fastest else " | — |"))
     return out
 
 
@@ -375,6 +408,8 @@ def main():
     parser.add_argument("--out", default=RESULTS)
     parser.add_argument("--only", nargs="*", default=[], help="run only the sets whose name contains one of these")
     parser.add_argument("--no-cases", action="store_true", help="skip VW's test cases")
+    parser.add_argument("--algorithms", nargs="*", default=[], choices=list(ALGORITHMS),
+                        help="run only these olcli algorithms on the sets (default: all; the default is always run)")
     parser.add_argument("--default", default=DEFAULT_ALGORITHM, choices=list(ALGORITHMS),
                         help="the algorithm the targets are checked for (default: olcli's default)")
     parser.add_argument("--cases", type=int, default=0, help="run only the first N of VW's cases (0: all)")
@@ -402,7 +437,9 @@ def main():
                 handle.write("\n".join(lines) + "\n")
         return
     with tempfile.TemporaryDirectory() as tmp:
-        rows = run_sets(data, args.scale, args.only, tmp)
+        chosen = [default] + [a for a in args.algorithms if a != default] if args.algorithms else None
+        rows = run_sets(data, args.scale, args.only, tmp, chosen)
+    lines += tuned_report(rows, default)
     lines += sets_report(rows, default)
     if not args.no_cases:
         algorithms = [default] + [a for a in ("gd", "adagrad", "scinol2") if a != default]

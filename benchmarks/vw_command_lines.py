@@ -16,6 +16,10 @@ a `vw_command` (the `bash_command` tests are shell scripts, not VW command lines
    error names the file, line and text: a deliberate difference, listed in ``KNOWN``),
    *skipped* (it needs the model of a test that was refused), or *failed* (anything else: a
    crash, a refusal that names no option of the line, ...).
+4. Every line that ran is run again as `olcli train <vw_command>` (the same words, VW's
+   spellings; olcli's default learner unless the line chooses one, issue 29) in a second
+   scratch directory with its own models/, and its exit code and counts are compared with
+   VW's reference the same way (the report's "under olcli train" columns).
 3. For the ran ones, `number of examples` (per pass when VW prints `number of examples per
    pass`) and `total feature number` are read from olcli's stderr and from VW's reference
    stderr (`diff_files.stderr`) and compared; average loss is shown for information.
@@ -108,6 +112,20 @@ def scratch(vw_dir: Path) -> Path:
     return work
 
 
+def train_case(case: dict, work: Path) -> None:
+    """The line that ran under `olcli vw`, as `olcli train` with the same words."""
+    done = subprocess.run([*OLCLI, "train", *shlex.split(case["command"])], cwd=work, capture_output=True,
+                          text=True, timeout=600, stdin=subprocess.DEVNULL)
+    case["train_exit"] = done.returncode
+    case["train"] = numbers(done.stderr) if done.returncode == 0 else None
+    if done.returncode != 0:
+        last = [line for line in done.stderr.splitlines() if line.strip()]
+        case["train_detail"] = last[-1] if last else f"exit {done.returncode}"
+    theirs = case.get("theirs") or {}
+    case["train_match"] = None if case.get("match") is None or case["train"] is None else (
+        case["train"]["examples"] == theirs["examples"] and case["train"]["features"] == theirs["features"])
+
+
 def run_case(test: dict, work: Path, vw_dir: Path, outcomes: dict, linear: dict) -> dict:
     command = test["vw_command"]
     opts = options_of(command)
@@ -179,6 +197,7 @@ def main() -> None:
                     stack.append(dep)
         tests = [t for t in tests if t["id"] in wanted]
     work = scratch(vw_dir)
+    work_train = scratch(vw_dir)
     cases, outcomes, linear = [], {}, {}
     bash = 0
     started = time.perf_counter()
@@ -187,6 +206,8 @@ def main() -> None:
             bash += 1
             continue
         case = run_case(test, work, vw_dir, outcomes, linear)
+        if case["outcome"] == "ran":
+            train_case(case, work_train)
         outcomes[test["id"]] = case["outcome"]
         linear[test["id"]] = case["linear"]
         cases.append(case)
@@ -210,6 +231,11 @@ def write_results(cases, bash, out: Path, vw_dir: Path, elapsed: float, partial:
     for c in linear_refused:
         by_option[c["refused_option"]] = by_option.get(c["refused_option"], 0) + 1
     load = os.getloadavg()
+    train_ran = sum(c.get("train_exit") == 0 for c in ran)
+    train_failed = [c for c in ran if c.get("train_exit") not in (0, None)]
+    train_compared = [c for c in ran if c.get("train_match") is not None]
+    train_matching = sum(bool(c["train_match"]) for c in train_compared)
+    train_compared = len(train_compared)
     lines = [
         "# VW's test-suite command lines under `olcli vw`",
         "",
@@ -235,18 +261,29 @@ def write_results(cases, bash, out: Path, vw_dir: Path, elapsed: float, partial:
         "- linear-learner lines refused, by the option named: "
         + (", ".join(f"`{k}` {v}" for k, v in sorted(by_option.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"),
         "",
+        f"- **the lines olcli vw ran, as `olcli train` with the same words: ran {train_ran} of {len(ran)}"
+        f"; same counts as VW's reference: {train_matching} of {train_compared}**"
+        + ("" if not train_failed else " (not run: " + ", ".join(f"{c['id']}: {c['train_detail'][:120]}"
+                                                                  for c in train_failed) + ")"),
+        "",
         "## Runnable lines",
         "",
-        "| id | command | examples olcli / VW | features olcli / VW | avg loss olcli / VW | result |",
-        "| ---: | --- | --- | --- | --- | --- |",
+        "| id | command | examples olcli / VW | features olcli / VW | avg loss olcli / VW | result "
+        "| olcli train: examples / features / avg loss |",
+        "| ---: | --- | --- | --- | --- | --- | --- |",
     ]
     for c in ran:
         o, t = c["ours"], c["theirs"]
         result = {True: "match", False: "**mismatch**", None: "no reference"}[c["match"]]
         if c["match"] is False and c["id"] in KNOWN:
             result += ": " + KNOWN[c["id"]]
+        trained = c.get("train")
+        under_train = (f"{trained['examples']} / {trained['features']} / {trained['loss']}"
+                       + {True: " (match)", False: " (**mismatch**)", None: ""}[c.get("train_match")]
+                       if trained else f"exit {c.get('train_exit')}: {c.get('train_detail', '')[:80]}")
         lines.append(f"| {c['id']} | `{c['command']}` | {o['examples']} / {t['examples']} | "
-                     f"{o['features']} / {t['features']} | {o['loss']} / {t['loss']} | {result} |")
+                     f"{o['features']} / {t['features']} | {o['loss']} / {t['loss']} | {result} | "
+                     f"{under_train.replace('|', '/')} |")
     for title, group in (("Failed", failed), ("Data refused", data_refused), ("Skipped", skipped),
                          ("Refused", refused)):
         lines += ["", f"## {title} ({len(group)})", "", "| id | linear | command | olcli says |",
@@ -256,7 +293,7 @@ def write_results(cases, bash, out: Path, vw_dir: Path, elapsed: float, partial:
                          f"{c.get('detail', '').replace('|', '/')} |")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[8:17]))
+    print("\n".join(lines[8:18]))
     print(f"written {out}")
 
 
