@@ -894,6 +894,63 @@ def _http_module():
     return serve_http
 
 
+# --- start-up ---
+
+STARTUP_GRACE = 2.0   # seconds a stop signal in start-up has to end the process the usual way
+
+
+class StartupWatch:
+    """A safety net for "a signal during start-up stops the server at once". Python runs a
+    signal's handler only between bytecodes of the main thread; should the main thread be in a
+    long C call, or should a library swallow the handler's ``RunStopped``, the stop would wait
+    for the model load to end. The C-level handler also writes the signal's number to a wakeup
+    pipe (``signal.set_wakeup_fd``): a thread reading it ends the process itself
+    (``Error: interrupted by SIGTERM``, exit 128 + signal) if it still runs ``STARTUP_GRACE``
+    seconds later. Nothing has been announced or written then (the server never listened).
+    Closed before the event loop installs its own handlers (and its own wakeup fd)."""
+
+    STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.write_fd, False)
+        self.previous = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, name="olcli-serve-startup-watch", daemon=True).start()
+
+    def _watch(self) -> None:
+        try:
+            while not self.done.is_set():
+                data = os.read(self.read_fd, 64)
+                if not data:
+                    return
+                stops = [number for number in data if number in self.STOPS]
+                if stops and not self.done.wait(STARTUP_GRACE):
+                    name = signal.Signals(stops[0]).name
+                    try:
+                        sys.stderr.write(f"Error: interrupted by {name} (while starting; the server never listened)\n")
+                        sys.stderr.flush()
+                    finally:
+                        os._exit(128 + stops[0])
+        finally:
+            os.close(self.read_fd)
+
+    def close(self) -> None:
+        if self.done.is_set():
+            return
+        self.done.set()
+        signal.set_wakeup_fd(self.previous)
+        os.close(self.write_fd)   # the reader sees the end of the pipe and stops
+
+
+_STARTUP_WATCH: list = []
+
+
+def _startup_over() -> None:
+    while _STARTUP_WATCH:
+        _STARTUP_WATCH.pop().close()
+
+
 # --- one serving process ---
 
 async def _serve_process(options: ServeOptions, log: EventLog, sockets: dict, ready=None,
@@ -918,6 +975,7 @@ async def _serve_process(options: ServeOptions, log: EventLog, sockets: dict, re
             http = _http_module().HttpServer(served, options, log, sockets["http"])
             http_task = asyncio.ensure_future(http.serve())
             await http.started()
+    _startup_over()
     ticker = Ticker(loop)
     if lines.sweep_interval():
         ticker.every(lines.sweep_interval(), lines.sweep_idle)
@@ -1009,6 +1067,15 @@ def serve(options: ServeOptions) -> None:
     server listens, SIGTERM, SIGINT and SIGHUP stop it at once (olcli/signals.py immediate)."""
     from olcli import signals
 
+    if threading.current_thread() is threading.main_thread():
+        _STARTUP_WATCH.append(StartupWatch())
+    try:
+        _serve_checked(options, signals)
+    finally:
+        _startup_over()
+
+
+def _serve_checked(options: ServeOptions, signals) -> None:
     with signals.immediate():
         options.check()
         log = EventLog(options.log_format)
@@ -1022,6 +1089,7 @@ def serve(options: ServeOptions) -> None:
                  + (" and train" if options.learn else "") + " the model; use --host 127.0.0.1 for local clients")
     _raise_file_limit(options.max_connections + 64)
     if options.workers > 1:
+        _startup_over()   # the supervisor watches its own start-up (its loop checks the signals)
         _supervise(options, log)
         return
     sockets = {}
