@@ -141,9 +141,31 @@ def check_memory(bits: int, n_slots: int, classes: int, copies: int = 1) -> None
     if available is not None and available < MEMORY_FLOOR:
         raise UsageError(f"only {available / gib:.2f} GiB of memory is available; a run needs at least "
                          f"{MEMORY_FLOOR / gib:.2f} GiB besides the rows of -b {bits}'s table it touches")
-    if rows * n_slots * 8 >= 1 << 46:   # 64 TiB of address space: more than a process can map
-        raise UsageError(f"-b {bits} with {max(1, classes)} class blocks is a table of {rows:,} rows x "
-                         f"{n_slots} slots, more than the address space holds: use a smaller -b")
+    table = rows * n_slots * 8
+    total = _memory_total()
+    limit = TABLE_SPACE_FACTOR * total if total else 1 << 46
+    if table > limit:
+        raise UsageError(f"-b {bits}{f' with {classes} classes' if classes else ''} is a table of {rows:,} rows x "
+                         f"{n_slots} slots ({table / gib:,.0f} GiB of address space), more than "
+                         f"{TABLE_SPACE_FACTOR} x this machine's {total / gib:.0f} GiB of memory that olcli maps: "
+                         "use a smaller -b")
+
+
+# A table may span at most this many times the machine's memory: its untouched pages cost
+# nothing, but every save walks its page map (about 0.15 s per 26 GiB) and a touched page
+# costs a page-table entry besides its 4 KiB.
+TABLE_SPACE_FACTOR = 16
+
+
+def _memory_total() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 class MemoryGuard:
