@@ -23,11 +23,13 @@ ALGORITHMS = {"adagrad": "adagrad", "adagrad-dual": "adagrad_dual", "ftrl": "ftr
               "scinol2": "scinol2", "sgd": "sgd", "gd": "gd", "coin": "coin", "mix": "mixture"}
 
 # The kernels a test build holds (olcli/aot/aot_signatures.json names): the parsers, the
-# prediction writer, every algorithm's binary loop and the default's multiclass loop.
+# prediction writer, every algorithm's binary loop and weights (a loaded model's check),
+# and the default's multiclass loop.
 TEST_KERNELS = (["olcli.engine.parse:parse_chunk_vw", "olcli.engine.parse:parse_chunk_vw_interacting",
                  "olcli.engine.parse:parse_chunk_libsvm", "olcli.engine.format:format_predictions",
                  "olcli.engine.mixture:run_chunk_multiclass"]
-                + [f"olcli.engine.{module}:run_chunk" for module in ALGORITHMS.values()])
+                + [f"olcli.engine.{module}:{kernel}" for module in ALGORITHMS.values()
+                   for kernel in ("run_chunk", "weights_at")])
 
 # (input, olcli options): run under both modes; every kernel they call is in TEST_KERNELS.
 CASES = ([(VW, []),                                                  # the default: --mix, squared loss
@@ -63,12 +65,12 @@ def _environment(mode: str, aot_dir: str | None, **more) -> dict:
     return env
 
 
-def _installed_build_covers(kernels) -> bool:
+def _installed_build_covers(kernels, folder=None) -> bool:
     from olcli import aot
     from olcli.engine.jit import engine_stamp
 
     try:
-        with open(os.path.join(aot.HERE, aot.MANIFEST_NAME)) as f:
+        with open(os.path.join(folder or aot.HERE, aot.MANIFEST_NAME)) as f:
             manifest = json.load(f)
     except (OSError, ValueError):
         return False
@@ -77,9 +79,13 @@ def _installed_build_covers(kernels) -> bool:
 
 @pytest.fixture(scope="module")
 def aot_dir(tmp_path_factory):
-    """None (the installed build) or a folder holding a build of TEST_KERNELS."""
+    """None (the installed build) or a folder holding a build of TEST_KERNELS: OLCLI_TEST_AOT_DIR's
+    when it holds a current one (a developer's build, kept between runs), else one made here."""
     if _installed_build_covers(TEST_KERNELS):
         return None
+    kept = os.environ.get("OLCLI_TEST_AOT_DIR")
+    if kept and _installed_build_covers(TEST_KERNELS, kept):
+        return kept
     folder = str(tmp_path_factory.mktemp("aot-build"))
     done = subprocess.run([sys.executable, "-m", "olcli.aot.build", "build", "--output-dir", folder,
                            "--kernels", *TEST_KERNELS], capture_output=True, text=True, timeout=1800)
