@@ -201,19 +201,28 @@ def nonzero_rows(state: np.ndarray) -> np.ndarray:
     """The rows (int64, increasing) of a 2-d table that hold a non-zero value: for a
     ``zeroed_state`` table, found among its written pages only."""
     rows, slots = state.shape
-    offsets = _written_pages(state) if _mapped(state) and state.flags.c_contiguous and state.size else None
+    aligned = state.__array_interface__["data"][0] % mmap.PAGESIZE == 0
+    offsets = (_written_pages(state) if _mapped(state) and aligned and state.flags.c_contiguous and state.size
+               else None)
     if offsets is None:
         found = [np.flatnonzero(np.any(state[a:a + _SCAN_ROWS] != 0, axis=1)) + a
                  for a in range(0, rows, _SCAN_ROWS)]
         return np.concatenate(found).astype(np.int64) if found else np.zeros(0, np.int64)
     flat = state.reshape(-1)
     per_page = mmap.PAGESIZE // state.itemsize
+    pages = offsets // mmap.PAGESIZE   # the mapping starts on a page: whole pages of the table
+    whole = flat.size // per_page
+    by_page = flat[:whole * per_page].reshape(whole, per_page)
     found = []
-    for a in range(0, len(offsets), 4096):  # 4096 pages (16 MiB of the table) at a time
-        first = offsets[a:a + 4096] // state.itemsize
-        at = (first[:, None] + np.arange(per_page)).reshape(-1)
-        at = at[(at >= 0) & (at < flat.size)]
-        hit = at[flat[at] != 0]
+    for a in range(0, len(pages), 4096):  # 4096 pages (16 MiB of the table) at a time
+        chunk = pages[a:a + 4096]
+        inside = chunk[chunk < whole]
+        page_at, column = np.nonzero(by_page[inside])   # whole pages copied: fast
+        hit = inside[page_at] * per_page + column
+        tail = chunk[chunk >= whole]
+        if tail.size:   # the last, partial page
+            rest = np.arange(whole * per_page, flat.size)
+            hit = np.concatenate([hit, rest[flat[rest] != 0]])
         if hit.size:
             found.append(np.unique(hit // slots))
     return np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
