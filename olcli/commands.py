@@ -7,7 +7,7 @@ another output (olcli/paths.py). Then a run ends, whatever happens — an error,
 full disk, a closed pipe, SIGINT/SIGTERM/SIGHUP at any moment — with the model
 learned so far saved atomically (or the previous file untouched when nothing
 was learned), the report saying whether the run was complete, and one line on
-stderr saying what was saved (README, "What olcli guarantees when things go
+stderr saying what was saved (docs, "What olcli guarantees when things go
 wrong").
 """
 

@@ -694,7 +694,7 @@ class Learner:
     def merge(cls, learners, base: "Learner | None" = None) -> "Learner":
         """Combine learners that each learned a separate shard starting from ``base``
         (the common starting learner; None = a fresh one) with the algorithm's merge
-        rule (each algorithm module's ``merge``; README "Merging"). Counters add the
+        rule (each algorithm module's ``merge``; docs, "Python API"). Counters add the
         shards' increments over the base. An algorithm with global scalars (registry
         ``scalars``: --gd, --coin) gets them too: its ``merge`` takes
         ``base_scalars``/``shard_scalars`` (it may need them for the weights) and

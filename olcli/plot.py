@@ -1,4 +1,4 @@
-"""``olcli plot``: learning curves from ``--report`` files (README "Learning curves").
+"""``olcli plot``: learning curves from ``--report`` files (docs: Getting started, "Learning curves").
 
 Reports -> curve records (plain data: ``load_curves``) -> a picture (``render_figure``,
 Matplotlib) or text (``render_text``, plotext). Both libraries come with the optional extra

@@ -54,7 +54,7 @@ ERR_NUL = 11              # a NUL byte: binary data, not text
 ERR_TOO_MANY_FEATURES = 12  # the interactions would generate more features than allowed per example
 ERR_LABEL_NEGATIVE = 13   # the loss needs labels >= 0 (poisson)
 
-# Bounds on the work of one kernel call (README, "What olcli guarantees"): a call
+# Bounds on the work of one kernel call (docs, "Guarantees"): a call
 # stops at the first line after MAX_CALL_FEATURES features parsed or generated
 # (the caller parses the rest in another call), and an example whose interactions
 # would generate more than MAX_EXAMPLE_FEATURES features is refused as a bad line,

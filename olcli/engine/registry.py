@@ -274,7 +274,7 @@ ALGORITHMS = {a.name: a for a in [
     ),
 ]}
 
-DEFAULT_ALGORITHM = "mix"   # chosen by benchmarks/defaults_vs_vw.py (README "The default")
+DEFAULT_ALGORITHM = "mix"   # chosen by benchmarks/defaults_vs_vw.py (docs, "Algorithms")
 
 
 def supporting(option: str) -> list:
