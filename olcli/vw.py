@@ -6,7 +6,8 @@ Two uses of one table (``VW_OPTIONS``):
   (``-d FILE``, ``--final_regressor=m``, ``--loss_function logistic``, ``-qab``,
   ``-P 10``...) into olcli's own before the command's options are parsed; olcli's
   own spellings pass through unchanged and win where the two differ
-  (``--cache PATH`` is olcli's, VW's cache flag is ``-c``; ``--progress`` without a
+  (``--cache PATH`` is olcli's; ``--cache`` with no path after it, or ``-c``, is VW's
+  cache flag; ``--progress`` without a
   number is olcli's bar, ``--progress 10`` is VW's interval).
 * ``translate`` takes a whole VW command line (``olcli vw ARGS...``) and gives
   the ``olcli train`` arguments that run it: VW's default learner (``--gd``) unless
@@ -247,6 +248,11 @@ def rewrite(args: list, known: Known, command: str) -> list:
         name, attached = _split(token)
         if name == "--progress" and attached is None and (i + 1 >= len(args) or not _NUMBER.match(args[i + 1])):
             out.append(token)  # olcli's --progress (a bar); VW's takes a number
+            i += 1
+            continue
+        if name == "--cache" and attached is None and (i + 1 >= len(args) or is_option(args[i + 1])) \
+                and known.has("--vw-cache"):
+            out.append("--vw-cache")  # no path after it: VW's cache flag (-c), as VW's lines spell it
             i += 1
             continue
         if name != "--progress" and (known.has(name) or name in OLCLI_FIRST):

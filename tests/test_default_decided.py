@@ -214,3 +214,20 @@ def test_vw_hashing_keeps_the_interaction_bound_of_combinations(cli, tmp_path):
     code, _, err = cli("train", "w.vw", "-q", "ww", "--report", "r.json", "--quiet")
     assert code == 0 and "interactions would generate" not in err, err
     assert json.load(open("r.json"))["total_features"] == 3000 + 3000 * 3001 // 2 + 1
+
+
+def test_vw_cache_flag_under_train_is_the_flag_when_no_path_follows(cli, sample, tmp_path):
+    """VW's lines end in --cache or put an option after it (VW's test 105: `--cache
+    --holdout_off`): under olcli train that is VW's cache flag, not olcli's --cache PATH."""
+    lines = open(sample / "vw_0001.dat", "rb").readlines()[:50]
+    (tmp_path / "d.vw").write_bytes(b"".join(lines))
+    code, _, err = cli("train", "-k", "-d", "d.vw", "--passes", "2", "--cache", "--holdout_off", "--report",
+                       "r.json", "--quiet")
+    assert code == 0, err
+    report = json.load(open("r.json"))
+    assert report["examples"] == 100 and report["holdout_period"] == 0 and not os.path.exists("--holdout_off")
+    assert report["cache"] == "d.vw.olcache"
+    code, _, err = cli("train", "-k", "-d", "d.vw", "--passes", "2", "--cache", "--report", "r.json", "--quiet")
+    assert code == 0 and json.load(open("r.json"))["cache"] == "d.vw.olcache", err
+    code, _, err = cli("train", "d.vw", "--passes", "2", "--cache", "mine.cache", "--report", "r.json", "--quiet")
+    assert code == 0 and json.load(open("r.json"))["cache"] == "mine.cache", err
