@@ -224,8 +224,17 @@ def nonzero_rows(state: np.ndarray) -> np.ndarray:
             rest = np.arange(whole * per_page, flat.size)
             hit = np.concatenate([hit, rest[flat[rest] != 0]])
         if hit.size:
-            found.append(np.unique(hit // slots))
-    return np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+            found.append(_unique(hit // slots))
+    return _unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+
+
+def _unique(values: np.ndarray) -> np.ndarray:
+    """np.unique of an integer array, without NumPy's np.unique (which imports numpy.ma,
+    ~22 ms that a train run otherwise never pays: tests/test_startup.py)."""
+    values = np.sort(values)
+    if values.size:
+        values = values[np.concatenate(([True], values[1:] != values[:-1]))]
+    return values
 
 
 def all_finite(state: np.ndarray) -> bool:
