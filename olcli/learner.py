@@ -207,7 +207,7 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=Non
               ignore="", keep="", ignore_linear="", oaa=None, softmax=None, quantile_tau=None,
               min_prediction=None, max_prediction=None, copies: int = 1, ngram=(), skips=(), hash_seed=0,
               permutations=False, leave_duplicate_interactions=False, initial_weight=0.0, indexing=None,
-              initial_constant=0.0, hash="all", **hyper) -> model_file.Model:
+              initial_constant=0.0, hash="strings", **hyper) -> model_file.Model:
     """A fresh model, every option checked (the messages name the CLI spelling too)."""
     from olcli.parsing import check_grams
 
@@ -305,7 +305,7 @@ class Learner:
                  constant=True, ignore="", keep="", ignore_linear="", oaa=None, softmax=None,
                  quantile_tau=0.5, min_prediction=None, max_prediction=None, input_format="auto", ngram=(),
                  skips=(), hash_seed=0, permutations=False, leave_duplicate_interactions=False, initial_weight=0.0,
-                 indexing=None, initial_constant=0.0, hash="all", **hyper):
+                 indexing=None, initial_constant=0.0, hash="strings", **hyper):
         model = new_model(algorithm, loss, bits, interactions, link=link, constant=constant, ignore=ignore,
                           keep=keep, ignore_linear=ignore_linear, oaa=oaa, softmax=softmax,
                           quantile_tau=quantile_tau, min_prediction=min_prediction,
