@@ -594,12 +594,14 @@ def probe_scheduler(address: str) -> None:
         connection = socket.create_connection((host, port), timeout=PROBE_SECONDS)
     except socket.timeout:
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: no answer to a connection within "
-                           f"{PROBE_SECONDS:g} s (is the address routable from here, and the port open?)") from None
+                           f"{PROBE_SECONDS:g} s (is the address routable from here, and the port open? olcli never "
+                           f"falls back to training here)") from None
     except OSError as exc:
         reason = "connection refused: nothing listens there" if isinstance(exc, ConnectionRefusedError) else (
             exc.strerror or str(exc))
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {reason}; start one with "
-                           f"`dask scheduler`, or give --workers N for a local cluster") from None
+                           f"`dask scheduler`, or give --workers N for a local cluster (olcli never falls back to "
+                           f"training here)") from None
     with connection:
         connection.settimeout(PROBE_SECONDS)
         received, closed, deadline = b"", False, time.monotonic() + PROBE_SECONDS
