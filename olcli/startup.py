@@ -107,6 +107,12 @@ def _refuse_value(annotation, value, result, low, high, param) -> None:
     if annotation not in (int, float) or not isinstance(value, str):
         return
     if result is _DEFER:
+        if annotation is float:
+            try:
+                float(value)  # nan, inf, 1_000: typer's coercion and olcli's own checks decide
+                return
+            except ValueError:
+                pass
         kind = "a whole number" if annotation is int else "a number"
         raise UsageError(f"{name} takes {kind}, not {value!r}")
     if low is not None and result < low:
