@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import stop_all
 
 import olcli
 from olcli import datagen
@@ -124,14 +125,7 @@ def server(tmp_path):
                       log_path, pid_file, port_file)
 
     yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(15)
+    stop_all(started)
 
 
 def recv_lines(sock: socket.socket, count: int, timeout: float = IO_TIMEOUT) -> list:

@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import numpy as np
 import pytest
+from processes import stop_all
 
 import olcli
 from olcli import datagen
@@ -126,14 +127,7 @@ def server(tmp_path):
         return Server(proc, log_path, port_file, http_file)
 
     yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(15)
+    stop_all(started)
 
 
 def recv_lines(sock, count, timeout=IO_TIMEOUT) -> list:
