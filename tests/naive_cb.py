@@ -1,8 +1,8 @@
-"""Slow pure-Python oracle of VW's contextual-bandit reductions (issue 30).
+"""Slow pure-Python oracle of VW's contextual-bandit reductions.
 
-Written from VW 9.x's definitions (read, not copied; the full account with file
-and function names is the design note ``cb_design.md`` kept with the project
-notes). Everything here is plain Python over a generic linear regressor, so it
+Written from VW 9.x's definitions (read, not copied; the VW source files and
+functions each part follows are named below). Everything here is plain Python over
+a generic linear regressor, so it
 can check olcli's reduction step by step:
 
 * cost estimates per ``--cb_type`` (``cb_adf.cc`` ``learn_ips/dm/dr/mtr`` with

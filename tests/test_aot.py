@@ -1,4 +1,4 @@
-"""The kernels compiled ahead of time (olcli/aot, issue 25): the JIT's bytes, without Numba.
+"""The kernels compiled ahead of time (olcli/aot): the JIT's bytes, without Numba.
 
 Every run here is the olcli command in a subprocess, once with ``OLCLI_KERNELS=aot`` and
 once with ``OLCLI_KERNELS=jit``; the model file, the ``-p`` predictions and the JSON report

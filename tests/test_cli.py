@@ -265,7 +265,7 @@ def test_closed_predictions_pipe_keeps_the_model(sample, tmp_path):
     shell = f"{' '.join(olcli_command())} train big.vw -f m.olm -p - --quiet | head -1; echo ${{PIPESTATUS[0]}} >&2"
     done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, cwd=tmp_path)
     assert done.stdout.count("\n") == 1
-    assert done.stderr.strip().splitlines() == ["141"]  # quietly (issue 13): no message, exit 141
+    assert done.stderr.strip().splitlines() == ["141"]  # quietly: no message, exit 141 (128 + SIGPIPE)
     assert olcli.load(tmp_path / "m.olm").counters["examples"] > 0
 
 

@@ -1,4 +1,4 @@
-"""Issue 29, the default decided: VW's hashing by default, VW's options under the default
+"""The default decided: VW's hashing by default, VW's options under the default
 (they select the learner that takes them), and mistakes a scheduled job must notice.
 
 The oracles are VW's: the indices `vw --audit` prints (tests/test_hashing.py's EDGE and

@@ -1,4 +1,4 @@
-"""Memory for the rows an example touches (issue 26).
+"""Memory for the rows an example touches.
 
 The table is a mapping whose pages cost memory only once written
 (model.zeroed_state), every algorithm's untouched row is all zeros, and what

@@ -155,7 +155,7 @@ def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multicl
             if number == 2 and not held_out:
                 continue
             label = int(batch.labels[e]) - 1
-            for k in range(3):   # the 0/1 error of each member's own scores (issue 29: the loss VW prints)
+            for k in range(3):   # the 0/1 error of each member's own scores (the loss VW prints)
                 cumulative[k] += batch.importance[e] * float(int(np.argmax(member_scores[k][e])) != label)
     np.testing.assert_allclose(mix.model.scalars[mixture.LOSSES:mixture.LOSSES + 3], cumulative, rtol=1e-12)
     for name, columns in MEMBER_COLUMNS.items():   # the members learned as alone
@@ -225,7 +225,7 @@ def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass):
         want = sum(pi[k] * member_scores[k][e] for k in range(3))
         np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"example {e}")
         label = int(batch.labels[e]) - 1
-        for k in range(3):   # each member's 0/1 error (issue 29: the loss VW prints)
+        for k in range(3):   # each member's 0/1 error (the loss VW prints)
             cumulative[k] += batch.importance[e] * float(int(np.argmax(member_scores[k][e])) != label)
 
 

@@ -11,7 +11,7 @@ from olcli.errors import ModelError
 
 
 def make_model(bits=6, fill=0.1, seed=0):
-    """A consistent AdaGrad model (issue 13: files are validated, so the state must be
+    """A consistent AdaGrad model (files are validated on load, so the state must be
     one AdaGrad can have: G >= 0, ``last`` a round number up to the rounds counter)."""
     rng = np.random.default_rng(seed)
     state = np.zeros((model_file.table_rows(bits), 3))

@@ -120,7 +120,7 @@ def test_softmax_continuation_and_refusals(cli, sample, tmp_path):
     code, _, err = cli("train", "A.vw", "--softmax", "26", "--loss", "hinge")
     assert code == 2 and "--softmax" in err
     code, _, err = cli("train", "A.vw", "--oaa", "3", "--report", "r.json")
-    # letter's classes 4..26 are most lines: skipped, and the run exits 1 (issue 29)
+    # letter's classes 4..26 are most lines: skipped, and the run exits 1 (most lines bad)
     assert code == 1 and "is not a class of --oaa/--softmax 3" in err
     assert json.load(open("r.json"))["bad_lines"] > 0
 

@@ -1,4 +1,4 @@
-"""Issue 13, class 5: model files and example caches are validated, not trusted.
+"""Model files and example caches are validated, not trusted.
 
 A Hypothesis harness crafts model files (header fields replaced, removed, added;
 payload cut, extended or poisoned; always with a valid checksum, so validation and

@@ -1,4 +1,4 @@
-"""Issue 13, classes 1, 2 and 6: no output can destroy an input; special outputs are
+"""No output can destroy an input; special outputs are
 written in place; OS errors on outputs are one-line messages and cost nothing.
 
 Real subprocesses where the behaviour is about the process (redirections, limits,

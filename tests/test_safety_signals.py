@@ -1,4 +1,4 @@
-"""Issue 13, classes 3 and 4: SIGINT, SIGTERM and SIGHUP at any moment, and a stop
+"""SIGINT, SIGTERM and SIGHUP at any moment, and a stop
 request honoured within a second whatever the options.
 
 Real processes (``python -m olcli``), real signals. The moment a signal lands is
@@ -233,7 +233,7 @@ def test_an_example_that_would_generate_too_many_features_is_refused_with_the_co
     _wide(tmp_path / "wide.vw", 2, 30_000)
     (tmp_path / "ok.vw").write_text("1 |w a b c\n")
     code, _, err = cli("train", "wide.vw", "ok.vw", "-q", "ww", "--report", "r.json", "--quiet")
-    assert code == 1 and "Error: most lines were bad and skipped (2 of 3)" in err, err  # issue 29: exit 1
+    assert code == 1 and "Error: most lines were bad and skipped (2 of 3)" in err, err  # most lines bad: exit 1
     assert "the interactions would generate 450,015,000 features for this line, more than the 8,388,608" in err
     assert "WARNING: 2 of 3 lines (66.7%) were bad" in err
     report = json.load(open(tmp_path / "r.json"))

@@ -1,4 +1,4 @@
-"""Issue 13, classes 7, 8 and 9: any stream, any bytes, honest messages.
+"""Any stream, any bytes, honest messages.
 
 Closed and broken standard streams never cost the model; DATA may be any readable
 stream (FIFO, process substitution, /dev/stdin, a socket), compressed or not;
@@ -227,8 +227,8 @@ def test_no_example_from_non_empty_input_is_an_error(cli, tmp_path):
 
 
 def test_mostly_bad_lines_get_a_loud_warning(cli, tmp_path):
-    # issue 29: most lines skipped (more than half) is a mistake cron must notice: exit 1, the
-    # model and report written (tests/test_default_decided.py has the cases of the issue)
+    # most lines skipped (more than half) is a mistake cron must notice: exit 1, the model and
+    # report written (tests/test_default_decided.py has the other cases)
     (tmp_path / "m.vw").write_text("1 |f a\n" * 3 + "x |f a\n" * 7)
     code, _, err = cli("train", "m.vw", "--report", "r.json", "--quiet")
     assert code == 1 and "WARNING: 7 of 10 lines (70.0%) were bad and skipped" in err

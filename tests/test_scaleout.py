@@ -1,4 +1,4 @@
-"""Training on a Dask cluster (issue 18, olcli/scaleout.py).
+"""Training on a Dask cluster (olcli/scaleout.py).
 
 A real ``distributed.LocalCluster`` of two worker processes (one thread each)
 on 127.0.0.1 serves most tests through ``olcli train --scheduler``; one test

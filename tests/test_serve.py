@@ -1,4 +1,4 @@
-"""olcli serve (issue 17): the server runs as a real subprocess on port 0 and is spoken to over
+"""olcli serve: the server runs as a real subprocess on port 0 and is spoken to over
 real sockets on 127.0.0.1. Every process a test starts is stopped and waited for in the
 ``server`` fixture's teardown, even when the test fails; every wait is bounded."""
 

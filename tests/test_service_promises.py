@@ -1,4 +1,4 @@
-"""Issue 31: what ``olcli serve`` (and the other commands' outputs, the Python API and
+"""What ``olcli serve`` (and the other commands' outputs, the Python API and
 ``--scheduler``) promise under adversarial use: device outputs left alone, signals during
 start-up, reloads during a reload, big requests, wrong peers, odd JSON, cut lines.
 

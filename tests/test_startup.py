@@ -1,4 +1,4 @@
-"""Start-up and compilation (issue 16): what the olcli command imports, that the
+"""Start-up and compilation: what the olcli command imports, that the
 kernels it loads from Numba's cache behave exactly as Numba's own loading does, and
 ``olcli warm`` with the "compiling kernels" notice.
 

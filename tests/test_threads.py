@@ -1,6 +1,6 @@
 """--threads: reading and parsing ahead on threads gives the same run as doing
 everything on one thread, byte for byte — predictions, model file and report —
-and the parse calls really do run off the learning thread (issue 16).
+and the parse calls really do run off the learning thread.
 
 The data are generated (olcli/datagen.py) and read in small chunks, so that a
 run has dozens of chunks in flight through the pipeline."""

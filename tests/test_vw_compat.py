@@ -1,4 +1,4 @@
-"""VW users at home (issue 15): VW's spellings under train/test, `olcli vw`, VW's output
+"""VW users at home: VW's spellings under train/test, `olcli vw`, VW's output
 lines and shell completion.
 
 Expected numbers come from outside olcli's report code: VW's own reference output
@@ -90,7 +90,7 @@ TRAIN_ALIASES = [
     (["--bit_precision", "12"], ["-b", "12"]),
     (["-b12"], ["--bits", "12"]),
     (["--passes", "2", "-c"], ["--passes", "2", "--cache", "{data}.olcache"]),
-    # --cache with no path after it is VW's cache flag under train too (issue 29: VW's test 105)
+    # --cache with no path after it is VW's cache flag under train too (VW's test 105)
     (["--passes", "2", "--cache"], ["--passes", "2", "--cache", "{data}.olcache"]),
     (["--passes", "2", "--cache_file", "{out}c"], ["--passes", "2", "--cache", "{out}c"]),
     (["--passes", "2", "-k"], ["--passes", "2", "--kill-cache"]),
@@ -142,7 +142,7 @@ TRAIN_ALIASES = [
     (["-t", "-i", "{m}", "-f", "{out}model"], ["-i", "{m}"]),  # olcli test; -f gets the unchanged model
 ]
 
-# Built by the other half of issue 15 (olcli/vw.py's _NOT_YET): tested when the option exists.
+# VW options olcli/vw.py lists as not yet built (_NOT_YET): tested when the option exists.
 LATER_ALIASES = [
     (["--ngram", "2"], ["--ngram", "2"]),
     (["--ngram=2", "--skips=1"], ["--ngram", "2", "--skips", "1"]),
@@ -204,7 +204,7 @@ def test_vw_spelling_gives_the_same_run(cli, data, tmp_path, vw_args, olcli_args
         results.append((report(f"{tag}.json"), out, err))
     (vw_report, vw_out, vw_err), (ol_report, ol_out, ol_err) = results
     if "--gd" in olcli_args and "--gd" not in vw_args and vw_report.get("algorithm_note"):
-        # no algorithm flag: VW's option selected --gd and the report says so (issue 29)
+        # no algorithm flag: VW's option selected --gd and the report says so
         assert "learning with --gd (VW's default learner)" in vw_report["algorithm_note"]
         assert ol_report["algorithm_note"] is None
         vw_report["algorithm_note"] = None
@@ -784,7 +784,7 @@ def test_cost_sensitive_labels_are_named(cli, tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # --hash: VW's default (strings: a name of digits only is its number plus the namespace's hash)
-# under olcli vw and olcli train (issue 29); --hash all (MurmurHash3 of every name) on request.
+# under olcli vw and olcli train; --hash all (MurmurHash3 of every name) on request.
 
 def _audit_rows(out: bytes) -> list:
     return [[int(item.split(":")[1]) for item in line.split("\t")[1:]]
@@ -806,7 +806,7 @@ def test_olcli_vw_hashes_as_vw_by_default(cli, tmp_path):
     assert _audit_rows(out)[1] == [naive.vw_feature_index("123", "7", 18), naive.vw_feature_index("123", "x", 18)]
     code, out, err = cli("train", "edge.vw", "--audit", "-b", "24", "--noconstant", "--quiet")
     assert code == 0, err
-    assert _audit_rows(out) == VW_AUDIT[0]  # olcli train's default is VW's too (issue 29)
+    assert _audit_rows(out) == VW_AUDIT[0]  # olcli train's default is VW's too
     code, out, err = cli("train", "edge.vw", "--audit", "-b", "24", "--noconstant", "--quiet", "--hash", "all")
     assert code == 0, err
     assert _audit_rows(out)[2] == [naive.vw_feature_index("", "7", 24), naive.vw_feature_index("", "x", 24)]
@@ -849,7 +849,7 @@ def test_hash_rule_is_kept_by_the_model(cli, tmp_path):
     code, _, err = cli("train", "edge.vw", "-i", "s.olm", "--hash", "all", "-f", "t.olm")
     assert code == 2 and "hash" in err and not os.path.exists("t.olm"), err
     # a file written before the rule was recorded (format 3) reads as --hash all, as it was trained
-    # (then the default: --hash all given here, as the default is strings since issue 29)
+    # (then the default; --hash all is given here, as the default is now strings)
     code, _, err = cli("train", "edge.vw", "--gd", "--hash", "all", "-b", "24", "--noconstant", "-f", "a.olm",
                        "-p", "a.p")
     assert code == 0, err

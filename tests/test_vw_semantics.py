@@ -1,4 +1,4 @@
-"""VW's behaviour behind its option names (issue 15): n-grams and skips, --hash_seed,
+"""VW's behaviour behind its option names: n-grams and skips, --hash_seed,
 the interaction flags, --predict_only_model. Expected numbers come from VW itself:
 `vw --audit` indices printed by vowpalwabbit 9.11.9, and the `total feature number`
 of VW's own reference stderr files (test/train-sets/ref/*.stderr of VW's test suite)."""
