@@ -1,8 +1,9 @@
 """Progressive logistic loss of every olcli algorithm next to VW, on the same files, same run.
 
-    pip install ".[bench]" && python benchmarks/algorithms_vs_vw.py [DATA_DIR]
+    pip install ".[bench]" && python -m benchmarks.algorithms_vs_vw [DATA_DIR] [--lines N]
 
-DATA_DIR defaults to ../shared/data (the project's dataset folder beside the repo). Single
+DATA_DIR defaults to ../shared/data (the project's dataset folder beside the repo); ``--lines N``
+takes the first N lines of each file (a quick try). Single
 pass, -b 18, logistic loss, every algorithm at its defaults; VW is the vowpalwabbit package
 (`python -m vowpalwabbit`), run with its default learner, --ftrl and --coin.
 
@@ -13,17 +14,13 @@ no olcli parser or kernel, every coordinate updated every round. It shows that o
 loss on each file is the algorithm's own, not an artefact of the pipeline.
 """
 
-import json
+import argparse
 import os
-import re
-import subprocess
-import sys
 import tempfile
 
+from benchmarks.harness import DATA, head, run_olcli, run_vw
 from olcli.engine.registry import ALGORITHMS
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-import naive  # noqa: E402  (the tests' paper references)
+from tests import naive  # the tests' paper references
 
 FILES = ["a9a/train.vw", "w8a/train.shuf42.vw", "phishing_libsvm/train.vw", "covtype_binary_20k/train.vw",
          "sst2/train.vw", "cod_rna/train.shuf42.vw"]
@@ -33,16 +30,12 @@ VW_VARIANTS = {"VW default": [], "VW --ftrl": ["--ftrl"], "VW --coin": ["--coin"
 
 def olcli_loss(path, algorithm):
     with tempfile.TemporaryDirectory() as tmp:
-        report = os.path.join(tmp, "r.json")
-        subprocess.run([sys.executable, "-m", "olcli", "train", path, f"--{algorithm}", "--loss", "logistic",
-                        "-b", "18", "--quiet", "--report", report], check=True)
-        return json.load(open(report))["average_loss"]
+        return run_olcli(["train", path, f"--{algorithm}", "--loss", "logistic", "-b", "18", "--quiet"],
+                         report=os.path.join(tmp, "r.json")).summary["loss"]
 
 
 def vw_loss(path, flags):
-    done = subprocess.run([sys.executable, "-m", "vowpalwabbit", "-d", path, "--loss_function", "logistic",
-                           "-b", "18", *flags], capture_output=True, text=True, check=True)
-    return float(re.search(r"average loss = ([0-9.]+)", done.stdout + done.stderr).group(1))
+    return run_vw(["-d", path, "--loss_function", "logistic", "-b", "18", *flags]).summary["loss"]
 
 
 def reference_scinol2_loss(path, epsilon=1.0, bits=18):
@@ -70,13 +63,19 @@ def reference_scinol2_loss(path, epsilon=1.0, bits=18):
 
 
 def main():
-    data = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", nargs="?", default=DATA)
+    parser.add_argument("--lines", type=int, default=None)
+    args = parser.parse_args()
+    data, scratch = args.data, tempfile.mkdtemp(prefix="olcli-algorithms-")
     columns = list(ALGORITHMS) + list(VW_VARIANTS) + ["scinol2, paper reference"]
     print("| file | " + " | ".join(columns) + " |")
     print("|---|" + "---:|" * len(columns))
     differences = []
     for name in FILES:
         path = os.path.join(data, name)
+        if args.lines:
+            path = head(path, args.lines, os.path.join(scratch, name.replace("/", "_")))
         row = [olcli_loss(path, a) for a in ALGORITHMS] + [vw_loss(path, f) for f in VW_VARIANTS.values()]
         row.append(reference_scinol2_loss(path))
         if row[-1] is not None:

@@ -1,6 +1,6 @@
 """Check tests/naive_vw.py (pure-Python references of VW's default learner and --coin) against VW.
 
-    python benchmarks/check_vw_reference.py [DATA_DIR] [--only NAME ...] [--no-extra] [--rsqrtss]
+    python -m benchmarks.check_vw_reference [DATA_DIR] [--only NAME ...] [--no-extra] [--rsqrtss]
 
 DATA_DIR defaults to ../shared/data beside the repo. For every case the script runs VW itself
 (the vowpalwabbit package, through its Python API so that the progressive average loss is read at
@@ -21,7 +21,7 @@ prints:
 The first block is the brief: VW's test cases 584, 3, 5, 7, 36, 725 (default learner and its
 knobs) and 189, 599 (--coin) from vw_tests/INDEX.md, a few more from INDEX.md (578 hinge,
 579 poisson, 30 --l1, 680 --l1 --l2), and single-pass logistic and logistic --coin on five
-binary datasets of README.md. The second block (skip with --no-extra) runs copies of 0002.dat and
+binary datasets. The second block (skip with --no-extra) runs copies of 0002.dat and
 0001.dat (labels -1/+1) with importance weights cycling 0.5, 1, 2, 3.5, 0.25, under more flag
 combinations than VW's tests exercise.
 
@@ -62,14 +62,13 @@ import shlex
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-import naive  # noqa: E402  (the tests' MurmurHash3)
-import naive_vw  # noqa: E402
+from benchmarks import harness
+from benchmarks.harness import DATA, vw_workspace
+from tests import naive  # the tests' MurmurHash3
+from tests import naive_vw
 
 FNV_PRIME = 16777619
 T = "vw_tests/train-sets"
@@ -299,10 +298,8 @@ def sensitivity(examples, opts, draws=2, size=1e-7):
 
 def run_vw(path, flags, tmp):
     """VW's progressive average loss at full precision (Python API) and its -p predictions."""
-    from vowpalwabbit import Workspace
-
     preds = os.path.join(tmp, "vw.pred")
-    ws = Workspace(f"-d {shlex.quote(path)} {flags} --quiet -p {shlex.quote(preds)}")
+    ws = vw_workspace(f"-d {shlex.quote(path)} {flags} --quiet -p {shlex.quote(preds)}")
     ws.run_parser()
     loss = ws.get_sum_loss() / ws.get_weighted_examples()
     ws.finish()
@@ -321,9 +318,8 @@ def check_slots(path, opts, examples, tmp, lines=20):
                 break
             dst.write(line)
     flags = ["-b", str(opts["bits"])] + [f"-q{a}{b}" for a, b in opts["interactions"]]
-    done = subprocess.run([sys.executable, "-m", "vowpalwabbit", "-d", head, "--audit", "--quiet", *flags],
-                          capture_output=True, text=True, check=True)
-    audited = [line for line in done.stdout.splitlines() if line.startswith("\t")]
+    done = harness.run_vw(["-d", head, "--audit", "--quiet", *flags], separate_stderr=True)
+    audited = [line for line in done.output.splitlines() if line.startswith("\t")]
     good = 0
     for k, line in enumerate(audited):
         # each item: name:slot:value:weight[@G]
@@ -361,7 +357,7 @@ def hardware_rsqrt(tmp):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data_dir", nargs="?", default=os.path.join(HERE, "..", "..", "shared", "data"))
+    parser.add_argument("data_dir", nargs="?", default=DATA)
     parser.add_argument("--only", nargs="*", help="run the cases whose name contains one of these")
     parser.add_argument("--no-extra", action="store_true", help="only the cases of the brief")
     parser.add_argument("--rsqrtss", action="store_true",

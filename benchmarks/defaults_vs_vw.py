@@ -1,6 +1,6 @@
 """Every olcli algorithm untuned, and the default, against VW's untuned learners, same run.
 
-    pip install ".[bench]" && python benchmarks/defaults_vs_vw.py [DATA_DIR] [--scale F] [--out FILE]
+    pip install ".[bench]" && python -m benchmarks.defaults_vs_vw [DATA_DIR] [--scale F] [--out FILE]
         [--only TEXT ...] [--no-cases]
 
 DATA_DIR defaults to ../shared/data beside the repo. Writes benchmarks/results/defaults_vs_vw.md
@@ -53,11 +53,10 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from vw_learners_vs_vw import vw_loss  # noqa: E402  (VW's progressive loss, full precision)
+from benchmarks.vw_learners_vs_vw import vw_loss  # VW's progressive loss, full precision
+from olcli.engine.registry import ALGORITHMS, DEFAULT_ALGORITHM
 
-from olcli.engine.registry import ALGORITHMS, DEFAULT_ALGORITHM  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 RESULTS = os.path.join(HERE, "results", "defaults_vs_vw.md")
 VW_LEARNERS = {"VW default": "", "VW --coin": "--coin", "VW --ftrl": "--ftrl"}
@@ -420,7 +419,7 @@ def main():
     default = args.default
     started = time.perf_counter()
     lines = ["# olcli's algorithms untuned, and the default, against VW's untuned learners", "",
-             f"`python benchmarks/defaults_vs_vw.py --scale {args.scale} --default {default}`"
+             f"`python -m benchmarks.defaults_vs_vw --scale {args.scale} --default {default}`"
              f"{' --only ' + ' '.join(args.only) if args.only else ''}; the targets are checked for `--{default}` "
              f"(olcli's default: `--{DEFAULT_ALGORITHM}`); "
              f"VW is vowpalwabbit 9.11.9. Load average at the start: {os.getloadavg()[0]:.1f} "

@@ -1,6 +1,6 @@
 """How far behind do --mix's members fall, and do they come back? (issue 14, the multiclass cost)
 
-    python benchmarks/mix_deficits.py [DATA_DIR] [--out benchmarks/results/mix_deficits.md] [--chunk 200]
+    python -m benchmarks.mix_deficits [DATA_DIR] [--out benchmarks/results/mix_deficits.md] [--chunk 200]
 
 For every set of benchmarks/defaults_vs_vw.py (same files, same generated sets at a quarter of
 their size, same losses and --oaa K; single pass, -b 18), the default mixture learns the set in
@@ -21,12 +21,11 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from defaults_vs_vw import SETS, generate  # noqa: E402
+from benchmarks.defaults_vs_vw import SETS, generate
+from olcli.engine import mixture
+from olcli.learner import Learner
 
-from olcli.engine import mixture  # noqa: E402
-from olcli.learner import Learner  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 THRESHOLD = 37.0
 
@@ -76,7 +75,7 @@ def main() -> None:
             print(table[-1], file=sys.stderr, flush=True)
     text = "\n".join([
         "# --mix: how far behind its members fall, and whether they come back", "",
-        f"`python benchmarks/mix_deficits.py --chunk {args.chunk}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"`python -m benchmarks.mix_deficits --chunk {args.chunk}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{time.perf_counter() - started:.0f} s). The sets of benchmarks/defaults_vs_vw.py, single pass, -b 18, "
         "the default mixture (prior 0.9/0.05/0.05). Per member, in nats of eta (L_k - min_j L_j): the largest "
         "deficit / the largest before the last chunk in which it was the best (0: it led at the end, or never "

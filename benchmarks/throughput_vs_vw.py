@@ -1,6 +1,6 @@
-"""Throughput and memory of olcli against Vowpal Wabbit, side by side in one run (issue 16).
+"""Throughput and memory of olcli against Vowpal Wabbit, side by side in one run.
 
-    python benchmarks/throughput_vs_vw.py [--runs 3] [--long-runs 2] [--data DIR] [--skip-long]
+    python -m benchmarks.throughput_vs_vw [--runs 3] [--long-runs 2] [--data DIR] [--skip-long] [--scale F]
 
 Files: the click-log and text generators of olcli/datagen.py at full size (1M and
 200k lines) and 10 times longer (the same generator, 10M and 2M lines). Each case is
@@ -10,9 +10,7 @@ vowpalwabbit -d FILE --loss_function logistic -b 18 --quiet` (VW 9's pip package
 its default learner), after one warm-up run of each (warm Numba cache). The cases
 of a file run interleaved, the order rotated each repetition; medians are reported.
 
-Per case: wall seconds, CPU seconds (user + system of the process, from wait4),
-peak RSS (ru_maxrss of the process; the parent is a small Python that imports no
-NumPy, so what a child inherits through fork does not count), tokens/s = the
+Per case (``benchmarks.harness.measure``): wall seconds, CPU seconds, peak RSS, tokens/s = the
 run's total features (VW's count, which olcli reports too, constant included)
 per wall second of the whole process, and the steady tokens/s of the 1x -> 10x
 difference ((features 10x - features 1x) / (wall 10x - wall 1x)), which leaves
@@ -24,50 +22,29 @@ results, and CPU seconds are the steadier number.
 import argparse
 import json
 import os
-import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
-from olcli.engine import registry  # noqa: E402  (plain Python: no NumPy, no Numba)
+from benchmarks.harness import NUMBA_FLOOR, RESULTS, generated, load_average, machine, measure, run_olcli, run_vw
+from olcli.engine import registry  # plain Python: no NumPy, no Numba
 
-PY = sys.executable
 SIZES = {"click": 1_000_000, "text": 200_000}
 
 
-def measure(command):
-    """(wall s, CPU s, peak RSS MB, output) of one process."""
-    with tempfile.TemporaryFile() as out:
-        started = time.perf_counter()
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - started
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        output = out.read().decode(errors="replace")
-    if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}):\n{output[-2000:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output
-
-
-def load():
-    return os.getloadavg()[0]
-
-
 class Case:
-    def __init__(self, name, command, features_from):
-        self.name, self.command, self.features_from = name, command, features_from
+    """One command measured again and again (``benchmarks.harness``): wall, CPU, peak RSS and
+    the run's feature count (olcli's report; VW's is counted once with its summary)."""
+
+    def __init__(self, name, run):
+        self.name, self._run = name, run
         self.samples = []
         self.algorithm = None
 
     def run(self):
-        wall, cpu, rss, output = measure(self.command())
-        self.samples.append((wall, cpu, rss, self.features_from(output)))
+        done = self._run()
+        self.algorithm = done.summary.get("algorithm")  # the default may change while the script runs
+        self.samples.append((done.wall, done.cpu, done.rss, done.summary.get("features")))
 
     def median(self, k):
         return statistics.median(s[k] for s in self.samples)
@@ -78,44 +55,25 @@ class Case:
 
 
 def olcli_case(name, path, report, flags=(), bits=18):
-    def command():
-        return [PY, "-m", "olcli", "train", path, "--loss", "logistic", "-b", str(bits), "--quiet",
-                "--report", report, *flags]
-
-    def features(_output):
-        with open(report) as f:
-            got = json.load(f)
-        case.algorithm = got["algorithm"]  # the default may change while the script runs (another commit)
-        return got["total_features"]
-
-    case = Case(name, command, features)
-    return case
+    return Case(name, lambda: run_olcli(["train", path, "--loss", "logistic", "-b", bits, "--quiet", *flags],
+                                        report=report))
 
 
 def vw_case(path, bits=18):
-    def command():
-        return [PY, "-m", "vowpalwabbit", "-d", path, "--loss_function", "logistic", "-b", str(bits), "--quiet"]
-
-    def features(output):
-        return None  # --quiet prints nothing; the count is taken once, below
-
-    return Case("VW", command, features)
+    return Case("VW", lambda: run_vw(["-d", path, "--loss_function", "logistic", "-b", bits, "--quiet"]))
 
 
 def vw_features(path):
-    _, _, _, output = measure([PY, "-m", "vowpalwabbit", "-d", path, "--loss_function", "logistic", "-b", "18"])
-    return int(re.search(r"total feature number = (\d+)", output).group(1))
+    return run_vw(["-d", path, "--loss_function", "logistic", "-b", "18"]).summary["features"]
 
 
-def generate(kind, lines, path):
-    if not os.path.exists(path):
-        subprocess.run([PY, "-m", "olcli.datagen", kind, "--lines", str(lines), "-o", path], check=True, cwd=ROOT)
-    return path
+def generate(kind, lines, folder):
+    return generated(folder, kind, lines)
 
 
 def interleaved(cases, runs):
     for case in cases:  # warm-up (Numba cache, page cache)
-        measure(case.command())
+        case._run()
     for rep in range(runs):
         shift = rep % len(cases)
         for case in cases[shift:] + cases[:shift]:
@@ -123,8 +81,8 @@ def interleaved(cases, runs):
 
 
 def floor(runs):
-    samples = [measure([PY, "-c", "import numba, numpy"]) for _ in range(runs)]
-    return statistics.median(s[0] for s in samples), statistics.median(s[2] for s in samples)
+    samples = [measure(NUMBA_FLOOR) for _ in range(runs)]
+    return statistics.median(s.wall for s in samples), statistics.median(s.rss for s in samples)
 
 
 def main():
@@ -134,20 +92,19 @@ def main():
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "olcli-throughput"))
     parser.add_argument("--skip-long", action="store_true", help="leave out the 10x inputs")
     parser.add_argument("--scale", type=float, default=1.0, help="file sizes x this (a quick try: 0.01)")
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "throughput_vs_vw.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "throughput_vs_vw.md"))
     args = parser.parse_args()
     os.makedirs(args.data, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="olcli-tp-")
-    loads = [load()]
+    loads = [load_average()]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    default = registry.DEFAULT_ALGORITHM
     rows, long_rows, memory_rows = [], [], []
     floor_wall, floor_rss = floor(5)
     steady = {}
 
     for kind, lines in SIZES.items():
         lines = int(lines * args.scale)
-        path = generate(kind, lines, os.path.join(args.data, f"{kind}_{lines}.vw"))
+        path = generate(kind, lines, args.data)
         vw_count = vw_features(path)
         report = os.path.join(tmp, f"{kind}.json")
         vw = vw_case(path)
@@ -155,7 +112,7 @@ def main():
                  olcli_case("default --threads 2", path, report, ["--threads", "2"])]
         cases += [olcli_case(f"--{name}", path, report, [f"--{name}"]) for name in registry.ALGORITHMS]
         interleaved(cases, args.runs)
-        loads.append(load())
+        loads.append(load_average())
         vw_wall, vw_cpu = vw.median(0), vw.median(1)
         for case in cases:
             features = vw_count if case is vw else case.features
@@ -171,7 +128,7 @@ def main():
         memory_rows.append((kind, big.algorithm, big.median(2), big_vw.median(2), floor_rss, table))
 
         if not args.skip_long:
-            long_path = generate(kind, 10 * lines, os.path.join(args.data, f"{kind}_{10 * lines}.vw"))
+            long_path = generate(kind, 10 * lines, args.data)
             long_cases = {}
             for size, file in (("1x", path), ("10x", long_path)):
                 long_cases[size] = [vw_case(file),
@@ -180,7 +137,7 @@ def main():
             for size in ("1x", "10x"):
                 interleaved(long_cases[size], args.long_runs)
             vw_long_count = vw_features(long_path)
-            loads.append(load())
+            loads.append(load_average())
             for k, name in enumerate(("VW", "olcli --threads 1", "olcli --threads 2")):
                 one, ten = long_cases["1x"][k], long_cases["10x"][k]
                 f1 = vw_count if k == 0 else one.features
@@ -190,12 +147,12 @@ def main():
                 long_rows.append((kind, name, w1, w10, w10 / w1, one.median(1), ten.median(1), one.median(2),
                                   ten.median(2), ten.median(2) / one.median(2), steady[(kind, name)]))
 
-    loads.append(load())
+    loads.append(load_average())
     lines = [
-        "# Throughput and memory against VW (issue 16)", "",
-        f"`python benchmarks/throughput_vs_vw.py --runs {args.runs} --long-runs {args.long_runs}`; {started}. "
-        f"Machine: {os.cpu_count()} cores, shared with other work; load average (1 min) during the run: "
-        + ", ".join(f"{x:.1f}" for x in loads) + ". Python " + sys.version.split()[0] + ".", "",
+        "# Throughput and memory against VW", "",
+        f"`python -m benchmarks.throughput_vs_vw --runs {args.runs} --long-runs {args.long_runs}`; {started}. "
+        f"Machine: {machine()}, shared with other work; load average (1 min) during the run: "
+        + ", ".join(f"{x:.1f}" for x in loads) + ".", "",
         f"Numba floor (`python -c \"import numba, numpy\"`): {floor_wall:.3f} s wall, {floor_rss:.0f} MB peak RSS.",
         "", "## Whole process, -b 18, logistic loss, one pass (medians)", "",
         "| file | tool | wall s | best wall s | CPU s | peak RSS MB | Mtokens/s (wall) | wall / VW | CPU / VW | "

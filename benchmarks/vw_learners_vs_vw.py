@@ -1,12 +1,12 @@
 """olcli --gd and --coin against VW itself (vowpalwabbit 9.11.9), same files, same run.
 
-    pip install ".[bench]" && python benchmarks/vw_learners_vs_vw.py [DATA_DIR] [--only TEXT ...]
+    pip install ".[bench]" && python -m benchmarks.vw_learners_vs_vw [DATA_DIR] [--only TEXT ...]
 
 DATA_DIR defaults to ../shared/data beside the repo. Progressive average loss, single pass,
 -b 18: olcli's through ``olcli train ... --report`` (full precision from the JSON report), VW's
 through its Python API (``get_sum_loss() / get_weighted_examples()``, full precision), for
 
-* every binary and regression dataset of DATA_DIR's README (logistic loss for binary, squared for
+* every binary and regression dataset of DATA_DIR (logistic loss for binary, squared for
   regression), with VW's default learner against ``olcli --gd`` and VW ``--coin`` against
   ``olcli --coin``;
 * VW's own test cases 584, 3, 5, 7, 36, 725 (default learner and its knobs) and 189, 599
@@ -16,38 +16,34 @@ through its Python API (``get_sum_loss() / get_weighted_examples()``, full preci
 Target: within 0.5% of VW on every row. Where olcli reads the data differently from VW by
 design, the difference is measured in the extra columns rather than argued:
 
-* hashing. VW hashes text features with ``--hash strings`` (an all-digit name is the integer
-  plus the namespace hash: ``|f 3:1`` is slot hash(f) + 3), olcli always murmurs (``--hash all``;
-  README "Hashing"), so at -b 18 other features collide. "VW --hash all" reruns VW with olcli's
-  hashing.
+* hashing. Both hash text features with ``--hash strings`` by default (an all-digit name is
+  the integer plus the namespace hash: ``|f 3:1`` is slot hash(f) + 3); "VW --hash all" reruns
+  VW murmuring every name, to show how much the collisions of either rule move the loss.
 * repeated slots. An example is a sparse vector for olcli: a word repeated in a line, or two
   features hashed to one slot, is one coordinate with the summed value; VW updates the slot
-  once per occurrence (README "Input formats"). VW's constant has a hashed slot (116060),
+  once per occurrence (docs/vw.md). VW's constant has a hashed slot (116060),
   olcli's a row of its own.
-* labels. olcli reads a 0 label as -1 for the logistic loss (README "Input formats"); VW 9 maps
+* labels. olcli reads a 0 label as -1 for the logistic loss (docs/vw.md); VW 9 maps
   a label y in [-1, 1] to the mixture (1+y)/2 of the two classes, so a 0 label costs half of
   each side.
 
 The last three columns run both on a copy that removes those differences (for rows without
 interactions): repeats in a line written once with the summed value, every feature whose murmur
 slot (olcli's hashing, VW's --hash all) collides with another feature's or with VW's constant
-renamed until it does not, and 0 labels written -1 for the logistic loss. VW runs it with
+renamed until it does not, and 0 labels written -1 for the logistic loss. Both run it with
 --hash all; what remains is float32 against float64 and the algorithms themselves.
 """
 
 import argparse
-import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-import naive  # noqa: E402  (the tests' MurmurHash3, olcli's hashing)
-import naive_vw  # noqa: E402  (VW's constant slot)
+from benchmarks import harness
+from tests import naive  # the tests' MurmurHash3 (--hash all)
+from tests import naive_vw  # VW's constant slot
 
 TARGET = 0.005
 BITS = 18
@@ -76,21 +72,13 @@ VW_CASES = [
 
 def vw_loss(path, flags):
     """VW's progressive average loss at full precision (Python API)."""
-    from vowpalwabbit import Workspace
-
-    ws = Workspace(f"-d {shlex.quote(path)} -b 18 {flags} --quiet")
-    ws.run_parser()
-    loss = ws.get_sum_loss() / ws.get_weighted_examples()
-    ws.finish()
-    return loss
+    return harness.vw_progressive_loss(f"-d {shlex.quote(path)} -b 18 {flags} --quiet")
 
 
 def olcli_loss(path, flags):
     with tempfile.TemporaryDirectory() as tmp:
-        report = os.path.join(tmp, "r.json")
-        subprocess.run([sys.executable, "-m", "olcli", "train", path, "-b", "18", *shlex.split(flags), "--quiet",
-                        "--report", report], check=True)
-        return json.load(open(report))["average_loss"]
+        return harness.run_olcli(["train", path, "-b", "18", *shlex.split(flags), "--quiet"],
+                                 report=os.path.join(tmp, "r.json")).summary["loss"]
 
 
 def slot(namespace, name):
@@ -152,7 +140,7 @@ def row(name, path, vw_flags, olcli_flags, tmp):
     if " -q " not in f" {vw_flags} ":
         copy, result["changes"] = olcli_reading(path, tmp, "logistic" in vw_flags)
         result["same_vw"] = vw_loss(copy, vw_flags + " --hash all")
-        result["same_olcli"] = olcli_loss(copy, olcli_flags)
+        result["same_olcli"] = olcli_loss(copy, olcli_flags + " --hash all")
     result["secs"] = time.perf_counter() - start
     return result
 
@@ -186,7 +174,7 @@ def print_table(rows):
 def main():
     global DATA
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data", nargs="?", default=os.path.join(HERE, "..", "..", "shared", "data"))
+    parser.add_argument("data", nargs="?", default=harness.DATA)
     parser.add_argument("--only", nargs="*", default=[], help="run only the rows whose name contains one of these")
     args = parser.parse_args()
     DATA = os.path.abspath(args.data)
