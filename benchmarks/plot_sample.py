@@ -4,7 +4,7 @@ The default (--mix) and --adagrad learn a9a_train.vw (6,000 examples) with the l
 loss and three passes, each writing a --report; `olcli plot` then draws both reports, so the picture shows
 both panels (progressive loss by example, holdout loss by pass).
 
-    python benchmarks/plot_sample.py [--out benchmarks/results/curves_sample.png]
+    python -m benchmarks.plot_sample [--out benchmarks/results/curves_sample.png]
 
 Needs the plot extra (pip install ".[plot]"). The commands are run as a user would, with
 the same Python (`python -m olcli`), and are printed first.
@@ -13,24 +13,23 @@ the same Python (`python -m olcli`), and are printed first.
 import argparse
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.normpath(os.path.join(HERE, os.pardir, "sample_data", "a9a_train.vw"))
+from benchmarks.harness import RESULTS, ROOT, run_olcli
+
+DATA = os.path.join(ROOT, "sample_data", "a9a_train.vw")
 RUNS = (("mix (default)", "mix", []), ("adagrad", "adagrad", ["--adagrad"]))
 
 
 def olcli(*args: str) -> None:
-    command = [sys.executable, "-m", "olcli", *args]
     print("$ olcli " + " ".join(shlex.quote(a) for a in args), file=sys.stderr)
-    subprocess.run(command, check=True)
+    run_olcli(args)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "curves_sample.png"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "curves_sample.png"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="plot-sample-") as work:
         reports, labels = [], []

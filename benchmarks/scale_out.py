@@ -1,6 +1,6 @@
-"""Training on a Dask cluster (issue 18): loss against one machine, speed-up, merge cost.
+"""Training on a Dask cluster: loss against one machine, speed-up, merge cost.
 
-    python benchmarks/scale_out.py [DATA_DIR] [--out benchmarks/results/scale_out.md]
+    python -m benchmarks.scale_out [DATA_DIR] [--out benchmarks/results/scale_out.md]
         [--parts loss,speed,merge,rule,members,coin]
 
 DATA_DIR defaults to ../shared/data. Every run is the real command (``python -m olcli
@@ -23,7 +23,7 @@ train ... --report R``) in a subprocess; the numbers come from the JSON reports.
    reported apart. The load average is recorded before every run: the target (2 workers
    >= 1.6 x faster) is only measurable on an idle machine.
 3. Merge cost: ``Learner.merge`` of two learners and their model-file encoding, at -b 18,
-   22 and 24 (AdaGrad, 3 state slots), for the paper estimate in the README.
+   22 and 24 (AdaGrad, 3 state slots), for the estimate in docs/scaling-out.md.
 4. Rule: covtype on 4 shards pass after pass, AdaGrad and --gd, with olcli's merge (G grows
    by the increments' weighted mean), with the sum of the increments, and with VW's G
    (written here only): what the accumulators' rule does to the loss of 1.
@@ -45,22 +45,18 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks import harness
+
 PASSES = 3
 ROUNDS = 3
-OLCLI = [sys.executable, "-m", "olcli"]
 
 
 def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f}"
+    return f"{harness.load_average():.2f}"
 
 
-def olcli(*args, check=True) -> subprocess.CompletedProcess:
-    done = subprocess.run([*OLCLI, *map(str, args)], capture_output=True, text=True)
-    if check and done.returncode != 0:
-        raise SystemExit(f"olcli {' '.join(map(str, args))} failed:\n{done.stderr}")
-    return done
+def olcli(*args, check=True) -> harness.Measured:
+    return harness.run_olcli(args, check=check, separate_stderr=True)
 
 
 def report(path) -> dict:
@@ -124,10 +120,8 @@ def speed(work: Path) -> tuple:
     for _ in range(ROUNDS):
         for name, extra in configs.items():
             before = load()
-            started = time.perf_counter()
-            olcli("train", click, "--loss", "logistic", "--quiet", "-f", work / "c.olm", "--report",
-                  work / "c.json", *extra)
-            process = time.perf_counter() - started
+            process = olcli("train", click, "--loss", "logistic", "--quiet", "-f", work / "c.olm", "--report",
+                            work / "c.json", *extra).wall
             r = report(work / "c.json")
             scale = r.get("scale_out") or {}
             runs[name].append({"train": r["elapsed_seconds"], "startup": scale.get("startup_seconds"),
@@ -419,7 +413,7 @@ def _default() -> str:
 def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list, loads: tuple,
           rules: dict | None = None, found_members: dict | None = None, coins: dict | None = None) -> None:
     lines = ["# Training on a Dask cluster: loss against one machine, speed-up, merge cost", "",
-             f"`python benchmarks/scale_out.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}). Machine: "
+             f"`python -m benchmarks.scale_out` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}). Machine: "
              f"{os.cpu_count()} cores, shared with other jobs: load average {loads[0]} before the speed runs, "
              f"{loads[1]} after. Local Dask cluster of worker processes with one thread each, on 127.0.0.1. "
              "Raw numbers in scale_out.json.", "",
@@ -564,7 +558,7 @@ def main() -> None:
     others from the previous run's raw results (OUT with .json), e.g. to measure the speed
     again when the machine is quiet."""
     argv = list(sys.argv[1:])
-    out = ROOT / "benchmarks" / "results" / "scale_out.md"
+    out = Path(harness.RESULTS) / "scale_out.md"
     parts = {"loss", "speed", "merge", "rule", "members", "coin"}
     for flag in ("--out", "--parts"):
         if flag in argv:
@@ -574,7 +568,7 @@ def main() -> None:
                 out = Path(value)
             else:
                 parts = set(value.split(","))
-    data = Path(argv[0]) if argv else ROOT.parent / "shared" / "data"
+    data = Path(argv[0]) if argv else Path(harness.DATA)
     raw = out.with_suffix(".json")
     saved = json.loads(raw.read_text()) if raw.exists() and parts != {"loss", "speed", "merge", "rule", "members", "coin"} else {}
     start_load = load()

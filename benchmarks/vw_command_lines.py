@@ -1,6 +1,6 @@
-"""VW's own test-suite command lines, run verbatim under `olcli vw` (issue 15).
+"""VW's own test-suite command lines, run verbatim under `olcli vw`.
 
-    python benchmarks/vw_command_lines.py [VW_TESTS_DIR] [--only ID ...] [--out PATH]
+    python -m benchmarks.vw_command_lines [VW_TESTS_DIR] [--only ID ...] [--out PATH]
 
 VW_TESTS_DIR defaults to ../shared/data/vw_tests beside the repo (core.vwtest.json, VW's
 reference stderr files and data; PROVENANCE.md there). For each test of core.vwtest.json with
@@ -17,7 +17,7 @@ a `vw_command` (the `bash_command` tests are shell scripts, not VW command lines
    *skipped* (it needs the model of a test that was refused), or *failed* (anything else: a
    crash, a refusal that names no option of the line, ...).
 4. Every line that ran is run again as `olcli train <vw_command>` (the same words, VW's
-   spellings; olcli's default learner unless the line chooses one, issue 29) in a second
+   spellings; olcli's default learner unless the line chooses one) in a second
    scratch directory with its own models/, and its exit code and counts are compared with
    VW's reference the same way (the report's "under olcli train" columns).
 3. For the ran ones, `number of examples` (per pass when VW prints `number of examples per
@@ -38,15 +38,13 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DIR = ROOT.parent / "shared" / "data" / "vw_tests"
-OLCLI = [str(ROOT / ".venv" / "bin" / "olcli")] if (ROOT / ".venv" / "bin" / "olcli").exists() else \
-    [sys.executable, "-m", "olcli"]
+from benchmarks import harness
+
+DEFAULT_DIR = Path(harness.DATA) / "vw_tests"
 
 # VW reductions and learners that are not a linear model learned online, and input
 # formats olcli does not read (from VW's --help; a line naming any of them is not a
@@ -114,8 +112,8 @@ def scratch(vw_dir: Path) -> Path:
 
 def train_case(case: dict, work: Path) -> None:
     """The line that ran under `olcli vw`, as `olcli train` with the same words."""
-    done = subprocess.run([*OLCLI, "train", *shlex.split(case["command"])], cwd=work, capture_output=True,
-                          text=True, timeout=600, stdin=subprocess.DEVNULL)
+    done = harness.run_olcli(["train", *shlex.split(case["command"])], cwd=work, check=False, separate_stderr=True,
+                             timeout=600, stdin=subprocess.DEVNULL)
     case["train_exit"] = done.returncode
     case["train"] = numbers(done.stderr) if done.returncode == 0 else None
     if done.returncode != 0:
@@ -133,10 +131,9 @@ def run_case(test: dict, work: Path, vw_dir: Path, outcomes: dict, linear: dict)
     case = {"id": test["id"], "command": command,
             "linear": not (set(opts) & NONLINEAR) and all(linear.get(d, True) for d in test.get("depends_on", []))}
     failed_deps = [d for d in test.get("depends_on", []) if outcomes.get(d) not in ("ran",)]
-    started = time.perf_counter()
-    done = subprocess.run([*OLCLI, "vw", *shlex.split(command)], cwd=work, capture_output=True, text=True,
-                          timeout=600, stdin=subprocess.DEVNULL)
-    case["seconds"] = time.perf_counter() - started
+    done = harness.run_olcli(["vw", *shlex.split(command)], cwd=work, check=False, separate_stderr=True, timeout=600,
+                             stdin=subprocess.DEVNULL)
+    case["seconds"] = done.wall
     err = done.stderr
     case["exit"] = done.returncode
     refusal = re.search(r"^Error: (\S+)(?: \S+){0,2}: not supported; (.*)$", err, re.M)
@@ -182,7 +179,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("vw_dir", nargs="?", default=str(DEFAULT_DIR))
     parser.add_argument("--only", nargs="*", type=int)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "vw_command_lines.md"))
+    parser.add_argument("--out", default=str(Path(harness.RESULTS) / "vw_command_lines.md"))
     args = parser.parse_args()
     vw_dir = Path(args.vw_dir)
     tests = sorted(json.load(open(vw_dir / "core.vwtest.json")), key=lambda t: t["id"])
