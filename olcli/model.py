@@ -213,18 +213,23 @@ def nonzero_rows(state: np.ndarray) -> np.ndarray:
     pages = offsets // mmap.PAGESIZE   # the mapping starts on a page: whole pages of the table
     whole = flat.size // per_page
     by_page = flat[:whole * per_page].reshape(whole, per_page)
+    step = 512                         # pages (2 MiB) copied at a time into one reused buffer
+    buffer = np.empty((step, per_page), state.dtype)
     found = []
-    for a in range(0, len(pages), 4096):  # 4096 pages (16 MiB of the table) at a time
-        chunk = pages[a:a + 4096]
+    for a in range(0, len(pages), step):
+        chunk = pages[a:a + step]
         inside = chunk[chunk < whole]
-        page_at, column = np.nonzero(by_page[inside])   # whole pages copied: fast
+        copied = buffer[:len(inside)]
+        np.take(by_page, inside, axis=0, out=copied)
+        page_at, column = np.nonzero(copied != 0)
         hit = inside[page_at] * per_page + column
         tail = chunk[chunk >= whole]
         if tail.size:   # the last, partial page
             rest = np.arange(whole * per_page, flat.size)
             hit = np.concatenate([hit, rest[flat[rest] != 0]])
-        if hit.size:
-            found.append(_unique(hit // slots))
+        row = hit // slots   # increasing within a page: a row's values are neighbours
+        if row.size:
+            found.append(row[np.concatenate(([True], row[1:] != row[:-1]))])
     return _unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
 
 
