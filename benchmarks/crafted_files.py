@@ -1,6 +1,6 @@
 """Crafted model files and example caches: >= 10,000 of them, none may crash olcli.
 
-    python benchmarks/crafted_files.py [MODELS] [CACHES] [--out benchmarks/results/crafted_files.md]
+    python -m benchmarks.crafted_files [MODELS] [CACHES] [--seed S[,S...]] [--out FILE]
 
 Runs the Hypothesis harness of tests/test_safety_models.py (header fields replaced,
 removed or added, payloads cut, extended or poisoned, cache blocks with changed
@@ -27,12 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import RESULTS, ROOT
 
 
 def child(kind: str, count: int, seed: int, folder: str) -> None:
     """Examine ``count`` crafted files; one JSON line per file in folder/log.jsonl."""
-    sys.path.insert(0, str(ROOT))
     from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, settings, strategies as st
 
     from tests import test_safety_models as harness
@@ -76,8 +75,9 @@ def run(kind: str, total: int, folder: Path, seed: int) -> list:
     while len(done) < total:
         attempt += 1
         before = len(done)
-        process = subprocess.run([sys.executable, __file__, "--child", kind, str(total - len(done)),
-                                  str(seed + attempt), str(folder)], capture_output=True, text=True)
+        process = subprocess.run([sys.executable, "-m", "benchmarks.crafted_files", "--child", kind,
+                                  str(total - len(done)), str(seed + attempt), str(folder)], cwd=ROOT,
+                                 capture_output=True, text=True)
         lines = log.read_text().splitlines() if log.exists() else []
         done += [json.loads(line) for line in lines]
         log.unlink(missing_ok=True)
@@ -117,7 +117,7 @@ def main() -> None:
     parser.add_argument("caches", nargs="?", type=int, default=2_000)
     parser.add_argument("--seed", default="13",
                         help="one seed, or several separated by commas (each runs MODELS and CACHES files)")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "crafted_files.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "crafted_files.md"))
     options = parser.parse_args()
     started = time.perf_counter()
     seeds = [int(s) for s in options.seed.split(",")]
@@ -138,7 +138,7 @@ def main() -> None:
     lines = [
         "# Crafted model files and example caches",
         "",
-        f"`python benchmarks/crafted_files.py {options.models} {options.caches} --seed {options.seed}` "
+        f"`python -m benchmarks.crafted_files {options.models} {options.caches} --seed {options.seed}` "
         f"({time.strftime('%Y-%m-%d')}, {elapsed:.0f} s; seeds {', '.join(map(str, seeds))}, "
         f"each {options.models} models and {options.caches} caches): the Hypothesis harness of",
         "`tests/test_safety_models.py`, each file examined in a child process (a segmentation fault",
