@@ -26,7 +26,7 @@ Determinism. The output is a function of (kind, lines, seed, model parameters) o
 
 - Randomness comes from ``numpy.random.Generator(PCG64(...))``. ``click`` keeps the stream of
   the former ``benchmarks/make_click_log.py`` (so the benchmark file is byte for byte the one
-  the README's results were measured on). The other kinds use one generator per quantity
+  the recorded benchmark results were measured on). The other kinds use one generator per quantity
   (document lengths, words, labels, ...), children of ``SeedSequence(seed)``, and draw only
   uniform doubles from them (``Generator.random``, one 64-bit output per number, the most
   stable part of NumPy's API), turned into Zipf, normal and categorical values by inverse

@@ -38,7 +38,7 @@ class VWOption(NamedTuple):
     names: tuple        # VW's spellings, long first ("--data", "-d")
     value: bool         # takes a value
     target: str         # olcli's spelling (DATA: positional data); "" = accepted, nothing to do
-    note: str = ""      # what olcli does with it, for `olcli vw --help` and README
+    note: str = ""      # what olcli does with it, for `olcli vw --help` and docs/vw.md
 
 
 # Every VW option olcli accepts. The target must be an option of the command it is
