@@ -1,6 +1,6 @@
 """VW's contextual-bandit test-suite command lines and cbify simulations, run with VW 9.11.9 (issue 30).
 
-    python benchmarks/cb_vs_vw.py [--vw-tests DIR] [--data DIR] [--skip-suite] [--skip-cbify]
+    python -m benchmarks.cb_vs_vw [--vw-tests DIR] [--data DIR] [--skip-suite] [--skip-cbify]
                                   [--out benchmarks/results/cb_vs_vw.md]
 
 Part 1 (suite). Every test of VW's ``core.vwtest.json`` whose ``vw_command`` enables one of the
@@ -49,15 +49,15 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "data"
-VW = [sys.executable, "-m", "vowpalwabbit"]
+from benchmarks import harness
+
+SHARED = Path(harness.DATA)
+RESULTS = Path(harness.RESULTS)
 
 FAMILIES = ("--cb_explore_adf", "--cbify", "--cb_adf", "--cb_explore", "--cb")
 EXPLORATION = ("--epsilon", "--first", "--bag", "--softmax", "--squarecb", "--cover", "--regcb",
@@ -122,9 +122,9 @@ def run_suite(vw_tests):
             continue
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run(VW + shlex.split(cmd), cwd=work, capture_output=True, text=True, timeout=300)
-            err, rc = proc.stderr + proc.stdout, proc.returncode
-        except subprocess.TimeoutExpired:
+            proc = harness.run_vw(shlex.split(cmd), cwd=work, check=False, separate_stderr=True, timeout=300)
+            err, rc = proc.stderr + proc.output, proc.returncode
+        except RuntimeError:  # the timeout
             err, rc = "timeout", -1
         wall = time.perf_counter() - t0
         got = summary(err)
@@ -184,9 +184,7 @@ def run_cbify(data, repeats):
     empty.write_text("")
     floor = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        subprocess.run(VW + ["-d", str(empty), "--quiet"], capture_output=True)
-        floor.append(time.perf_counter() - t0)
+        floor.append(harness.run_vw(["-d", empty, "--quiet"], check=False).wall)
     rows = []
     for name, rel, k in CBIFY_SETS:
         path = data / rel
@@ -198,9 +196,8 @@ def run_cbify(data, repeats):
             args = ["--cbify", str(k), "--cb_explore_adf"] + rule + ["-d", str(path)]
             walls, got = [], None
             for _ in range(repeats):
-                t0 = time.perf_counter()
-                proc = subprocess.run(VW + args, capture_output=True, text=True)
-                walls.append(time.perf_counter() - t0)
+                proc = harness.run_vw(args, check=False, separate_stderr=True)
+                walls.append(proc.wall)
                 got = summary(proc.stderr)
             rows.append({"data": name, "k": k, "rule": rule_name, "command": " ".join(args[:-2] + ["-d", rel]),
                          "vw": got, "wall": min(walls), "walls": walls})
@@ -226,7 +223,6 @@ def adf_text(events):
 
 
 def run_dsjson(vw_tests):
-    sys.path.insert(0, str(ROOT))
     from olcli import cb_format
     tmp = Path(tempfile.mkdtemp(prefix="cb_vs_vw_ds_"))
     rows = []
@@ -236,8 +232,8 @@ def run_dsjson(vw_tests):
             events = list(cb_format.read_dsjson(f, name))
         txt = tmp / (name + ".txt")
         txt.write_text(adf_text(events))
-        ds = subprocess.run(VW + ["--dsjson", "-d", str(path)] + opts.split(), capture_output=True, text=True)
-        tx = subprocess.run(VW + ["-d", str(txt)] + opts.split(), capture_output=True, text=True)
+        ds = harness.run_vw(["--dsjson", "-d", path] + opts.split(), check=False, separate_stderr=True)
+        tx = harness.run_vw(["-d", txt] + opts.split(), check=False, separate_stderr=True)
         rows.append({"file": name, "options": opts, "dsjson": summary(ds.stderr), "text": summary(tx.stderr)})
         print(f"dsjson {name}: {rows[-1]}", file=sys.stderr, flush=True)
     return rows
@@ -252,11 +248,8 @@ POISSON_CDF = [0.3678794411714423, 0.7357588823428846, 0.9196986029286058, 0.981
 
 
 def _oracle_modules():
-    sys.path.insert(0, str(ROOT / "tests"))
-    sys.path.insert(0, str(ROOT))
-    import naive
-    import naive_cb
     from olcli import cb_format
+    from tests import naive, naive_cb
     return naive, naive_cb, cb_format
 
 
@@ -300,7 +293,7 @@ def run_oracle(vw_tests, data, lr=0.1):
                     total += loss
                     labelled += e.labelled
                 cmd = f"--cb_explore_adf {opt} --cb_type {cb_type} --noconstant --sgd --power_t 0 -l {lr}"
-                proc = subprocess.run(VW + ["-d", str(path)] + cmd.split(), capture_output=True, text=True)
+                proc = harness.run_vw(["-d", path] + cmd.split(), check=False, separate_stderr=True)
                 rows.append({"what": name, "command": cmd, "oracle": f"{total / labelled:.6f}",
                              "vw": summary(proc.stderr)["loss"]})
                 print(f"oracle {name} {cmd}: {rows[-1]['oracle']} vw {rows[-1]['vw']}", file=sys.stderr, flush=True)
@@ -331,7 +324,7 @@ def run_oracle(vw_tests, data, lr=0.1):
             x = nc.CbExploreAdf(rule, make_regressor=lambda: nc.VWPlainSGD(0.01, rng), constant=False)
             loss, _ = nc.cbify(examples, k, x, copies=nc.vw_action_copies)
             cmd = f"--cbify {k} --cb_explore_adf {opt} --sgd --power_t 0 -l 0.01"
-            proc = subprocess.run(VW + ["-d", str(tmp / "in.vw")] + cmd.split(), capture_output=True, text=True)
+            proc = harness.run_vw(["-d", tmp / "in.vw"] + cmd.split(), check=False, separate_stderr=True)
             rows.append({"what": f"{label}, first {n} lines", "command": cmd, "oracle": f"{loss:.6f}",
                          "vw": summary(proc.stderr)["loss"]})
             print(f"oracle {label} {cmd}: {rows[-1]['oracle']} vw {rows[-1]['vw']}", file=sys.stderr, flush=True)
@@ -356,11 +349,10 @@ def distinct_stream(n=2000, seed=5):
 
 
 def run_olcli_cb(n=2000):
-    sys.path.insert(0, str(ROOT / "tests"))
-    sys.path.insert(0, str(ROOT))
     import olcli
-    from test_cb import plain_learner, synthetic
     from olcli import cb
+    test_cb = harness.tests_module("test_cb")
+    plain_learner, synthetic = test_cb.plain_learner, test_cb.synthetic
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="cb_vs_vw_olcli_"))
     basic = [("epsilon", {"epsilon": 0.05}, "--epsilon 0.05"), ("squarecb", {}, "--squarecb"),
@@ -394,9 +386,8 @@ def run_olcli_cb(n=2000):
             wall = time.perf_counter() - t0
             cmd = f"--cb_explore_adf {opt}" + (" --sgd --power_t 0 -l 0.1" if learner_kind != "default" else "") \
                 + (" --noconstant" if learner_kind == "plain_noconstant" else "")
-            t0 = time.perf_counter()
-            proc = subprocess.run(VW + ["-d", str(path)] + cmd.split(), capture_output=True, text=True)
-            vw_wall = time.perf_counter() - t0
+            proc = harness.run_vw(["-d", path] + cmd.split(), check=False, separate_stderr=True)
+            vw_wall = proc.wall
             got = summary(proc.stderr)
             rows.append({"stream": stream, "learner": learner_kind, "command": cmd,
                          "olcli_loss": f"{policy.average_loss:.6f}", "olcli_examples": policy.examples,
@@ -411,7 +402,7 @@ def fmt(v):
 
 def write_report(out, suite, cbify, floor, started, dsjson=(), oracle=(), olcli_cb=()):
     lines = ["# VW's contextual-bandit lines and cbify simulations, VW 9.11.9 (issue 30)", "",
-             f"Written by `benchmarks/cb_vs_vw.py`, run started {started} UTC on this machine "
+             f"Written by `python -m benchmarks.cb_vs_vw`, run started {started} UTC on this machine "
              "(2 cores shared with other work). VW is the vowpalwabbit Python package 9.11.9 run as "
              "`python -m vowpalwabbit`. The `olcli` columns stay empty until olcli has the reduction: "
              "no number there is invented.", ""]
@@ -522,8 +513,8 @@ def main():
     ap.add_argument("--skip-cbify", action="store_true")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--reuse-json", action="store_true", help="keep parts 1-2 from --json, rerun part 3")
-    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "cb_vs_vw.json")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cb_vs_vw.md")
+    ap.add_argument("--json", type=Path, default=RESULTS / "cb_vs_vw.json")
+    ap.add_argument("--out", type=Path, default=RESULTS / "cb_vs_vw.md")
     args = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     if args.reuse_json:
