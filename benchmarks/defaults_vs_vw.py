@@ -21,7 +21,7 @@ the whole script near 30 minutes on the 2-core machine; the real sets are used w
 The default's targets, checked per set: progressive loss <= 1.02 x min(VW default, VW --coin),
 and strictly below VW default on >= 80% of the sets. The same two counts are given for every
 olcli algorithm, so the choice of the default can be read from the table. Wall time and CPU
-time (the subprocess's user + system, from getrusage) of every olcli run are recorded; the
+time (the subprocess's user + system, from wait4) of every olcli run are recorded; the
 cost target compares the default's wall time with the fastest single learner's on each set
 (they run one after the other in the same loop, so the machine's load is shared; the load
 average is printed with the results).
@@ -46,13 +46,13 @@ import io
 import json
 import os
 import re
-import resource
 import shlex
 import subprocess
 import sys
 import tempfile
 import time
 
+from benchmarks.harness import DATA, run_olcli, vw_progressive_loss
 from benchmarks.vw_learners_vs_vw import vw_loss  # VW's progressive loss, full precision
 from olcli.engine.registry import ALGORITHMS, DEFAULT_ALGORITHM
 
@@ -99,41 +99,24 @@ def generate(kind, scale, tmp):
     return path
 
 
-def _children_cpu():
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def olcli_run(train, test, algorithm, flags, tmp):
     """(progressive loss, test loss or None, wall s, CPU s) of ``olcli train`` (and ``olcli test``)."""
     model, report = os.path.join(tmp, "m.olm"), os.path.join(tmp, "r.json")
-    command = [sys.executable, "-m", "olcli", "train", train, f"--{algorithm}", "-b", "18", *shlex.split(flags),
-               "--quiet", "--report", report] + (["-f", model] if test else [])
-    cpu, start = _children_cpu(), time.perf_counter()
-    subprocess.run(command, check=True)
-    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
-    progressive = json.load(open(report))["average_loss"]
-    test_loss = None
-    if test:
-        subprocess.run([sys.executable, "-m", "olcli", "test", test, "-i", model, "--quiet", "--report", report],
-                       check=True)
-        test_loss = json.load(open(report))["average_loss"]
-    return progressive, test_loss, wall, cpu
+    done = run_olcli(["train", train, f"--{algorithm}", "-b", "18", *shlex.split(flags), "--quiet"]
+                     + (["-f", model] if test else []), report=report)
+    test_loss = run_olcli(["test", test, "-i", model, "--quiet"], report=report).summary["loss"] if test else None
+    return done.summary["loss"], test_loss, done.wall, done.cpu
 
 
 def vw_run(train, test, flags, tmp):
     """(progressive loss, test loss or None) of VW through its Python API."""
     if not test:
         return vw_loss(train, flags), None
-    from vowpalwabbit import Workspace
-
     model = os.path.join(tmp, "vw.model")
     progressive = vw_loss(train, f"{flags} -f {shlex.quote(model)}")
     loss = re.search(r"--loss_function \S+", flags)   # not kept in VW's model: without it -t reports squared loss
-    ws = Workspace(f"-d {shlex.quote(test)} -t -i {shlex.quote(model)} --quiet {loss.group(0) if loss else ''}")
-    ws.run_parser()
-    test_loss = ws.get_sum_loss() / ws.get_weighted_examples()
-    ws.finish()
+    test_loss = vw_progressive_loss(f"-d {shlex.quote(test)} -t -i {shlex.quote(model)} --quiet "
+                                    f"{loss.group(0) if loss else ''}")
     return progressive, test_loss
 
 
@@ -402,7 +385,7 @@ def cases_report(rows, algorithms, default):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data", nargs="?", default=os.path.join(HERE, "..", "..", "shared", "data"))
+    parser.add_argument("data", nargs="?", default=DATA)
     parser.add_argument("--scale", type=float, default=0.25, help="generated sets: this share of their full size")
     parser.add_argument("--out", default=RESULTS)
     parser.add_argument("--only", nargs="*", default=[], help="run only the sets whose name contains one of these")
