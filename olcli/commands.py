@@ -34,6 +34,7 @@ from olcli.paths import (
 from olcli.pipeline import default_cache_path
 from olcli.report import render_summary
 from olcli.run import RunOptions, RunResult, run
+from olcli.settings import conflicts
 from olcli.signals import RunStopped
 from olcli.sinks import PredictionWriter
 
@@ -168,18 +169,11 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
     given = registry.get(model.algorithm).resolve(hyper_parameters(model.algorithm, options))
     given = {name: given[name] for name in hyper_parameters(model.algorithm, options)}
     given.update(settings)
-    held = {"bits": model.bits, "loss": model.loss, "quantile_tau": model.loss_tau, "link": model.link,
-            "constant": model.constant, "interactions": model.interactions, "ignore": model.ignore,
-            "keep": model.keep, "ignore_linear": model.ignore_linear, "min_prediction": model.min_prediction,
-            "max_prediction": model.max_prediction, "ngram": model.ngram, "skips": model.skips,
-            "hash_seed": model.hash_seed, "hash": model.hash, "permutations": model.permutations,
-            "leave_duplicate_interactions": model.leave_duplicate_interactions,
-            "initial_weight": model.initial_weight, "initial_constant": model.initial_constant,
-            "indexing": model.indexing, **model.params}
-    for name, value in given.items():
-        if value is not None and value != held[name]:
-            raise UsageError(f"{path} was trained with {name} = {held[name]!r}, not {value!r}; "
-                             f"drop that option to continue with the model's own")
+    conflict = conflicts(model, given)   # the settings a run may not change (settings.MUST_MATCH)
+    if conflict:
+        name, held, value = conflict
+        raise UsageError(f"{path} was trained with {name} = {held!r}, not {value!r}; "
+                         f"drop that option to continue with the model's own")
     return learner
 
 

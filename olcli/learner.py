@@ -35,14 +35,11 @@ from olcli.engine.records import (
     ADDITIVE_COUNTERS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, N_COUNTERS,
     H_SEEN, S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
 from olcli.errors import DataError, Diverged, OlcliError, UsageError
+from olcli.memory import available_memory
+from olcli.settings import merge_difference
 
-MAX_BITS = 30
-MAX_CLASSES = 10000
-MAX_INTERACTION = 7
-LINKS = ("identity", "logistic", "poisson")
-# --oaa/--softmax labels (VW's oaa.cc indexing): 1..K until a 0 or K is learned from
-INDEXING_ZERO, INDEXING_ONE, INDEXING_UNDECIDED = 0, 1, 2
-FORMATS = ("auto", "vw", "libsvm")
+from olcli.settings import (  # noqa: F401  (the limits, re-exported for the library's users)
+    FORMATS, INDEXING_ONE, INDEXING_UNDECIDED, INDEXING_ZERO, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION)
 
 
 @dataclass
@@ -104,21 +101,6 @@ def _letters(what: str, value) -> str:
     if not isinstance(value, str):
         value = "".join(value)
     return value  # any Unicode letter: engine.features.namespace_letters maps it to its namespace byte
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (Linux MemAvailable), if known."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 # What a run needs besides the rows it touches (the interpreter, the compiled kernels,
@@ -812,12 +794,12 @@ def logistic(x: np.ndarray) -> np.ndarray:
 
 
 def _check_compatible(a: model_file.Model, b: model_file.Model) -> None:
-    for what in ("algorithm", "params", "bits", "loss", "loss_tau", "constant", "interactions", "ignore",
-                 "keep", "ignore_linear", "classes", "multiclass", "ngram", "skips", "hash_seed", "hash", "permutations",
-                 "leave_duplicate_interactions", "predict_only", "initial_weight", "initial_constant", "indexing"):
-        if getattr(a, what) != getattr(b, what):
-            raise UsageError(f"cannot merge learners with different {what}: "
-                             f"{getattr(a, what)!r} and {getattr(b, what)!r}")
+    """The settings whose merge rule is "equal" (settings.MERGE_EQUAL) must agree; the input
+    format too, once both know it."""
+    difference = merge_difference(a, b)
+    if difference:
+        what, left, right = difference
+        raise UsageError(f"cannot merge learners with different {what}: {left!r} and {right!r}")
     if a.input_format and b.input_format and a.input_format != b.input_format:
         raise UsageError(f"cannot merge learners of {a.input_format} and {b.input_format} input")
 

@@ -30,12 +30,13 @@ from olcli.atomic import atomic_write
 from olcli.engine.records import COUNTER_NAMES, N_COUNTERS
 from olcli.engine.registry import ALGORITHMS
 from olcli.errors import ModelError, UsageError
+from olcli.settings import HASHES, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION, STORED, BY_NAME as SETTINGS  # noqa: F401
+
 
 MAGIC = b"OLCLIMDL"
 FORMAT_VERSION = 4   # 2: counters min_label/max_label, prediction range, algorithm scalars;
                      # 3: n-grams, hash seed, interaction flags, predict-only models;
                      # 4: the hash rule (input.hash_rule: VW's --hash all or strings)
-HASHES = ("all", "strings")   # VW's --hash values (engine/parse.py name_hash); files before 4: "all"
 _HASH_TEXT = {"all": "murmur3_x86_32(name, seed=hash(namespace)) & (2**bits - 1)",
               "strings": "a name of digits only: its integer + seed; else murmur3_x86_32(name, seed); "
                          "seed = hash(namespace) for a feature, hash_seed for a namespace; & (2**bits - 1)"}
@@ -86,41 +87,38 @@ class Model:
         return self.rows // max(1, self.classes)
 
     def header(self) -> dict:
-        return {
-            "format_version": FORMAT_VERSION,
-            "olcli_version": __version__,
-            "algorithm": self.algorithm,
-            "params": dict(self.params),
-            "bits": self.bits,
-            "loss": self.loss,
-            "quantile_tau": self.loss_tau,
-            "link": self.link,
-            "input": {
-                "format": self.input_format,
-                "constant": self.constant,
-                "constant_index": self.block_rows - 1,
-                "interactions": list(self.interactions),
-                "ignore": self.ignore,
-                "keep": self.keep,
-                "ignore_linear": self.ignore_linear,
-                "ngram": list(self.ngram),
-                "skips": list(self.skips),
-                "hash_seed": self.hash_seed,
-                "permutations": self.permutations,
-                "leave_duplicate_interactions": self.leave_duplicate_interactions,
-                "hash_rule": self.hash,
-                "hash": _HASH_TEXT[self.hash],
-            },
-            "predict_only": {"trained_with": self.predict_only} if self.predict_only else None,
-            "initial_weight": self.initial_weight,
-            "initial_constant": self.initial_constant,
-            "multiclass": {"mode": self.multiclass, "classes": self.classes, "indexing": self.indexing},
-            "counters": dict(zip(COUNTER_NAMES, self.counters.tolist())),
-            "scalars": dict(zip((name for name, _ in getattr(ALGORITHMS.get(self.algorithm), "scalars", ())),
-                                self.scalars.tolist())),
-            "prediction_range": {"min": self.min_prediction, "max": self.max_prediction},
-            "state": {"slots": list(self.slots), "rows": self.rows, "dtype": "<f8"},
+        """The file's header: every stored setting (settings.STORED) at its path, in the
+        table's order, with what the file adds about itself after the setting it explains."""
+        header = {"format_version": FORMAT_VERSION, "olcli_version": __version__}
+        explained = {
+            "constant": {"input.constant_index": self.block_rows - 1},
+            "hash": {"input.hash": _HASH_TEXT[self.hash]},
+            "indexing": {"counters": dict(zip(COUNTER_NAMES, self.counters.tolist())),
+                         "scalars": dict(zip((name for name, _ in getattr(ALGORITHMS.get(self.algorithm),
+                                                                          "scalars", ())), self.scalars.tolist()))},
+            "max_prediction": {"state": {"slots": list(self.slots), "rows": self.rows, "dtype": "<f8"}},
         }
+        for setting in STORED:
+            _put(header, setting.stored, _WRITE.get(setting.name, _same)(getattr(self, setting.field)))
+            for path, value in explained.get(setting.name, {}).items():
+                _put(header, path, value)
+        return header
+
+
+def _same(value):
+    return value
+
+
+# How a setting's value is written to the header (others: as they are), and read back.
+_WRITE = {"params": dict, "interactions": list, "ngram": list, "skips": list,
+          "predict_only": lambda value: {"trained_with": value} if value else None}
+
+
+def _put(header: dict, path: str, value) -> None:
+    *parents, name = path.split(".")
+    for part in parents:
+        header = header.setdefault(part, {})
+    header[name] = value
 
 
 def table_rows(bits: int) -> int:
@@ -338,13 +336,6 @@ class Field:
     default: object = None
 
 
-def _limits():
-    from olcli.engine.losses import LOSS_CODES
-    from olcli.learner import LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION
-
-    return LOSS_CODES, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION
-
-
 def _get(header: dict, path: str, default=KeyError):
     value = header
     for part in path.split("."):
@@ -358,10 +349,6 @@ def _get(header: dict, path: str, default=KeyError):
 
 def _one_of(*allowed):
     return lambda v, h: None if v in allowed else f"{v!r:.80} is not one of {', '.join(map(repr, allowed))}"
-
-
-def _in_range(low, high):
-    return lambda v, h: None if low <= v <= high else f"{v!r} is not between {low} and {high}"
 
 
 def _algorithm(value, header):
@@ -381,25 +368,6 @@ def _params(value, header):
         algorithm.resolve(value)
     except UsageError as exc:
         return str(exc)
-
-
-def _bits(value, header):
-    return _in_range(1, _limits()[2])(value, header)
-
-
-def _loss(value, header):
-    return _one_of(*_limits()[0])(value, header)
-
-
-def _link(value, header):
-    return _one_of(*_limits()[1])(value, header)
-
-
-def _interactions(value, header):
-    longest = _limits()[4]
-    for spec in value:
-        if not isinstance(spec, str) or not 2 <= len(spec) <= longest:
-            return f"{spec!r:.80} is not 2 to {longest} namespace letters"
 
 
 def _grams(what, largest):
@@ -455,8 +423,8 @@ def _classes(value, header):
     mode = header["multiclass"]["mode"]
     if mode == "" and value != 0:
         return f"{value} classes, but multiclass.mode is empty (it must be 0)"
-    if mode and not 2 <= value <= _limits()[3]:
-        return f"{value} classes: --{mode} takes 2 to {_limits()[3]}"
+    if mode and not 2 <= value <= MAX_CLASSES:
+        return f"{value} classes: --{mode} takes 2 to {MAX_CLASSES}"
     if mode == "softmax" and header["loss"] != "logistic":
         return "--softmax needs loss logistic"
 
@@ -533,37 +501,38 @@ def _nonzero_rows(value, header):
         return f"{value} is not between 0 and {header['state']['rows']}"
 
 
+# The checks of stored settings that need more than the value (the header's other fields,
+# the registry, the parser's limits); the others are the table's own (settings.Setting.check).
+_CHECKS = {"algorithm": _algorithm, "params": _params, "ngram": _grams("ngram", 7), "skips": _skips,
+           "predict_only": _predict_only, "initial_weight": _initial_weight,
+           "initial_constant": _initial_constant, "classes": _classes}
+
+
+def _setting_fields(*names) -> tuple:
+    """The header fields of stored settings, from the table: path, kind, check, and the
+    value an older file that lacks the field reads as."""
+    fields = []
+    for name in names:
+        setting = SETTINGS[name]
+        check = _CHECKS.get(name) or (setting.check and (lambda v, h, s=setting: s.problem(v)))
+        fields.append(Field(setting.stored, setting.kind, check, required=not setting.older_files,
+                            default=setting.file_default))
+    return tuple(fields)
+
+
 HEADER_FIELDS = (
     Field("format_version", "int", lambda v, h: None if 1 <= v <= FORMAT_VERSION else f"unknown format {v}"),
     Field("olcli_version", "str"),
-    Field("algorithm", "str", _algorithm),
+    *_setting_fields("algorithm"),
     Field("state", "dict"),
     Field("state.slots", "list", _slots),
-    Field("params", "dict", _params),
-    Field("bits", "int", _bits),
-    Field("loss", "str", _loss),
-    Field("quantile_tau", "number", lambda v, h: None if 0.0 < v < 1.0 else f"{v} is not between 0 and 1"),
-    Field("link", "str", _link),
+    *_setting_fields("params", "bits", "loss", "quantile_tau", "link"),
     Field("input", "dict"),
-    Field("input.format", "str|null", _one_of(None, "vw", "libsvm")),
-    Field("input.constant", "bool"),
-    Field("input.interactions", "list", _interactions, required=False, default=[]),
-    Field("input.ignore", "str", required=False, default=""),
-    Field("input.keep", "str", required=False, default=""),
-    Field("input.ignore_linear", "str", required=False, default=""),
-    Field("input.ngram", "list", _grams("ngram", 7), required=False, default=[]),
-    Field("input.skips", "list", _skips, required=False, default=[]),
-    Field("input.hash_seed", "int", _in_range(0, 2 ** 32 - 1), required=False, default=0),
-    Field("input.permutations", "bool", required=False, default=False),
-    Field("input.leave_duplicate_interactions", "bool", required=False, default=False),
-    Field("input.hash_rule", "str", _one_of(*HASHES), required=False, default="all"),
-    Field("predict_only", "dict|null", _predict_only, required=False),
-    Field("initial_weight", "number", _initial_weight, required=False, default=0.0),
-    Field("initial_constant", "number", _initial_constant, required=False, default=0.0),
+    *_setting_fields("input_format", "constant", "interactions", "ignore", "keep", "ignore_linear", "ngram",
+                     "skips", "hash_seed", "permutations", "leave_duplicate_interactions", "hash",
+                     "predict_only", "initial_weight", "initial_constant"),
     Field("multiclass", "dict", required=False, default={"mode": "", "classes": 0, "indexing": 2}),
-    Field("multiclass.mode", "str", _one_of("", "oaa", "softmax")),
-    Field("multiclass.classes", "int", _classes),
-    Field("multiclass.indexing", "int", _one_of(0, 1, 2), required=False, default=2),
+    *_setting_fields("multiclass", "classes", "indexing"),
     Field("input.constant_index", "int", _constant_index, required=False),
     Field("counters", "dict", _counters),
     Field("scalars", "dict", _scalars, required=False, default={}),
@@ -673,7 +642,7 @@ def _check_state(values: np.ndarray, rows: np.ndarray, header: dict, path: str) 
 
 
 def _check_memory(nbytes: int, path: str) -> None:
-    from olcli.learner import available_memory
+    from olcli.memory import available_memory
 
     available = available_memory()
     if available is not None and nbytes > available:
@@ -713,26 +682,24 @@ def decode(raw: bytes, path: str) -> Model:
     _check_state(values, given, header, path)
     state = zeroed_state(rows, n_slots)
     state[given] = values
-    inputs, multiclass = header["input"], header["multiclass"]
+    settings = {setting.field: _READ.get(setting.name, _same)(_get(header, setting.stored, None))
+                for setting in STORED}
+    settings["params"] = {k: float(v) for k, v in _header_params(header).items()}
     return Model(
-        algorithm=header["algorithm"], params={k: float(v) for k, v in _header_params(header).items()},
-        bits=header["bits"], loss=header["loss"], loss_tau=float(header["quantile_tau"]), link=header["link"],
-        input_format=inputs["format"], constant=inputs["constant"], state=state, slots=slots,
-        interactions=list(inputs["interactions"]), ignore=inputs["ignore"], keep=inputs["keep"],
-        ignore_linear=inputs["ignore_linear"], classes=multiclass["classes"], multiclass=multiclass["mode"],
+        **settings, state=state, slots=slots,
         counters=np.array([float(header["counters"].get(name, _V1_COUNTERS.get(name, 0.0)))
                            for name in COUNTER_NAMES]),
         scalars=np.array([float(header.get("scalars", {})[name])
                           for name, _ in ALGORITHMS[header["algorithm"]].scalars]),
-        min_prediction=_optional_float(header.get("prediction_range", {}).get("min")),
-        max_prediction=_optional_float(header.get("prediction_range", {}).get("max")),
-        ngram=list(inputs["ngram"]), skips=list(inputs["skips"]), hash_seed=inputs["hash_seed"],
-        permutations=inputs["permutations"], leave_duplicate_interactions=inputs["leave_duplicate_interactions"],
-        hash=inputs["hash_rule"], predict_only=(header.get("predict_only") or {}).get("trained_with", ""),
-        initial_weight=float(header["initial_weight"]), indexing=multiclass["indexing"],
-        initial_constant=float(header["initial_constant"]),
         file_header=header,
     )
+
+
+# How a stored setting is read from a validated header (others: as they are).
+_READ = {"quantile_tau": float, "interactions": list, "ngram": list, "skips": list,
+         "predict_only": lambda value: (value or {}).get("trained_with", ""),
+         "initial_weight": float, "initial_constant": float,
+         "min_prediction": lambda value: _optional_float(value), "max_prediction": lambda value: _optional_float(value)}
 
 
 def weights_only(model: Model, weights: np.ndarray) -> Model:

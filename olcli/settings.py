@@ -1,0 +1,283 @@
+"""The table of settings: every option of a model and of a run, once.
+
+Each row (``Setting``) says what an option is — its name (the keyword of
+``Learner``/``new_model`` and of the run), its kind and default, its spellings on
+olcli's command line and on VW's, its help and help panel — and what the model
+file does with it: where the header stores it (``stored``: a dotted header path,
+None for a setting of the run only), whether a run continuing the model (``-i``)
+must agree with it (``on_continue="match"``) or may change it (``"run"``), and how
+``Learner.merge`` treats it (``merge="equal"``: learners must agree; ``"first"``:
+the first learner's is kept).
+
+Two frozen values are built from the table: ``ModelSettings`` (the settings a model
+file stores, which ``-i`` and merge compare) and ``RunSettings`` (passes, holdout,
+cache, outputs, threads). The limits every layer checks against (``MAX_BITS``, the
+links, formats and hash rules, ...) are here too.
+
+The algorithms' hyper-parameters (``-l``, ``--l1``, ...) are the engine's registry
+(olcli/engine/registry.py): a model stores them under ``params``.
+
+This module imports nothing of olcli but its errors: the model file, the Learner,
+the command line and ``olcli vw`` read it.
+"""
+
+import math
+from dataclasses import dataclass, field, make_dataclass
+
+from olcli.errors import UsageError
+
+# --- limits ---
+
+MAX_BITS = 30
+MAX_CLASSES = 10000
+MAX_INTERACTION = 7            # namespaces in one interaction (engine/features.py's, checked by a test)
+LOSSES = ("squared", "logistic", "hinge", "absolute", "quantile", "poisson")  # engine/losses.py LOSS_CODES
+LINKS = ("identity", "logistic", "poisson")
+FORMATS = ("auto", "vw", "libsvm")
+HASHES = ("all", "strings")    # VW's --hash values (engine/parse.py name_hash); files before format 4: "all"
+MULTICLASS_MODES = ("", "oaa", "softmax")
+# --oaa/--softmax labels (VW's oaa.cc indexing): 1..K until a 0 or K is learned from
+INDEXING_ZERO, INDEXING_ONE, INDEXING_UNDECIDED = 0, 1, 2
+MAX_HASH_SEED = 2 ** 32 - 1
+
+# Help panels of olcli train --help
+HYPER = "Hyper-parameters"
+FEATURES = "Features (VW's namespace options)"
+PASSES = "Passes"
+MULTICLASS = "Multiclass"
+READABLE = "Readable output"
+SCALE_OUT = "Scale-out (Dask)"
+
+
+def one_of(*allowed):
+    """A check: the value is one of ``allowed``."""
+    return lambda v: None if v in allowed else f"{v!r:.80} is not one of {', '.join(map(repr, allowed))}"
+
+
+def in_range(low, high):
+    """A check: low <= value <= high."""
+    return lambda v: None if low <= v <= high else f"{v!r} is not between {low} and {high}"
+
+
+def _interactions(value):
+    for spec in value:
+        if not isinstance(spec, str) or not 2 <= len(spec) <= MAX_INTERACTION:
+            return f"{spec!r:.80} is not 2 to {MAX_INTERACTION} namespace letters"
+
+
+def _open_unit(value):
+    return None if 0.0 < value < 1.0 else f"{value} is not between 0 and 1"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One option (see the module's docstring)."""
+    name: str
+    kind: str                  # the header's kind: int | number | str | bool | list | str|null | number|null
+    default: object            # a new model's (or run's) value when not given
+    help: str = ""
+    flags: tuple = ()          # olcli's spellings (train); () = none of its own (spelled by another row)
+    vw: tuple = ()             # VW's spellings (olcli/vw.py)
+    panel: str | None = None   # the --help panel (None: Options)
+    check: object = None       # value -> the problem (str), or None when the value is fine
+    stored: str | None = None  # the header path that stores it; None: a setting of the run
+    attribute: str = ""        # the Model attribute, when not ``name``
+    on_continue: str = "match"  # -i: "match" (a given value must equal the model's) or "run" (changes it)
+    merge: str = "equal"       # Learner.merge: "equal" (must agree), "known" (once both know it) or "first"
+    file_default: object = None  # an older file without the field reads as this (None: the field is required)
+    older_files: bool = False  # the field may be missing from an older file (then file_default)
+
+    @property
+    def field(self) -> str:
+        """The Model attribute that holds it."""
+        return self.attribute or self.name
+
+    @property
+    def spelled(self) -> str:
+        """``name (--flag)``: how a message names the option to a library and a CLI user alike."""
+        return f"{self.name} ({'/'.join(self.flags)})" if self.flags else self.name
+
+    def problem(self, value):
+        """What is wrong with ``value`` (None: nothing)."""
+        return self.check(value) if self.check is not None else None
+
+
+def _model(name, kind, default, help="", **more) -> Setting:
+    return Setting(name, kind, default, help, **more)
+
+
+# The model's settings, in the header's order of checks (model.HEADER_FIELDS).
+MODEL_SETTINGS = (
+    _model("algorithm", "str", "mix", stored="algorithm",
+           help="The learner (one flag per algorithm: --adagrad, --ftrl, ...; engine/registry.py)."),
+    _model("params", "dict", None, stored="params",
+           help="The algorithm's hyper-parameters (engine/registry.py OPTIONS: -l, --l1, ...)."),
+    _model("bits", "int", 18, "Hash table size 2^N (default 18).", flags=("-b", "--bits"),
+           vw=("--bit_precision", "-b"), check=in_range(1, MAX_BITS), stored="bits"),
+    _model("loss", "str", "squared", "Loss function (default squared).", flags=("--loss",),
+           vw=("--loss_function",), check=one_of(*LOSSES), stored="loss"),
+    _model("quantile_tau", "number", 0.5, "Level of --loss quantile, in (0, 1) (default 0.5).",
+           flags=("--quantile-tau",), vw=("--quantile_tau",), check=_open_unit, stored="quantile_tau",
+           attribute="loss_tau"),
+    _model("link", "str", "identity", "Transform of -p output (default: the model's, identity).",
+           flags=("--link",), vw=("--link",), check=one_of(*LINKS), stored="link", merge="first"),
+    _model("input_format", "str|null", None, "Input format; auto decides from the first non-empty line.",
+           flags=("--format",), check=one_of(None, "vw", "libsvm"), stored="input.format", on_continue="run",
+           merge="known"),  # -i and merge: --format must agree with the model's once both are known (Learner)
+    _model("constant", "bool", True, "No constant (bias) feature.", flags=("--noconstant",),
+           vw=("--noconstant",), stored="input.constant"),
+    _model("interactions", "list", (), "Products of namespaces (-q ab, --cubic abc, --interactions abcd).",
+           flags=("-q", "--quadratic"), vw=("--quadratic", "-q"), panel=FEATURES, check=_interactions,
+           stored="input.interactions", older_files=True, file_default=[]),
+    _model("ignore", "str", "", "Drop the namespaces starting with these letters.", flags=("--ignore",),
+           vw=("--ignore",), panel=FEATURES, stored="input.ignore", older_files=True, file_default=""),
+    _model("keep", "str", "", "Use only the namespaces starting with these letters.", flags=("--keep",),
+           vw=("--keep",), panel=FEATURES, stored="input.keep", older_files=True, file_default=""),
+    _model("ignore_linear", "str", "", "Use these namespaces only inside interactions.",
+           flags=("--ignore-linear",), vw=("--ignore_linear",), panel=FEATURES, stored="input.ignore_linear",
+           older_files=True, file_default=""),
+    _model("ngram", "list", (), "N-grams of the tokens of every namespace (N) or of one (aN), N 2-7, as VW.",
+           flags=("--ngram",), vw=("--ngram",), panel=FEATURES, stored="input.ngram", older_files=True,
+           file_default=[]),
+    _model("skips", "list", (), "Skip-grams: up to K tokens skipped inside an n-gram (K or aK, 0-16), as VW.",
+           flags=("--skips",), vw=("--skips",), panel=FEATURES, stored="input.skips", older_files=True,
+           file_default=[]),
+    _model("hash_seed", "int", 0, "Seed of the namespace hashes (VW's --hash_seed; default 0).",
+           flags=("--hash-seed",), vw=("--hash_seed",), panel=FEATURES, check=in_range(0, MAX_HASH_SEED),
+           stored="input.hash_seed", older_files=True, file_default=0),
+    _model("permutations", "bool", False, "-q aa pairs every feature with every one, not i <= j.",
+           flags=("--permutations",), vw=("--permutations",), panel=FEATURES, stored="input.permutations",
+           older_files=True, file_default=False),
+    _model("leave_duplicate_interactions", "bool", False,
+           "Keep interactions that repeat an earlier one in another order.",
+           flags=("--leave-duplicate-interactions",), vw=("--leave_duplicate_interactions",), panel=FEATURES,
+           stored="input.leave_duplicate_interactions", older_files=True, file_default=False),
+    _model("hash", "str", "strings", "How names are hashed: strings (VW's default, and olcli's) or all.",
+           flags=("--hash",), vw=("--hash",), panel=FEATURES, check=one_of(*HASHES), stored="input.hash_rule",
+           older_files=True, file_default="all"),
+    _model("predict_only", "dict|null", "", "-f writes the weights only, without the optimizer state.",
+           flags=("--predict-only-model",), vw=("--predict_only_model",), stored="predict_only",
+           older_files=True, on_continue="run"),   # -i of such a model is refused (it cannot learn)
+    _model("initial_weight", "number", 0.0, "Every weight starts at W (VW's --initial_weight; default 0).",
+           flags=("--initial-weight",), vw=("--initial_weight",), stored="initial_weight", older_files=True,
+           file_default=0.0),
+    _model("initial_constant", "number", 0.0, "The constant's weight starts at C (VW's --constant; default 0).",
+           flags=("-C", "--constant"), vw=("--constant", "-C"), stored="initial_constant", older_files=True,
+           file_default=0.0),
+    _model("multiclass", "str", "", "--oaa or --softmax (spelled with the number of classes).",
+           panel=MULTICLASS, check=one_of(*MULTICLASS_MODES), stored="multiclass.mode"),
+    _model("classes", "int", 0, "K for --oaa K / --softmax K (0: binary or real labels).", flags=("--oaa",),
+           vw=("--oaa",), panel=MULTICLASS, stored="multiclass.classes"),
+    _model("indexing", "int", INDEXING_UNDECIDED,
+           "--oaa/--softmax labels 0..K-1 (0) or 1..K (1); default: 1..K until a 0 or K is learned (VW's).",
+           flags=("--indexing",), vw=("--indexing",), panel=MULTICLASS, check=one_of(0, 1, 2),
+           stored="multiclass.indexing", older_files=True, file_default=INDEXING_UNDECIDED),
+    _model("min_prediction", "number|null", None,
+           "Clip every prediction to at least this (VW's --min_prediction; default: the smallest label seen).",
+           flags=("--min-prediction",), vw=("--min_prediction",), stored="prediction_range.min", merge="first"),
+    _model("max_prediction", "number|null", None,
+           "Clip every prediction to at most this (VW's --max_prediction; default: the largest label seen).",
+           flags=("--max-prediction",), vw=("--max_prediction",), stored="prediction_range.max", merge="first"),
+)
+
+# The run's settings: what one run does, never stored in a model.
+RUN_SETTINGS = (
+    Setting("passes", "int", 1, "Passes over the data (the first builds an example cache).", ("--passes",),
+            ("--passes",), PASSES, check=lambda v: None if v >= 1 else "--passes must be at least 1"),
+    Setting("holdout_period", "int", 10, "With --passes > 1: every K-th example is held out.",
+            ("--holdout-period",), ("--holdout_period",), PASSES,
+            check=lambda v: None if v == 0 or v >= 2 else "--holdout-period must be 2 or more (or use --holdout-off)"),
+    Setting("holdout_after", "int", 0, "Hold out every example after the first N of each pass, instead of every "
+            "--holdout-period-th; on even with one pass (VW's --holdout_after).", ("--holdout-after",),
+            ("--holdout_after",), PASSES, check=lambda v: None if v >= 0 else
+            "--holdout-after must be 1 or more (the examples learned from in each pass)"),
+    Setting("early_terminate", "int", 3, "Stop after K passes without a better holdout loss.",
+            ("--early-terminate",), ("--early_terminate",), PASSES,
+            check=lambda v: None if v >= 1 else "--early-terminate must be at least 1"),
+    Setting("cache_path", "str|null", None, "Example cache file (default with --passes: DATA.olcache).",
+            ("--cache",), ("--cache_file",), PASSES),
+    Setting("kill_cache", "bool", False, "Rebuild the example cache even if it looks current.",
+            ("-k", "--kill-cache"), ("--kill_cache", "-k"), PASSES),
+    Setting("threads", "int", 2, "Read and parse up to N chunks ahead on threads while one is learned.",
+            ("--threads",), check=lambda v: None if v >= 1 else "--threads must be at least 1"),
+    Setting("progress_every", "str|null", None, "VW's -P/--progress interval.", ("--vw-progress",),
+            ("--progress", "-P")),
+)
+
+BY_NAME = {setting.name: setting for setting in MODEL_SETTINGS + RUN_SETTINGS}
+STORED = tuple(setting for setting in MODEL_SETTINGS if setting.stored)
+MUST_MATCH = tuple(setting for setting in STORED if setting.on_continue == "match")
+MERGE_EQUAL = tuple(setting for setting in STORED if setting.merge == "equal")
+
+
+def _frozen(name: str, rows: tuple, doc: str):
+    cls = make_dataclass(name, [(row.name, object, field(default=_immutable(row.default))) for row in rows],
+                         frozen=True)
+    cls.__doc__ = doc
+    cls.__module__ = __name__
+    return cls
+
+
+def _immutable(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+ModelSettings = _frozen("ModelSettings", MODEL_SETTINGS, "A model's settings (what its file stores; what -i "
+                        "and merge compare), one field per row of MODEL_SETTINGS.")
+RunSettings = _frozen("RunSettings", RUN_SETTINGS, "A run's settings, one field per row of RUN_SETTINGS.")
+
+
+def model_settings(model) -> "ModelSettings":
+    """A model's settings as a frozen value (lists as tuples, dicts as sorted item tuples)."""
+    values = {}
+    for row in MODEL_SETTINGS:
+        value = getattr(model, row.field)
+        if isinstance(value, dict):
+            value = tuple(sorted(value.items()))
+        values[row.name] = _immutable(value)
+    return ModelSettings(**values)
+
+
+def run_settings(**given) -> "RunSettings":
+    """The run's settings: the given values (None: not given, the default), each checked
+    (UsageError with the row's message)."""
+    values = {}
+    for row in RUN_SETTINGS:
+        value = given.pop(row.name, None)
+        value = row.default if value is None else value
+        problem = row.problem(value)
+        if problem:
+            raise UsageError(problem)
+        values[row.name] = value
+    if given:
+        raise UsageError(f"unknown run settings: {', '.join(sorted(given))}")
+    return RunSettings(**values)
+
+
+def conflicts(model, given: dict) -> tuple | None:
+    """The first setting of ``given`` (name -> value; None: not given) that a run
+    continuing ``model`` (-i) may not change: (name, the model's value, the value given),
+    or None. ``given`` names settings of MUST_MATCH or the algorithm's hyper-parameters
+    (compared with ``model.params``)."""
+    for name, value in given.items():
+        if value is None:
+            continue
+        row = BY_NAME.get(name)
+        if row is None:
+            held = model.params[name]
+        elif row.on_continue != "match":
+            raise UsageError(f"{name} is not a setting -i compares")
+        else:
+            held = getattr(model, row.field)
+        if value != held:
+            return name, held, value
+    return None
+
+
+def merge_difference(a, b) -> tuple | None:
+    """The first setting two models must share to be merged and do not: (name, a's, b's)."""
+    for row in MERGE_EQUAL:
+        left, right = getattr(a, row.field), getattr(b, row.field)
+        if left != right:
+            return row.field, left, right
+    return None
