@@ -1,6 +1,6 @@
 """Fault injection: SIGINT, SIGTERM and SIGHUP at random moments of real olcli runs.
 
-    python benchmarks/fault_injection.py [RUNS] [--seed S] [--out benchmarks/results/fault_injection.md]
+    python -m benchmarks.fault_injection [RUNS] [--seed S] [--out FILE]
 
 Each run starts ``python -m olcli train`` (or ``test``) on generated data, in a fresh
 directory holding a previous model, and sends one signal at a random moment
@@ -35,8 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import RESULTS, run_olcli, start_olcli
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -44,8 +43,8 @@ CONFIGS = [
     # (name, extra train args, data lines, bits): enough data for a few seconds of learning,
     # small and large tables (loading and saving a 2^24 table take a while, so signals land
     # there too), passes over a cache, interactions, multiclass.
-    ("adagrad -b 18", [], 400_000, 18),
-    ("adagrad -b 24 (slow load and save)", ["-b", "24"], 150_000, 24),
+    ("default -b 18", [], 400_000, 18),
+    ("default -b 24 (slow load and save)", ["-b", "24"], 150_000, 24),
     ("ftrl --passes 3", ["--ftrl", "--passes", "3", "--cache", "c.olcache"], 120_000, 18),
     ("scinol2 -q ab", ["--scinol2", "-q", "ab"], 150_000, 18),
     ("oaa 5", ["--oaa", "5"], 150_000, 18),
@@ -62,8 +61,7 @@ def make_data(path: Path, lines: int, rng: random.Random, classes: int = 0) -> N
 
 
 def start(args, cwd, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "olcli", *args], cwd=cwd, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, **kwargs)
+    return start_olcli(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
 
 
 def prepare(base: Path, rng: random.Random) -> dict:
@@ -78,15 +76,11 @@ def prepare(base: Path, rng: random.Random) -> dict:
         loss = [] if classes else ["--loss", "logistic"]
         train = ["train", "first.vw", *loss, *[a for a in extra if a not in ("--passes", "3", "--cache", "c.olcache")],
                  "-f", "previous.olm", "--quiet"]
-        subprocess.run([sys.executable, "-m", "olcli", *train], cwd=folder, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run_olcli(train, cwd=folder)
         passes = [a for a in extra if a in ("--passes", "3", "--cache", "c.olcache")]
         args = ["train", "data.vw", "-i", "model.olm", "-f", "model.olm", "--report", "r.json", "--quiet", *passes]
         shutil.copy(folder / "previous.olm", folder / "model.olm")
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "olcli", *args], cwd=folder, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        seconds = time.perf_counter() - started
+        seconds = run_olcli(args, cwd=folder).wall
         total = json.loads((folder / "r.json").read_text())["examples"]
         plans[name] = {"folder": folder, "args": args, "seconds": seconds, "examples": total}
     return plans
@@ -166,7 +160,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("runs", nargs="?", type=int, default=200)
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fault_injection.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "fault_injection.md"))
     parser.add_argument("--only", help="run only the configurations whose name contains this")
     options = parser.parse_args()
     if options.only:
@@ -211,7 +205,7 @@ def write_results(options, plans, results) -> None:
     lines = [
         "# Fault injection: signals at random moments",
         "",
-        f"`python benchmarks/fault_injection.py {options.runs} --seed {options.seed}` "
+        f"`python -m benchmarks.fault_injection {options.runs} --seed {options.seed}` "
         f"({time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, {os.cpu_count()} cores).",
         "",
         "Each run: `olcli train data.vw -i model.olm -f model.olm --report r.json` (same file in and out), one",

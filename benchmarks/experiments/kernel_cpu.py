@@ -1,6 +1,6 @@
-"""The learning kernels alone, source trees side by side: thread CPU per algorithm (issue 16).
+"""The learning kernels alone, source trees side by side: thread CPU per algorithm.
 
-    python benchmarks/kernel_cpu.py --tree before=/path/a --tree after=/path/b
+    python -m benchmarks.experiments.kernel_cpu --tree before=/path/a --tree after=/path/b
                                     [--algorithms gd scinol1 scinol2] [--rounds 5] [--reps 3]
                                     [--lines 1000000] [--data DIR] [--out FILE]
 
@@ -18,7 +18,10 @@ median of the paired per-round ratios (a slow moment of the shared machine hits 
 and whether every bit agrees with the first tree: a SHA-256 of every progressive
 prediction, the final state, the scalars and the counters.
 
-Writes benchmarks/results/kernel_cpu.md (or --out) and prints it.
+Writes benchmarks/results/kernel_cpu.md (or --out) and prints it. An experiment: it served
+the decisions of refactorings (same bits, no slower kernels). The workers run this file by its
+path with the tree as PYTHONPATH, so that each imports its tree's olcli and nothing of this
+repository's benchmarks package (which a tree being compared may not have).
 """
 
 import argparse
@@ -31,8 +34,7 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def worker(path, algorithms, reps):
@@ -84,7 +86,7 @@ def main():
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--data", default="/tmp/kernel-cpu-data")
     parser.add_argument("--cache", default="/tmp/kernel-cpu-numba", help="per-tree Numba caches go under it")
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "kernel_cpu.md"))
+    parser.add_argument("--out", default=None, help="default: benchmarks/results/kernel_cpu.md")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -117,11 +119,13 @@ def main():
         loads.append(os.getloadavg()[0])
         print(f"round {number}/{args.rounds} done (load {loads[-1]:.2f})", file=sys.stderr)
 
+    from benchmarks.harness import RESULTS
+
     reference = trees[0][0]
     lines = [
-        "# The learning kernels alone (issue 16)",
+        "# The learning kernels alone",
         "",
-        f"`python benchmarks/kernel_cpu.py {' '.join(sys.argv[1:])}`; "
+        f"`python -m benchmarks.experiments.kernel_cpu {' '.join(sys.argv[1:])}`; "
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. Machine: {os.cpu_count()} cores, "
         f"shared; load average (1 min) after each round: {', '.join(f'{x:.2f}' for x in loads)}. "
         f"Python {platform.python_version()}.",
@@ -150,7 +154,7 @@ def main():
                 lines.append(f"| {algorithm} | {name} | {cells} | {ratio:.3f} | {paired:.3f} | {same} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    with open(args.out, "w") as f:
+    with open(args.out or os.path.join(RESULTS, "kernel_cpu.md"), "w") as f:
         f.write(text)
 
 

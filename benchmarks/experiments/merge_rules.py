@@ -1,6 +1,6 @@
 """Merge rules against the alternatives: test loss of learners trained on shards and merged.
 
-    python benchmarks/merge_rules.py [DATA_DIR [ALGORITHM ...]]
+    python -m benchmarks.experiments.merge_rules [DATA_DIR [ALGORITHM ...]]
 
 DATA_DIR defaults to ../shared/data. Files are read as libsvm (feature i -> row i, plus a
 constant feature in row 0; no hashing) and learned with logistic loss, every algorithm at
@@ -36,7 +36,8 @@ from numba import njit
 from olcli.engine import adagrad, adagrad_dual, coin, ftrl, gd, scinol1, scinol2, sgd
 from olcli.engine.records import C_ROUNDS, C_WEIGHT, N_COUNTERS, Settings, Table
 from olcli.engine.registry import ALGORITHMS
-from scale_out import COIN_RULES, _coin_variant
+from benchmarks.harness import DATA
+from benchmarks.scale_out import COIN_RULES, _coin_variant
 
 MODULES = {"adagrad": adagrad, "adagrad-dual": adagrad_dual, "ftrl": ftrl, "scinol1": scinol1,
            "scinol2": scinol2, "sgd": sgd, "gd": gd, "coin": coin}
@@ -251,7 +252,7 @@ def repeated_merges(data_dir, label, count=8, rounds_of_merging=4):
 ONLY = sys.argv[2:]  # optional: only these algorithms
 
 if __name__ == "__main__":
-    data = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+    data = sys.argv[1] if len(sys.argv) > 1 else DATA
     with np.errstate(all="ignore"):
         for label in FILES:
             one_merge(data, label)

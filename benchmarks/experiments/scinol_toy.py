@@ -7,7 +7,7 @@ online with the logistic loss and no bias (the paper's model is x.u); the averag
 test logistic loss is measured every 50 iterations. SGD (eta/sqrt(t)) and AdaGrad
 run over the paper's learning-rate grid, ScInOL1 and ScInOL2 untuned (epsilon = 1).
 
-    python benchmarks/scinol_toy.py [--repetitions 10] [--out benchmarks/results]
+    python -m benchmarks.experiments.scinol_toy [--repetitions 10] [--out benchmarks/results]
 
 prints a markdown table of the final mean test loss (with the Bayes-optimal and
 zero-vector losses) and, when matplotlib is installed (pip install ".[plot]"),
@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from benchmarks.harness import RESULTS
 from olcli.engine.records import Batch, new_tally
 from olcli.engine.registry import ALGORITHMS
 from olcli.learner import Learner
@@ -85,7 +86,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=10)
     parser.add_argument("--seed", type=int, default=2019)
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     curves = {label: [] for label, _, _ in configurations()}
