@@ -1,6 +1,6 @@
 """Throughput of the Python API (``olcli.Learner``) next to the CLI on the same files, same run.
 
-    python benchmarks/api_throughput.py [--runs 5] [--batch 10000] [--algorithm adagrad]
+    python -m benchmarks.api_throughput [--runs 5] [--batch 10000] [--algorithm adagrad]
                                         [--data DIR] [--work DIR] [--out FILE]
 
 Examples/s and features/s of ``Learner.learn`` and ``Learner.predict``, batches of
@@ -33,22 +33,17 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
+from benchmarks.harness import DATA, RESULTS, ROOT, click_log, default_algorithm, generated, machine, run_olcli
 from olcli.learner import Learner
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from setup_data import HERE, click_log, generated  # noqa: E402
-
 BITS = 18
-ROOT = os.path.dirname(HERE)
 
 
 class TimedLearner(Learner):
@@ -67,10 +62,11 @@ def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--scale", type=float, default=1.0, help="generated files x this (a quick try: 0.02)")
     parser.add_argument("--algorithm", default=None, help="default: olcli's default algorithm")
-    parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared", "data"))
+    parser.add_argument("--data", default=DATA)
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "olcli-bench"))
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "api_throughput.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "api_throughput.md"))
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     return args
@@ -154,15 +150,12 @@ class CliCase:
 
     def run(self, algorithm):
         report = self.model + (".test" if self.predict else "") + ".json"
-        command = [sys.executable, "-m", "olcli"]
         if self.predict:
-            command += ["test", self.path, "-i", self.model, "--quiet", "--report", report]
+            command = ["test", self.path, "-i", self.model, "--quiet"]
         else:
-            command += ["train", self.path, "--loss", "logistic", "-b", str(BITS), "--quiet", "-f", self.model,
-                        "--report", report] + ([f"--{algorithm}"] if algorithm else [])
-        started = time.perf_counter()
-        subprocess.run(command, check=True, cwd=ROOT)
-        elapsed = time.perf_counter() - started
+            command = ["train", self.path, "--loss", "logistic", "-b", str(BITS), "--quiet", "-f", self.model] + (
+                [f"--{algorithm}"] if algorithm else [])
+        elapsed = run_olcli(command, report=report, cwd=ROOT).wall
         numbers = json.load(open(report))
         if numbers["examples"] != self.n_examples:
             raise SystemExit(f"{self.form}: {numbers['examples']} examples, expected {self.n_examples}")
@@ -176,27 +169,17 @@ def rate(count, seconds):
     return f"{value / 1e6:.2f} M" if value >= 1e6 else f"{value / 1e3:.0f} k"
 
 
-def machine():
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor())
-    import numba
-    import scipy
-
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "olcli"], cwd=ROOT,
-                           capture_output=True, text=True).stdout.strip()
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, NumPy {np.__version__}, "
-            f"SciPy {scipy.__version__}, Numba {numba.__version__}; olcli at {commit}"
-            + (" with uncommitted changes in olcli/" if dirty else ""))
+def _size(lines):
+    return f"{lines / 1e6:g}M" if lines >= 1e6 else f"{lines / 1e3:g}k"
 
 
 def main():
     args = parse_arguments()
     from sklearn.datasets import load_svmlight_file
 
-    click = click_log(args, 1_000_000)
-    text = generated(args, "text", 200_000)
+    click = click_log(args.work, int(1_000_000 * args.scale))
+    text = generated(args.work, "text", int(200_000 * args.scale))
+    CLICK, TEXT = f"click {_size(1_000_000 * args.scale)}", f"text {_size(200_000 * args.scale)}"
     a9a = os.path.join(args.data, "a9a", "train.libsvm")
     if not os.path.exists(a9a):
         sys.exit(f"missing data: {a9a}; pass --data DIR (the folder holding a9a/)")
@@ -212,18 +195,17 @@ def main():
     text_batches = csr_batches(Xt, yt, args.batch)
 
     learn_cases = [
-        Case("click 1M", "list of `bytes` lines", click_lines, n_click),
-        Case("click 1M", "list of `str` lines", click_str, n_click),
-        Case("click 1M", "one `bytes` buffer per batch", click_buffers, n_click),
+        Case(CLICK, "list of `bytes` lines", click_lines, n_click),
+        Case(CLICK, "list of `str` lines", click_str, n_click),
+        Case(CLICK, "one `bytes` buffer per batch", click_buffers, n_click),
         Case("a9a", "SciPy CSR `(X, y)`", a9a_batches, X.shape[0]),
-        Case("text 200k", "SciPy CSR `(X, y)` (word counts)", text_batches, Xt.shape[0]),
+        Case(TEXT, "SciPy CSR `(X, y)` (word counts)", text_batches, Xt.shape[0]),
     ]
     predict_cases = [Case(c.dataset, c.form, c.batches, c.n_examples, predict=True, learn_case=c)
                      for c in learn_cases]
     tmp = tempfile.mkdtemp(prefix="olcli-api-")
     cli_cases = []
-    for dataset, path, n in (("click 1M", click, n_click), ("a9a", a9a, X.shape[0]),
-                             ("text 200k", text, Xt.shape[0])):
+    for dataset, path, n in ((CLICK, click, n_click), ("a9a", a9a, X.shape[0]), (TEXT, text, Xt.shape[0])):
         model = os.path.join(tmp, dataset.replace(" ", "_") + ".olm")
         cli_cases += [CliCase(dataset, path, n, model), CliCase(dataset, path, n, model, predict=True)]
     # Interleaved: each repetition runs every case once; a predict case follows its learn case.
@@ -238,9 +220,9 @@ def main():
                     case.kernel_shares.append(share)
         print(f"round {repetition}/{args.runs} done", file=sys.stderr)
 
-    algorithm = args.algorithm or "adagrad (default)"
+    algorithm = args.algorithm or f"{default_algorithm()} (the default)"
     rows = []
-    for case in sorted(order, key=lambda c: (["click 1M", "a9a", "text 200k"].index(c.dataset),
+    for case in sorted(order, key=lambda c: ([CLICK, "a9a", TEXT].index(c.dataset),
                                              c.what, isinstance(c, CliCase))):
         median = statistics.median(case.times)
         share = f"{statistics.median(case.kernel_shares):.0%}" if case.kernel_shares else "—"
@@ -256,7 +238,7 @@ def main():
     report = "\n".join([
         "# Python API throughput (`Learner.learn` / `Learner.predict`) next to the CLI",
         "",
-        f"`python benchmarks/api_throughput.py --runs {args.runs} --batch {args.batch}`; {date}.",
+        f"`python -m benchmarks.api_throughput --runs {args.runs} --batch {args.batch}`; {date}.",
         f"Machine: {machine()}.",
         "",
         f"{algorithm}, `--loss logistic -b {BITS}`, batches of {args.batch:,} examples, one pass; "
