@@ -75,6 +75,17 @@ def http(port, method, path, body=None, timeout=60):
         return exc.code, json.loads(exc.read() or b"null")
 
 
+def default_signals():
+    """In the server's process before exec: SIGINT, SIGTERM and SIGHUP with their default
+    actions, as a terminal or a service manager starts a program. A harness started in the
+    background by a non-interactive shell (``cmd &``, ``nohup``) has SIGINT (and SIGHUP) ignored,
+    and its children would inherit that: a signal sent before olcli has installed its handlers
+    would be dropped by the kernel instead of ending the process (seed 5's first run: two
+    SIGINTs 0.03 and 0.08 s after exec, the servers then started and served)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 class Server:
     def __init__(self, folder, model, *args, name="srv", wait=True):
         self.folder = Path(folder)
@@ -89,7 +100,7 @@ class Server:
             [PY, "-m", "olcli", "serve", "-i", str(model), "--port", "0", "--http-port", "0",
              "--port-file", str(self.port_file), "--http-port-file", str(self.http_file),
              "--pid-file", str(self.pid_file), "--idle-timeout", "60", *args],
-            stdout=subprocess.DEVNULL, stderr=self.log_file, stdin=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=self.log_file, stdin=subprocess.DEVNULL, preexec_fn=default_signals)
         self.started = time.monotonic()
         if wait:
             self.wait_listening()
@@ -467,7 +478,8 @@ class Chaos:
                 self.promise(name, False, f"{type(exc).__name__}: {exc}")
                 what = "error"
             self.counts[name] = self.counts.get(name, 0) + 1
-            print(f"{k + 1:4d} {name:15s} {time.monotonic() - t:6.2f} s  {what}", flush=True)
+            print(f"{k + 1:4d} {name:15s} {time.monotonic() - t:6.2f} s  load {os.getloadavg()[0]:5.2f}  {what}",
+                  flush=True)
         return time.monotonic() - started
 
     def baseline(self, count):
@@ -490,6 +502,15 @@ class Chaos:
                 srv.kill()
 
 
+def commit() -> str:
+    """The code's commit: git's, or a COMMIT file beside benchmarks/ (a clean export of a commit,
+    run apart from a working tree that other edits are changing)."""
+    if (ROOT / "COMMIT").exists():
+        return (ROOT / "COMMIT").read_text().strip()
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+
+
 def _quantiles(times):
     times = sorted(times)
     return {"count": len(times), **{q: round(times[min(len(times) - 1, int(len(times) * f))] * 1000, 2)
@@ -505,24 +526,38 @@ def main():
                              "50 ms p99 target), beside as many single lines with nothing else running")
     parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks" / "results" / "serve_chaos.json"))
     args = parser.parse_args()
+    inherited = {signal.Signals(k).name: str(signal.getsignal(k)) for k in (signal.SIGINT, signal.SIGHUP)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # Ctrl-C stops the harness (and its servers)
     with tempfile.TemporaryDirectory(prefix="serve-chaos-") as folder:
         chaos = Chaos(folder, args.seed)
         fairness = None
         try:
             if args.fairness:
+                load_alone = os.getloadavg()[0]
                 alone = chaos.baseline(600)
+                rounds = []
                 for _ in range(args.fairness):
-                    print("fairness", chaos.big_and_small(16 << 20), flush=True)
-                fairness = {"rounds_of_16MiB": args.fairness, "alone": _quantiles(alone),
-                            "during_16MiB_batch": _quantiles(chaos.latencies)}
+                    first, load = len(chaos.latencies), os.getloadavg()[0]
+                    what = chaos.big_and_small(16 << 20)
+                    rounds.append({"load_average_1min": round(load, 2), "batch": what,
+                                   **_quantiles(chaos.latencies[first:])})
+                    print("fairness", json.dumps(rounds[-1]), flush=True)
+                fairness = {"rounds_of_16MiB": args.fairness,
+                            "alone": {"load_average_1min": round(load_alone, 2), **_quantiles(alone)},
+                            "during_16MiB_batch": _quantiles(chaos.latencies), "rounds": rounds}
                 print(json.dumps(fairness), flush=True)
                 chaos.latencies = []
+            load_start = os.getloadavg()
             seconds = chaos.run(args.events)
+            load_end = os.getloadavg()
         finally:
             chaos.close()
         latencies = sorted(chaos.latencies)
         result = {
             "events": args.events, "seed": args.seed, "seconds": round(seconds, 1),
+            "harness_inherited_signal_handlers": inherited, "servers_started_with": "SIG_DFL for SIGINT/SIGTERM/SIGHUP",
+            "load_average_1_5_15min": {"start": [round(v, 2) for v in load_start],
+                                        "end": [round(v, 2) for v in load_end]},
             "per_kind": {k: v for k, v in chaos.counts.items() if not k.startswith("_")},
             "startup_signals_before_olcli_ran": chaos.counts.get("_before_olcli_handlers", 0),
             "promises_broken": len(chaos.broken), "broken": chaos.broken[:50],
@@ -533,8 +568,7 @@ def main():
             "small_requests_during_big": len(latencies),
             "small_latency_ms": {q: round(latencies[min(len(latencies) - 1, int(len(latencies) * f))] * 1000, 2)
                                  for q, f in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))} if latencies else None,
-            "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True).stdout.strip(),
+            "commit": commit(),
             "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         }
     Path(args.output).write_text(json.dumps(result, indent=2) + "\n")

@@ -64,17 +64,16 @@ async def _body(request: Request, limit: int) -> bytes:
                                       "(--max-request-bytes)")
         except ValueError:
             raise BadRequest(400, "Content-Length is not a number") from None
-    chunks, size = [], 0
+    body = bytearray()   # grown as the chunks arrive: no copy of the whole body in one step at the end
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
+        if len(body) + len(chunk) > limit:
             raise BadRequest(413, f"request body over the limit of {limit} bytes (--max-request-bytes)")
-        chunks.append(chunk)
-    return b"".join(chunks)
+        body += chunk
+    return body
 
 
-SLICE_BYTES = 1 << 16      # a large request is decoded, answered and encoded in slices of about this size
-SLICE_ITEMS = 4096         # (or this many examples), the event loop serving other clients between two
+SLICE_BYTES = 1 << 14      # a large request is decoded, answered and encoded in slices of about this size
+SLICE_ITEMS = 1024         # (or this many examples), the event loop serving other clients between two
 _CUT = re.compile(rb'"[ \t\r\n]*,[ \t\r\n]*"')
 _OPEN = re.compile(rb'[ \t\r\n]*(\{[ \t\r\n]*"examples"[ \t\r\n]*:[ \t\r\n]*)?\[')
 _SPACE = b" \t\r\n"
@@ -115,11 +114,11 @@ async def _sliced_list(body: bytes):
     opened = _OPEN.match(body)
     if opened is None:
         return None
-    end = len(body.rstrip(_SPACE))   # the closing ']' (and '}'), found from the end (no scan of the body)
+    end = _end(body, len(body))   # the closing ']' (and '}'), found from the end (no scan or copy of the body)
     if opened.group(1):
         if body[end - 1:end] != b"}":
             return None
-        end = len(body[:end - 1].rstrip(_SPACE))
+        end = _end(body, end - 1)
     if body[end - 1:end] != b"]" or end - 1 < opened.end():
         return None
     position, end, examples = opened.end(), end - 1, []
@@ -141,37 +140,53 @@ async def _sliced_list(body: bytes):
     return examples
 
 
+def _end(body, end: int) -> int:
+    """``end`` moved back over JSON white space."""
+    while end and body[end - 1] in _SPACE:
+        end -= 1
+    return end
+
+
 async def _examples(body: bytes, content_type: str):
     """The request's examples (a list of str)."""
     kind = content_type.split(";")[0].strip().lower()
     if kind in JSON_TYPES or kind.endswith("+json"):
         return await _json_examples(body)
     if kind in NDJSON_TYPES:
-        examples = []
-        for number, line in enumerate(body.splitlines(), 1):
-            if number % SLICE_ITEMS == 0:
-                await asyncio.sleep(0)
-            if not line.strip():
-                continue
-            item = _loads(line, f"NDJSON line {number}")
-            if isinstance(item, dict):
-                item = item.get("example")
-            if not isinstance(item, str):
-                raise BadRequest(400, f'NDJSON line {number}: expected a string or {{"example": "..."}}')
-            examples.append(item)
+        examples, number = [], 0
+        async for part in _line_slices(body):
+            for line in part.splitlines():
+                number += 1
+                if not line.strip():
+                    continue
+                item = _loads(line, f"NDJSON line {number}")
+                if isinstance(item, dict):
+                    item = item.get("example")
+                if not isinstance(item, str):
+                    raise BadRequest(400, f'NDJSON line {number}: expected a string or {{"example": "..."}}')
+                examples.append(item)
         return examples
-    examples, position = [], 0
-    while position < len(body):   # plain text, in slices cut after a '\n' (never inside a UTF-8 character)
-        cut = body.find(b"\n", position + SLICE_BYTES)
-        stop = len(body) if cut < 0 else cut + 1
+    examples = []
+    async for part in _line_slices(body):   # plain text, in slices cut after a '\n' (never inside a UTF-8 character)
         try:
-            text = body[position:stop].decode("utf-8")
+            text = part.decode("utf-8")
         except UnicodeDecodeError:
             raise BadRequest(400, "plain-text examples must be UTF-8") from None
         examples += [line for line in text.splitlines() if line.strip()]
-        position = stop
-        await asyncio.sleep(0)
     return examples
+
+
+async def _line_slices(body):
+    """The body in parts of about SLICE_BYTES, each cut after a line break (the last part: the
+    rest), the event loop serving other clients between two."""
+    position = 0
+    while position < len(body):
+        cut = body.find(b"\n", position + SLICE_BYTES)
+        stop = len(body) if cut < 0 else cut + 1
+        yield body[position:stop]
+        position = stop
+        if position < len(body):
+            await asyncio.sleep(0)
 
 
 def _finite(values: list) -> list:
@@ -181,7 +196,8 @@ def _finite(values: list) -> list:
 async def _answer(served: Served, examples: list, learn: bool) -> dict:
     """The examples, in slices of about SLICE_BYTES (one parse and kernel call each, the event
     loop serving other clients between two), all by the model being served when the request
-    started; one result per example, in order."""
+    started; one result per example, in order. The list's items are let go (None) as they
+    are answered."""
     view = served.view()
     model = view[0].model
     n = len(examples)
@@ -197,6 +213,7 @@ async def _answer(served: Served, examples: list, learn: bool) -> dict:
             last += 1
         _answer_slice(served, examples, first, last, learn, view, errors, predictions, tags, probabilities,
                       answered)
+        examples[first:last] = [None] * (last - first)   # let go slice by slice, not 1M strings in one step
         first = last
         if first < n:
             await asyncio.sleep(0)
@@ -251,21 +268,58 @@ def _answer_slice(served, examples, first, last, learn, view, errors, prediction
             probabilities[i] = rows[e]
 
 
-async def _render(reply: dict) -> bytes:
-    """The reply's JSON; its long lists encoded in slices (the event loop serving other clients
-    between two: 1M predictions take ~1.5 s to encode)."""
-    out = []
-    for key, value in reply.items():
+async def _render(reply: dict) -> list:
+    """The reply's JSON as a list of UTF-8 parts; its long lists encoded in slices of
+    SLICE_ITEMS (the event loop serving other clients between two: 1M predictions take ~1.5 s to
+    encode). The parts are sent one by one (``_reply``), never joined into one string."""
+    parts = [b"{"]
+    for number, (key, value) in enumerate(reply.items()):
+        parts.append(f"{',' if number else ''}{json.dumps(key)}:".encode("ascii"))
         if isinstance(value, list) and len(value) > SLICE_ITEMS:
-            parts = []
             for k in range(0, len(value), SLICE_ITEMS):
-                parts.append(_dumps(value[k:k + SLICE_ITEMS])[1:-1])
+                part = _encode(value[k:k + SLICE_ITEMS])
+                parts.append((b"[" if k == 0 else b",") + part[1:-1])
+                value[k:k + SLICE_ITEMS] = [None] * min(SLICE_ITEMS, len(value) - k)   # let go slice by slice
                 await asyncio.sleep(0)
-            text = "[" + ",".join(p for p in parts if p) + "]"
+            parts.append(b"]")
         else:
-            text = _dumps(value)
-        out.append(f"{json.dumps(key)}:{text}")
-    return ("{" + ",".join(out) + "}").encode("utf-8")
+            parts.append(_encode(value))
+    parts.append(b"}")
+    return parts
+
+
+def _encode(value) -> bytes:
+    try:
+        return _dumps(value).encode("utf-8")
+    except UnicodeEncodeError:   # a lone surrogate in a message: JSON's \\u escapes carry it
+        return json.dumps(value, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def _reply(parts: list) -> Response:
+    """A small reply in one piece; a large one sent part by part."""
+    if len(parts) < 16:
+        return _Json(b"".join(parts))
+    return _Parts(parts)
+
+
+class _Parts(Response):
+    """A JSON reply sent part by part, its length known (no chunked encoding), the event loop
+    serving other clients between two parts; each part is let go once sent."""
+
+    media_type = "application/json"
+
+    def __init__(self, parts: list):
+        self.parts = parts
+        super().__init__(None, headers={"content-length": str(sum(map(len, parts)))})
+
+    async def __call__(self, scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        parts, self.parts = self.parts, None
+        for k in range(len(parts)):
+            part, parts[k] = parts[k], None
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+            await asyncio.sleep(0)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _dumps(content) -> str:
@@ -295,7 +349,7 @@ def build_app(served: Served, options: ServeOptions) -> Starlette:
             served.log.client_error("bad_request", path=request.url.path, status=exc.status, error=str(exc))
             return _error(exc.status, str(exc))
         try:
-            return _Json(await _render(await _answer(served, examples, learn)))
+            return _reply(await _render(await _answer(served, examples, learn)))
         except Exception as exc:  # a bug, not the client's mistake: answer 500 and keep serving
             served.stats.internal_errors += 1
             served.log("internal_error", "error", path=request.url.path, error=f"{type(exc).__name__}: {exc}")
