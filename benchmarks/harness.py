@@ -302,7 +302,8 @@ class Results:
     def write(self, extra_json: bool = True) -> str:
         self.note_load()
         os.makedirs(self.folder, exist_ok=True)
-        command = "python -m benchmarks." + os.path.splitext(os.path.basename(sys.argv[0]))[0]
+        main = getattr(sys.modules.get("__main__"), "__spec__", None)
+        command = "python -m " + (main.name if main else os.path.splitext(os.path.basename(sys.argv[0]))[0])
         head = [f"# {self.title}", "",
                 f"`{' '.join([command, *sys.argv[1:]])}`, {self.started}. Machine: {machine()}; load "
                 f"average (1 min) during the run: {', '.join(f'{x:.1f}' for x in self.loads)} "
