@@ -27,6 +27,13 @@ def _engine_cache_dir() -> str:
 # Before anything imports numba; subprocesses started by the tests inherit it.
 os.environ.setdefault("NUMBA_CACHE_DIR", _engine_cache_dir())
 
+# The suite's own temporary directory (the tests' processes inherit TMPDIR), so that the check
+# below for olcli temporaries left behind sees only the suite's, not those of other olcli
+# processes running on the machine at the same time.
+_SUITE_TMP = tempfile.mkdtemp(prefix="suite-tmp-")
+os.environ["TMPDIR"] = _SUITE_TMP
+tempfile.tempdir = None
+
 
 @pytest.fixture
 def sample():
@@ -70,4 +77,8 @@ def _no_temporary_files_left():
     before = _olcli_temporaries()
     yield
     left = _olcli_temporaries() - before
-    assert not left, f"tests left temporary files behind: {sorted(left)}"
+    if not left:
+        import shutil
+
+        shutil.rmtree(_SUITE_TMP, ignore_errors=True)
+    assert not left, f"tests left temporary files behind in {_SUITE_TMP}: {sorted(left)}"
