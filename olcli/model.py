@@ -159,11 +159,40 @@ def zeroed_state(rows: int, slots: int, dtype=np.float64) -> np.ndarray:
     return np.frombuffer(mapping, dtype).reshape(rows, slots)
 
 
-def _mapped(state: np.ndarray) -> bool:
+def _root(state: np.ndarray):
     base = state
     while isinstance(base, (np.ndarray, memoryview)):
         base = base.base if isinstance(base, np.ndarray) else base.obj
-    return isinstance(base, _ZeroedMapping)
+    return base
+
+
+def _mapped(state: np.ndarray) -> bool:
+    return isinstance(_root(state), _ZeroedMapping)
+
+
+def _shared_rows(state: np.ndarray):
+    """The non-zero rows of a whole read-only shared table (olcli/shared_table.py), or None."""
+    module = sys.modules.get("olcli.shared_table")   # not imported: no shared table exists
+    base = _root(state)
+    if (module is not None and isinstance(base, module.SharedTable) and state.nbytes == len(base)
+            and state.__array_interface__["data"][0] == np.frombuffer(base, np.uint8).__array_interface__["data"][0]):
+        return base.rows.copy()
+    return None
+
+
+def _table(rows: int, slots: int, given: np.ndarray, values: np.ndarray, raw, shared_by) -> np.ndarray:
+    """A decoded table: private (``zeroed_state``), or, with ``shared_by`` (olcli serve's
+    supervisor pid), the read-only table its workers share (olcli/shared_table.py),
+    named by the file's checksum."""
+    if shared_by is not None:
+        from olcli import shared_table
+
+        state = shared_table.shared_state(bytes(raw[-_CHECKSUM_BYTES:]), shared_by, rows, slots, given, values)
+        if state is not None:
+            return state
+    state = zeroed_state(rows, slots)
+    state[given] = values
+    return state
 
 
 def _written_pages(state: np.ndarray):
@@ -199,6 +228,9 @@ def nonzero_rows(state: np.ndarray) -> np.ndarray:
     """The rows (int64, increasing) of a 2-d table that hold a non-zero value: for a
     ``zeroed_state`` table, found among its written pages only."""
     rows, slots = state.shape
+    shared = _shared_rows(state)
+    if shared is not None:
+        return shared
     aligned = state.__array_interface__["data"][0] % mmap.PAGESIZE == 0
     offsets = (_written_pages(state) if _mapped(state) and aligned and state.flags.c_contiguous and state.size
                else None)
@@ -651,7 +683,7 @@ def _check_memory(nbytes: int, path: str) -> None:
                          f"{available / gib:.1f} GiB is available")
 
 
-def decode(raw: bytes, path: str) -> Model:
+def decode(raw: bytes, path: str, shared_by: int | None = None) -> Model:
     header, offset = read_header(raw, path)
     validate(header, path)
     layout = header["state"]
@@ -680,8 +712,7 @@ def decode(raw: bytes, path: str) -> Model:
         given = nonzero_rows(dense)
         values = dense[given]
     _check_state(values, given, header, path)
-    state = zeroed_state(rows, n_slots)
-    state[given] = values
+    state = _table(rows, n_slots, given, values, raw, shared_by)
     settings = {setting.field: _READ.get(setting.name, _same)(_get(header, setting.stored, None))
                 for setting in STORED}
     settings["params"] = {k: float(v) for k, v in _header_params(header).items()}
@@ -741,7 +772,8 @@ def save(model: Model, path: str) -> None:
     atomic_write(path, encode(model))
 
 
-def load(path: str) -> Model:
+def load(path: str, shared_by: int | None = None) -> Model:
+    """A model file read and checked; ``shared_by``: see ``_table``."""
     try:
         with open(path, "rb") as source:
             raw = source.read()
@@ -756,4 +788,4 @@ def load(path: str) -> Model:
                          "and those of its directory)") from None
     except OSError as exc:
         raise ModelError(f"cannot read model {path}: {exc.strerror or exc}") from exc
-    return decode(raw, path)
+    return decode(raw, path, shared_by)

@@ -226,7 +226,8 @@ class Served:
             stat = os.stat(path)
         except OSError as exc:
             raise ModelError(f"cannot read model {path}: {exc.strerror or exc}") from exc
-        model = model_file.load(path)
+        # --workers: one read-only table for every worker (olcli/shared_table.py), named by the supervisor
+        model = model_file.load(path, shared_by=os.getppid() if self.options.workers > 1 else None)
         if model.predict_only and self.options.learn:
             from olcli.learner import predict_only_refusal
 
@@ -1232,4 +1233,7 @@ def _supervise(options: ServeOptions, log: EventLog) -> None:
         _remove(options.http_port_file)
         _remove(options.pid_file)
         messages.close()
+        from olcli.shared_table import remove_folder
+
+        remove_folder(os.getpid())
         log("stopped", workers=options.workers)

@@ -247,3 +247,57 @@ def test_inspect_and_readable_list_the_touched_rows(tmp_path, capsys):
     write_readable(learner, text)
     body = [line for line in text.getvalue().splitlines() if not line.startswith("#")]
     assert len(body) == model_file.nonzero_rows(learner.model.state).size
+
+
+_SHARED_CHILD = """
+import hashlib, os, sys
+import numpy as np
+from olcli import model as model_file
+model = model_file.load(sys.argv[1], shared_by=int(sys.argv[2]))
+state = model.state
+rows = model_file.nonzero_rows(state)
+maps = [line.split() for line in open("/proc/self/maps") if "memfd:olcli-table" in line]
+print(maps[0][4] if maps else "private", rows.size, hashlib.sha256(state[rows].tobytes() + rows.tobytes()).hexdigest(),
+      flush=True)
+sys.stdin.readline()   # stay alive (the memory file's creator) until the test is done
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="the shared table is a Linux memory file")
+def test_serve_workers_map_one_shared_table(tmp_path):
+    """olcli serve --workers: two processes loading the same file map the same memory file
+    (one inode), holding what a private load holds; a reloaded file gets its own table."""
+    learner = _trained("mix", _lines(SAMPLE, 0, 300), bits=20)
+    path = tmp_path / "m.olm"
+    learner.save(path)
+    private = olcli.load(path).model.state
+    rows = model_file.nonzero_rows(private)
+    import hashlib
+
+    expected = f"{rows.size} {hashlib.sha256(private[rows].tobytes() + rows.tobytes()).hexdigest()}"
+    group = os.getpid()
+    children = []
+    try:
+        def start(model_path):
+            child = subprocess.Popen([sys.executable, "-c", _SHARED_CHILD, str(model_path), str(group)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            children.append(child)
+            return child.stdout.readline().strip().split(maxsplit=1)
+
+        first_inode, first = start(path)
+        second_inode, second = start(path)
+        assert first_inode != "private" and first_inode == second_inode
+        assert first == second == expected
+        learner.learn(_lines(SAMPLE, 300, 50))
+        other = tmp_path / "n.olm"
+        learner.save(other)
+        third_inode, third = start(other)
+        assert third_inode not in ("private", first_inode)
+        assert third != expected
+    finally:
+        for child in children:
+            child.communicate("\n", timeout=60)
+        from olcli.shared_table import folder, remove_folder
+
+        remove_folder(group)
+        assert not os.path.exists(folder(group))

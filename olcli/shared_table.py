@@ -1,0 +1,123 @@
+"""One read-only copy of a model's table for all of ``olcli serve --workers N``'s processes.
+
+Each worker reads and checks the model file itself (model.decode); only the table
+is shared. The first worker to load a file puts its table into a memory file
+(Linux ``memfd_create``: shared memory with no path), whose pages are written once;
+every worker then maps that file copy-on-write (MAP_PRIVATE), so the table's pages
+are in memory once for the whole server instead of once per worker. The workers find
+the memory file through a small entry in a folder of the supervisor's
+(``folder(group)``: ``<tmp>/olcli-tables-<uid>-<supervisor pid>``): the creator's
+pid, the descriptor number and the file's inode, opened as
+``/proc/<pid>/fd/<fd>``. The entry is named by the model file's SHA-256 (its last 32
+bytes), so a reloaded model gets its own table and a worker never maps a table of
+another file. An entry whose creator died or closed it is found stale (the open
+fails or the inode differs) and is replaced.
+
+The workers only read it (serve with --workers is prediction-only): a write would
+copy the page into the writer alone, never change another worker's model. The
+mapping is writable for the kernels' sake (Numba types a read-only array apart, so
+it would compile, or miss among the ahead-of-time kernels, a second version of
+every serving kernel). Where this cannot be done (no memfd, no /proc),
+``shared_state`` returns None and the worker keeps a private table.
+"""
+
+import mmap
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+_HELD = {}   # entry name -> (descriptor, inode) of the memory files this process created
+
+
+class SharedTable(mmap.mmap):
+    """A copy-on-write mapping of a shared table; ``rows`` are its non-zero rows
+    (increasing), known from the model file (the table is only read)."""
+
+
+def folder(group: int) -> str:
+    return os.path.join(tempfile.gettempdir(), f"olcli-tables-{os.getuid()}-{group}")
+
+
+def remove_folder(group: int) -> None:
+    """The supervisor's clean-up at stop (the memory files go with their last user)."""
+    shutil.rmtree(folder(group), ignore_errors=True)
+
+
+def shared_state(key: bytes, group: int, rows: int, slots: int, given: np.ndarray, values: np.ndarray):
+    """The (rows, slots) float64 table holding ``values`` at rows ``given`` (others zero),
+    mapped from the memory file shared by ``group``'s workers; None if that
+    cannot be done here."""
+    if not hasattr(os, "memfd_create") or not os.path.isdir("/proc/self/fd"):
+        return None
+    nbytes = rows * slots * 8
+    name = key.hex()[:32]
+    where = folder(group)
+    try:
+        os.makedirs(where, mode=0o700, exist_ok=True)
+        descriptor = _open_entry(os.path.join(where, name), nbytes)
+        if descriptor is None:
+            descriptor = _create(where, name, nbytes, slots, given, values)
+        try:
+            mapping = SharedTable(descriptor, nbytes, flags=mmap.MAP_PRIVATE)
+        finally:
+            if name not in _HELD or _HELD[name][0] != descriptor:
+                os.close(descriptor)
+    except OSError:
+        return None
+    for old in [old for old in _HELD if old != name]:   # older tables: their pages go with their last mapping
+        os.close(_HELD.pop(old)[0])
+    mapping.rows = np.asarray(given, np.int64)
+    table = np.frombuffer(mapping, np.float64).reshape(rows, slots)
+    table[mapping.rows].sum()   # map every page the model uses now (shared pages: read faults, no copies)
+    return table
+
+
+def _open_entry(entry: str, nbytes: int):
+    """The descriptor of the memory file an entry names, or None (no entry, or stale)."""
+    try:
+        with open(entry) as source:
+            pid, fd, inode = (int(word) for word in source.read().split())
+        descriptor = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    facts = os.fstat(descriptor)
+    if facts.st_ino != inode or facts.st_size != nbytes:
+        os.close(descriptor)
+        return None
+    return descriptor
+
+
+def _create(where: str, name: str, nbytes: int, slots: int, given, values) -> int:
+    """A memory file holding the table, its entry published; another worker's entry if it
+    published first (both were filling: this one is dropped). The creator keeps the
+    descriptor open (other workers open it through /proc) and closes those of older tables."""
+    descriptor = os.memfd_create("olcli-table", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(descriptor, nbytes)
+        with mmap.mmap(descriptor, nbytes, flags=mmap.MAP_SHARED) as writable:
+            table = np.frombuffer(writable, np.float64).reshape(-1, slots)
+            table[given] = values
+            del table
+        inode = os.fstat(descriptor).st_ino
+        entry = os.path.join(where, name)
+        draft = f"{entry}.{os.getpid()}"
+        with open(draft, "w") as out:
+            out.write(f"{os.getpid()} {descriptor} {inode}\n")
+        try:
+            os.link(draft, entry)
+        except FileExistsError:
+            theirs = _open_entry(entry, nbytes)
+            if theirs is not None:
+                os.close(descriptor)
+                return theirs
+            os.replace(draft, entry)   # a stale entry: ours instead
+        finally:
+            if os.path.exists(draft):
+                os.unlink(draft)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    _HELD[name] = (descriptor, inode)
+    return descriptor
