@@ -121,8 +121,10 @@ def main():
     results["server_errors"] = sum(v for s in servers for k, v in s["statuses"].items() if k.startswith("5"))
     results["check_failures"] = sum(s["failure_count"] for s in servers)
     results["date_utc"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    results["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                       capture_output=True, text=True).stdout.strip()
+    results["commit"] = ((ROOT / "COMMIT").read_text().strip() if (ROOT / "COMMIT").exists() else   # a clean export
+                         subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                        capture_output=True, text=True).stdout.strip())
+    results["load_average_1_5_15min_at_end"] = [round(v, 2) for v in os.getloadavg()]
     Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
     print(f"{results['requests']} requests, {results['server_errors']} server errors, "
           f"{results['check_failures']} check failures")
