@@ -39,6 +39,7 @@ import typer  # noqa: E402  (after the handlers: importing typer and rich takes 
 from typer.core import TyperCommand  # noqa: E402
 
 from olcli import __version__
+from olcli import settings
 from olcli import vw as vw_spellings
 from olcli.engine.registry import ALGORITHMS, OPTIONS, option_help
 from olcli.errors import OlcliError, UsageError
@@ -52,30 +53,16 @@ app = typer.Typer(
 )
 
 
-class Loss(str, Enum):
-    squared = "squared"
-    logistic = "logistic"
-    hinge = "hinge"
-    absolute = "absolute"
-    quantile = "quantile"
-    poisson = "poisson"
+def _choices(name: str, values: tuple) -> type:
+    """An option's few values as the Enum typer lists in --help."""
+    return Enum(name, {value: value for value in values}, type=str, module=__name__)
 
 
-class Link(str, Enum):
-    identity = "identity"
-    logistic = "logistic"
-    poisson = "poisson"
-
-
-class HashRule(str, Enum):
-    all = "all"
-    strings = "strings"
-
-
-class Format(str, Enum):
-    auto = "auto"
-    vw = "vw"
-    libsvm = "libsvm"
+Loss = _choices("Loss", settings.LOSSES)
+Link = _choices("Link", settings.LINKS)
+HashRule = _choices("HashRule", settings.HASHES)
+Format = _choices("Format", settings.FORMATS)
+_CHOICES = {settings.LOSSES: Loss, settings.LINKS: Link, settings.HASHES: HashRule}
 
 
 class _VWSpellings(TyperCommand):
@@ -99,59 +86,6 @@ def _known_options(command) -> vw_spellings.Known:
     return vw_spellings.Known(options, choices)
 
 
-_PATH_WORDS = ("model", "predictions", "report", "cache", "file", "hash", "readable", "output")
-
-
-def plain_metavars(command) -> None:
-    """Show each option's value in --help as INT, FLOAT, PATH, TEXT or [a|b|c] (a flag
-    shows none), for the command and its subcommands."""
-    from typing import get_args, get_origin
-
-    for cmd in [command, *getattr(command, "commands", {}).values()]:
-        for param in cmd.params:
-            descriptor = getattr(param, "type_descriptor", None)
-            if descriptor is None or param.metavar is not None:
-                continue
-            annotation = descriptor.annotation
-            listed = get_origin(annotation) is list
-            if listed:
-                annotation = (get_args(annotation) or (str,))[0]
-            if getattr(param, "is_flag", False) or annotation is bool:
-                label = ""
-            elif isinstance(annotation, type) and issubclass(annotation, Enum):
-                values = [member.value for member in annotation]
-                label = "[" + "|".join(values) + "]"
-                if len(label) > 21:  # keeps the column narrow; the help lists them all
-                    label = "[" + "|".join(values[:2]) + "|…]"
-                    if "Choices" not in (param.help or ""):
-                        param.help = f"{param.help or ''} Choices: {', '.join(values)}.".strip()
-            elif annotation is int:
-                label = "INT"
-            elif annotation is float:
-                label = "FLOAT"
-            elif param.param_type_name == "argument":
-                label = param.name.upper()
-            elif param.name == "scheduler":
-                label = "ADDRESS"
-            elif any(word in param.name for word in _PATH_WORDS):
-                label = "PATH"
-            else:
-                label = "TEXT"
-            param.metavar = label
-            if param.param_type_name == "argument":
-                param.display_type_rich = lambda ctx: None  # the name (DATA) says it
-        original = getattr(cmd, "get_help_option", None)
-        if original is not None and not getattr(original, "plain", False):
-            def get_help_option(ctx, original=original):
-                option = original(ctx)
-                if option is not None:
-                    option.metavar = ""
-                return option
-
-            get_help_option.plain = True
-            cmd.get_help_option = get_help_option
-
-
 def _version(value: bool):
     if value:
         typer.echo(f"olcli {__version__}")
@@ -172,7 +106,6 @@ DATA_HELP = "Data files (.gz, .bz2 too) or '-' for stdin; none = stdin."
 
 # Options shared by train and test.
 _predictions = typer.Option(None, "-p", "--predictions", help="Write one prediction per line here ('-' = stdout).")
-_link = typer.Option(None, "--link", help="Transform of -p output (default: the model's, identity).")
 _report = typer.Option(None, "--report", help="Write the run's numbers as JSON here (schema: docs, Formats).")
 _quiet = typer.Option(False, "--quiet", help="No progress table or summary on stderr (VW's --quiet; -q is --quadratic).")
 _progress = typer.Option(False, "--progress", help="A progress bar instead of the table, when stderr is a "
@@ -192,10 +125,9 @@ _vw_progress = typer.Option(None, "--vw-progress", hidden=True, help="VW's -P/--
 _vw_header = typer.Option(False, "--vw-header", hidden=True, help="olcli vw: VW's header lines before the table.")
 
 
-_hyper = "Hyper-parameters"
-_features = "Features (VW's namespace options)"
-_passes = "Passes"
-_multiclass = "Multiclass"
+_hyper = settings.HYPER
+_features = settings.FEATURES
+_multiclass = settings.MULTICLASS
 
 
 def _with_algorithm_flags(command):
@@ -223,6 +155,50 @@ def _with_algorithm_flags(command):
     return command
 
 
+_TYPES = {"int": int, "number": float, "number|null": float, "str|null": str}
+
+
+def _with_settings(command_name: str):
+    """Add to a command one option per row of the settings table (olcli/settings.py) that
+    it takes (train: the rows made here, ``typer``; test: those with a ``test_help``); the
+    command receives them in ``**flags`` (``_settings_given`` reads them)."""
+    def decorate(command):
+        original = signature(command)
+        parameters = [p for p in original.parameters.values() if p.kind != p.VAR_KEYWORD]
+        for row in _rows(command_name):
+            help_text = row.test_help if command_name == "test" else row.help
+            if row.switch:
+                annotation, option = bool, typer.Option(False, *row.flags, help=help_text, rich_help_panel=row.panel)
+            else:
+                # a model's setting not given is None (-i's model decides); a run's shows its default
+                shown = row.stored is None and row.default not in (None, 0) and command_name == "train"
+                annotation = _CHOICES[row.choices] if row.choices else _TYPES[row.kind]
+                option = typer.Option(row.default if shown else None, *row.flags, help=help_text,
+                                      rich_help_panel=row.panel, show_default=shown)
+                annotation = annotation if shown else Optional[annotation]
+            parameters.append(Parameter(row.name, Parameter.KEYWORD_ONLY, annotation=annotation, default=option))
+        command.__signature__ = original.replace(parameters=parameters)
+        return command
+    return decorate
+
+
+def _rows(command_name: str) -> tuple:
+    rows = settings.MODEL_SETTINGS + settings.RUN_SETTINGS
+    return tuple(row for row in rows if (row.test_help if command_name == "test" else row.typer))
+
+
+def _settings_given(flags: dict, command_name: str) -> dict:
+    """The settings' options as given: a name's value (an Enum's value), True for a switch
+    given, None for an option not given (so that -i can tell)."""
+    given = {}
+    for row in _rows(command_name):
+        value = flags.get(row.name)
+        if row.switch:
+            value = True if value else None
+        given[row.name] = value.value if isinstance(value, Enum) else value
+    return given
+
+
 def _hyper_options(flags: dict) -> dict:
     """The hyper-parameter options as given (None: not given; a switch given: 1)."""
     return {name: (1.0 if flags.get(name) else None) if option.switch else flags.get(name)
@@ -244,6 +220,7 @@ VW_EPILOG = ("VW's spellings work too (-d FILE, --final_regressor, --loss_functi
 
 
 @app.command(cls=_VWSpellings, epilog=VW_EPILOG)
+@_with_settings("train")
 @_with_algorithm_flags
 def train(
     ctx: typer.Context,
@@ -251,10 +228,6 @@ def train(
     final_model: Optional[str] = typer.Option(None, "-f", "--final-model", help="Write the model here at the end (atomically)."),
     initial_model: Optional[str] = typer.Option(None, "-i", "--initial-model", help="Continue from this model (all its options and optimizer state)."),
     predictions: Optional[str] = _predictions,
-    bits: Optional[int] = typer.Option(None, "-b", "--bits", help="Hash table size 2^N (default 18).", show_default=False),
-    loss: Optional[Loss] = typer.Option(None, "--loss", help="Loss function (default squared).", show_default=False),
-    quantile_tau: Optional[float] = typer.Option(None, "--quantile-tau", show_default=False,
-                                                 help="Level of --loss quantile, in (0, 1) (default 0.5)."),
     quadratic: Optional[List[str]] = typer.Option(None, "-q", "--quadratic", rich_help_panel=_features, show_default=False,
                                                   help="Pair the features of two namespaces (first letters; ':' = any), e.g. -q ab. Repeatable."),
     cubic: Optional[List[str]] = typer.Option(None, "--cubic", rich_help_panel=_features, show_default=False,
@@ -273,45 +246,8 @@ def train(
     skips: Optional[List[str]] = typer.Option(None, "--skips", rich_help_panel=_features, show_default=False,
                                               help="Skip-grams: up to K tokens skipped inside an n-gram (K or aK, "
                                                    "0-16), as VW."),
-    hash_seed: Optional[int] = typer.Option(None, "--hash-seed", rich_help_panel=_features, show_default=False,
-                                            help="Seed of the namespace hashes (VW's --hash_seed; default 0)."),
-    hash_rule: Optional[HashRule] = typer.Option(
-        None, "--hash", rich_help_panel=_features, show_default=False,
-        help="How names are hashed: strings = a name of digits only is its number plus the namespace's hash "
-             "(VW's default, and olcli's); all = MurmurHash3 of every name. -i: the model's own rule."),
-    permutations: bool = typer.Option(False, "--permutations", rich_help_panel=_features,
-                                      help="-q aa pairs every feature with every one, not i <= j (VW's --permutations)."),
-    leave_duplicate_interactions: bool = typer.Option(
-        False, "--leave-duplicate-interactions", rich_help_panel=_features,
-        help="Keep interactions that repeat an earlier one in another order (-q ab -q ba; -q :: gives ab and ba)."),
-    indexing: Optional[int] = typer.Option(
-        None, "--indexing", rich_help_panel=_multiclass, show_default=False,
-        help="--oaa/--softmax labels 0..K-1 (0) or 1..K (1); default: 1..K until a 0 or K is learned (VW's)."),
-    initial_weight: Optional[float] = typer.Option(
-        None, "--initial-weight", show_default=False,
-        help="Every weight starts at W (VW's --initial_weight; --gd, --adagrad and --sgd; default 0)."),
-    initial_constant: Optional[float] = typer.Option(
-        None, "-C", "--constant", show_default=False,
-        help="The constant's weight starts at C (VW's --constant; --gd, --adagrad and --sgd; default 0)."),
-    predict_only_model: bool = typer.Option(False, "--predict-only-model", show_default=False,
-                                            help="-f writes the weights only, without the optimizer state: the "
-                                                 "model predicts (test, serve) but cannot be trained further."),
-    passes: int = typer.Option(1, "--passes", rich_help_panel=_passes,
-                               help="Passes over the data (the first builds an example cache)."),
-    holdout_period: int = typer.Option(10, "--holdout-period", rich_help_panel=_passes,
-                                       help="With --passes > 1: every K-th example is held out."),
-    holdout_off: bool = typer.Option(False, "--holdout-off", rich_help_panel=_passes,
+    holdout_off: bool = typer.Option(False, "--holdout-off", rich_help_panel=settings.PASSES,
                                      help="With --passes > 1: learn from every example; report progressive loss."),
-    holdout_after: Optional[int] = typer.Option(
-        None, "--holdout-after", rich_help_panel=_passes, show_default=False,
-        help="Hold out every example after the first N of each pass, instead of every --holdout-period-th; "
-             "on even with one pass (VW's --holdout_after)."),
-    early_terminate: int = typer.Option(3, "--early-terminate", rich_help_panel=_passes,
-                                        help="Stop after K passes without a better holdout loss."),
-    cache: Optional[str] = typer.Option(None, "--cache", rich_help_panel=_passes, show_default=False,
-                                        help="Example cache file (default with --passes: DATA.olcache)."),
-    kill_cache: bool = typer.Option(False, "-k", "--kill-cache", rich_help_panel=_passes,
-                                    help="Rebuild the example cache even if it looks current."),
     oaa: Optional[int] = typer.Option(None, "--oaa", rich_help_panel=_multiclass, show_default=False,
                                       help="K classes (labels 1..K), one against all with the chosen loss."),
     softmax: Optional[int] = typer.Option(None, "--softmax", rich_help_panel=_multiclass, show_default=False,
@@ -324,15 +260,8 @@ def train(
     readable_model: Optional[str] = typer.Option(None, "--readable-model", rich_help_panel="Readable output",
                                                  show_default=False,
                                                  help="Also write the model as text: index:weight and the optimizer state."),
-    link: Optional[Link] = _link,
     input_format: Format = _format,
     noconstant: bool = typer.Option(False, "--noconstant", help="No constant (bias) feature."),
-    min_prediction: Optional[float] = typer.Option(
-        None, "--min-prediction", show_default=False,
-        help="Clip every prediction to at least this (VW's --min_prediction; default: the smallest label seen)."),
-    max_prediction: Optional[float] = typer.Option(
-        None, "--max-prediction", show_default=False,
-        help="Clip every prediction to at most this (VW's --max_prediction; default: the largest label seen)."),
     report: Optional[str] = _report,
     quiet: bool = _quiet,
     progress: bool = _progress,
@@ -356,40 +285,29 @@ def train(
     from olcli import commands
 
     _vw_notes(vw_progress, sparse_weights, quiet)
+    given = _settings_given(flags, "train")
+    outputs = dict(sources=data or ["-"], initial_model=initial_model, predictions=predictions,
+                   input_format=input_format.value, report=report, quiet=quiet, progress=progress, strict=strict,
+                   probabilities=probabilities)
+    run = {row.name: given.pop(row.name) for row in settings.RUN_SETTINGS if row.name in given}
     if testonly and initial_model:
-        return _test_only(ctx, data, initial_model, final_model, passes, dict(
-            sources=data or ["-"], initial_model=initial_model, predictions=predictions,
-            loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
-            input_format=input_format.value, report=report, quiet=quiet, progress=progress, strict=strict,
-            probabilities=probabilities, audit=audit, threads=threads, progress_every=vw_progress,
-            vw_header=vw_header))
-    if testonly and passes > 1:
+        return _test_only(ctx, final_model, run, given, dict(outputs, audit=audit, threads=threads,
+                                                             progress_every=vw_progress, vw_header=vw_header))
+    if testonly and run["passes"] > 1:
         raise UsageError("-t (test mode) with --passes: olcli tests in one pass over the data")
-    if vw_cache and cache is None and data:
+    if vw_cache and run["cache_path"] is None and data:
         from olcli.pipeline import default_cache_path
 
-        cache = default_cache_path(data)
-    options = _hyper_options(flags)
+        run["cache_path"] = default_cache_path(data)
+    run.update(threads=threads, progress_every=vw_progress, holdout_period=0 if holdout_off else run["holdout_period"])
     cluster = dict(workers=workers, scheduler=scheduler, shards=shards)
     commands.train(
-        scale_out=cluster if any(value is not None for value in cluster.values()) else None,
-        sources=data or ["-"], final_model=final_model, initial_model=initial_model,
-        predictions=predictions, algorithm=_chosen_algorithm(flags), options=options, bits=bits,
-        loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
-        input_format=input_format.value, constant=None if not noconstant else False,
-        prediction_range=(min_prediction, max_prediction),
-        features={**_feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear),
-                  **_generated_options(ngram, skips, hash_seed, hash_rule, permutations,
-                                       leave_duplicate_interactions)},
-        predict_only_model=predict_only_model, initial_weight=initial_weight, indexing=indexing,
-        initial_constant=initial_constant, report=report, quiet=quiet, progress=progress, strict=strict,
-        passes=dict(passes=passes, holdout_period=0 if holdout_off else holdout_period,
-                    holdout_after=holdout_after or 0, progress_every=vw_progress,
-                    early_terminate=early_terminate, cache_path=cache, kill_cache=kill_cache, threads=threads),
-        learn=not testonly, vw_header=vw_header,
-        multiclass=_multiclass_option(oaa, softmax), probabilities=probabilities,
-        text_outputs=dict(audit=audit, invert_hash=invert_hash, readable_model=readable_model),
-    )
+        **outputs, final_model=final_model, algorithm=_chosen_algorithm(flags), options=_hyper_options(flags),
+        scale_out=cluster if any(value is not None for value in cluster.values()) else None, run=run,
+        settings={**given, "constant": None if not noconstant else False,
+                  **_feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear, ngram, skips)},
+        learn=not testonly, vw_header=vw_header, multiclass=_multiclass_option(oaa, softmax),
+        text_outputs=dict(audit=audit, invert_hash=invert_hash, readable_model=readable_model))
 
 
 # What VW's test mode (-t) under train may be given besides what olcli test takes:
@@ -397,32 +315,31 @@ def train(
 # accepts them too). The others would change the model's features or outputs and
 # are refused: the model's own settings apply.
 _TEST_MODE_IDLE = {"ctx", "testonly", "vw_cache", "vw_progress", "vw_header", "sparse_weights", "final_model",
-                   "passes", "predict_only_model", "initial_weight", "initial_constant", "holdout_after",
-                   "holdout_period", "holdout_off", "early_terminate", "cache", "kill_cache",
+                   "holdout_off", *(row.name for row in _rows("train") if row.learning_only),
                    *(name.replace("-", "_") for name in ALGORITHMS), *OPTIONS}
-_TEST_MODE_KEPT = {"data", "initial_model", "predictions", "loss", "quantile_tau", "probabilities", "audit",
-                   "link", "input_format", "report", "quiet", "progress", "strict", "threads"}
+_TEST_MODE_KEPT = {"data", "initial_model", "predictions", "probabilities", "audit", "input_format", "report",
+                   "quiet", "progress", "strict", "threads", *(row.name for row in _rows("test"))}
 
 
-def _test_only(ctx, data, initial_model, final_model, passes, arguments) -> None:
+def _test_only(ctx, final_model, run, given, arguments) -> None:
     """VW's -t under train: predict and score with -i's model, learn nothing (olcli test);
     -f gets a copy of the model, as VW writes the unchanged model."""
     from olcli import commands
 
-    given = [name for name in ctx.params
-             if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"]
-    refused = [name for name in given if name not in _TEST_MODE_IDLE | _TEST_MODE_KEPT]
+    given_here = [name for name in ctx.params
+                  if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"]
+    refused = [name for name in given_here if name not in _TEST_MODE_IDLE | _TEST_MODE_KEPT]
     if refused:
         spelled = ", ".join(_spelling(ctx, name) for name in refused)
         raise UsageError(f"-t (test mode) uses the model's own settings: drop {spelled} "
                          "(or train without -t)")
-    if passes > 1:
+    if run["passes"] > 1:
         raise UsageError("-t (test mode) with --passes: olcli tests in one pass over the data")
-    commands.test(**arguments)
+    commands.test(**arguments, **{row.name: given[row.name] for row in _rows("test")})
     if final_model:
         from olcli.atomic import atomic_write
 
-        with open(initial_model, "rb") as source:
+        with open(arguments["initial_model"], "rb") as source:
             atomic_write(final_model, source.read(), role="model (-f)")
 
 
@@ -459,17 +376,10 @@ def _multiclass_option(oaa, softmax) -> tuple:
     return "", 0
 
 
-def _generated_options(ngram, skips, hash_seed, hash_rule, permutations, leave_duplicate_interactions) -> dict:
-    """--ngram, --skips, --hash-seed, --hash and the interaction flags as given (None: not given, so -i can tell)."""
-    return {"ngram": list(ngram) if ngram else None, "skips": list(skips) if skips else None,
-            "hash_seed": hash_seed, "hash": hash_rule.value if hash_rule else None,
-            "permutations": True if permutations else None,
-            "leave_duplicate_interactions": True if leave_duplicate_interactions else None}
-
-
-def _feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear) -> dict:
+def _feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear, ngram, skips) -> dict:
     """The namespace options as given; None for those not given (so -i can tell)."""
-    given = {"interactions": None, "ignore": None, "keep": None, "ignore_linear": None}
+    given = {"interactions": None, "ignore": None, "keep": None, "ignore_linear": None,
+             "ngram": list(ngram) if ngram else None, "skips": list(skips) if skips else None}
     specs = []
     for values, length, flag in ((quadratic, 2, "-q"), (cubic, 3, "--cubic"), (interactions, None, "--interactions")):
         for spec in values or []:
@@ -486,16 +396,13 @@ def _feature_options(quadratic, cubic, interactions, ignore, keep, ignore_linear
 
 
 @app.command(cls=_VWSpellings, epilog=VW_EPILOG)
+@_with_settings("test")
 def test(
     data: Optional[List[str]] = typer.Argument(None, help=DATA_HELP, show_default=False),
     initial_model: str = typer.Option(..., "-i", "--initial-model", help="The model to test (never changed)."),
     predictions: Optional[str] = _predictions,
-    loss: Optional[Loss] = typer.Option(None, "--loss", help="Score with this loss instead of the model's.", show_default=False),
-    quantile_tau: Optional[float] = typer.Option(None, "--quantile-tau", show_default=False,
-                                                 help="Level of --loss quantile (default: the model's)."),
     probabilities: bool = _probabilities,
     audit: bool = _audit,
-    link: Optional[Link] = _link,
     input_format: Format = _format,
     report: Optional[str] = _report,
     quiet: bool = _quiet,
@@ -504,6 +411,7 @@ def test(
     threads: int = _threads,
     testonly: bool = _testonly,
     vw_progress: Optional[str] = _vw_progress,
+    **flags,
 ):
     """Predict and score with a frozen model; no learning."""
     from olcli import commands
@@ -511,10 +419,9 @@ def test(
     _vw_notes(vw_progress, False, quiet)
     commands.test(
         sources=data or ["-"], initial_model=initial_model, predictions=predictions,
-        loss=loss.value if loss else None, quantile_tau=quantile_tau, link=link.value if link else None,
         input_format=input_format.value, report=report, quiet=quiet, progress=progress, strict=strict,
-        probabilities=probabilities,
-        audit=audit, threads=threads, progress_every=vw_progress,
+        probabilities=probabilities, audit=audit, threads=threads, progress_every=vw_progress,
+        **_settings_given(flags, "test"),
     )
 
 

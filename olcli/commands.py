@@ -11,6 +11,7 @@ stderr saying what was saved (docs, "What olcli guarantees when things go
 wrong").
 """
 
+import dataclasses
 import io
 import json
 import os
@@ -24,25 +25,21 @@ from olcli import model as model_file
 from olcli import signals, startup
 from olcli.atomic import atomic_write
 from olcli.engine import registry
-from olcli.engine.records import C_EXAMPLES, Batch, new_tally
+from olcli.engine.records import C_EXAMPLES, new_tally
 from olcli.errors import DataError, Diverged, OlcliError, UsageError
 from olcli.inputs import check_readable
-from olcli.learner import Learner, check_tau, new_model
+from olcli.learner import Learner, check_tau, empty_batch, new_model
 from olcli.names import FeatureNames
 from olcli.paths import (
     CLOSED_STREAMS, OutputError, PipeClosed, check_distinct, check_input, check_output, error_name)
 from olcli.pipeline import default_cache_path
 from olcli.report import render_summary
 from olcli.run import RunOptions, RunResult, run
-from olcli.settings import conflicts
+from olcli.settings import BY_NAME, RunSettings, conflicts, run_settings
 from olcli.signals import RunStopped
 from olcli.sinks import PredictionWriter
 
 PIPE_CLOSED = "the program reading the predictions closed the pipe"
-# How a new model hashes names unless --hash says otherwise: VW's default rule (a name of
-# digits only is its number plus the namespace's hash), so that olcli train reads files as
-# VW does. A model keeps the rule it was made with (a file from before format 4: "all").
-DEFAULT_HASH = "strings"
 
 
 def _role_output(path, role, outputs, stdout_users=None):
@@ -177,104 +174,101 @@ def _continue_model(path: str, algorithm: str | None, options: dict, settings: d
     return learner
 
 
-def train(*, sources, final_model, initial_model, predictions, algorithm, options, bits,
-          loss, quantile_tau, link, input_format, constant, report, quiet, strict, features=None,
-          passes=None, progress=False, multiclass=("", 0), probabilities=False, text_outputs=None,
-          scale_out=None, prediction_range=(None, None), predict_only_model=False, initial_weight=None,
-          indexing=None, initial_constant=None, learn=True, vw_header=False) -> None:
+def train(*, sources, final_model, initial_model, predictions, algorithm, options, settings, run, input_format,
+          report, quiet, strict, progress=False, multiclass=("", 0), probabilities=False, text_outputs=None,
+          scale_out=None, learn=True, vw_header=False) -> None:
     """A training run (``learn=False``: VW's -t without -i, predicting with the new model
-    the options describe, weights at their start, and learning nothing)."""
+    the options describe, weights at their start, and learning nothing). ``settings``: the
+    model's settings as given (settings.MODEL_SETTINGS by name; None: not given), ``run``:
+    the run's (settings.RUN_SETTINGS), ``options``: the hyper-parameter options."""
     text_outputs = text_outputs or {}
-    features = {name: value for name, value in (features or {}).items()}
-    mode, classes = multiclass
-    passes = passes or {}
     with signals.deferred():  # the checks take milliseconds; a signal meanwhile stops right after them
-        if passes.get("passes", 1) < 1:
-            raise UsageError("--passes must be at least 1")
-        if passes.get("holdout_period", 10) < 0 or passes.get("holdout_period") == 1:
-            raise UsageError("--holdout-period must be 2 or more (or use --holdout-off)")
-        if passes.get("early_terminate", 3) < 1:
-            raise UsageError("--early-terminate must be at least 1")
-        if passes.get("holdout_after", 0) < 0:
-            raise UsageError("--holdout-after must be 1 or more (the examples learned from in each pass)")
-        if passes.get("holdout_after") and scale_out:
-            raise UsageError("--holdout-after with --workers/--scheduler: not supported (the shards of a pass are "
-                             "learned at once, there is no 'after the first N'); use --holdout-period")
-        inputs = _data_inputs(sources) + _model_input(initial_model)
-        outputs = []
-        cache_path = passes.get("cache_path")
-        if cache_path is None and passes.get("passes", 1) > 1:
-            cache_path = default_cache_path(sources)
-        cache_output = _role_output(cache_path, "example cache (--cache)" if passes.get("cache_path")
-                                    else "example cache", outputs)
-        if cache_output is not None and cache_output.kind != "file":
-            raise UsageError(f"{cache_output.role} {cache_path} must be a regular file (the later passes read "
-                             "it back; a device, FIFO or socket cannot be): give a file name")
-        _role_output(text_outputs.get("invert_hash"), "invert-hash file (--invert-hash)", outputs)
-        _role_output(text_outputs.get("readable_model"), "readable model (--readable-model)", outputs)
-        _role_output(final_model, "model (-f)", outputs)
-        prediction_output = _role_output(predictions, "predictions file (-p)", outputs)
-        _role_output(report, "report (--report)", outputs)
-        _stdout_for(bool(text_outputs.get("audit")), outputs)
-        check_distinct(inputs, outputs, allowed=(("model (-f)", "initial model (-i)"),))
+        run = _run_settings(run, scale_out)
+        prediction_output = _train_outputs(sources, initial_model, final_model, predictions, report, run,
+                                           text_outputs)
     session = _Session("train", sources, report, final_model, quiet)
-    session.predict_only_model = bool(predict_only_model)
+    session.predict_only_model = bool(settings.get("predict_only"))
     startup.prepare_kernels(quiet)
     with session:
         with signals.immediate():  # loading and compiling: nothing to lose, a signal stops at once
-            if initial_model:
-                learner = _continue_model(initial_model, algorithm, options,
-                                          {"bits": bits, "loss": loss, "quantile_tau": quantile_tau, "link": link,
-                                           "constant": constant, "min_prediction": prediction_range[0],
-                                           "max_prediction": prediction_range[1], "initial_weight": initial_weight,
-                                           "initial_constant": initial_constant, "indexing": indexing, **features},
-                                          input_format)
-                model = learner.model
-                if mode and (mode, classes) != (model.multiclass, model.classes):
-                    raise UsageError(
-                        f"{initial_model} was trained with "
-                        f"{'--' + model.multiclass + ' ' + str(model.classes) if model.classes else 'binary/real labels'}; "
-                        f"drop --{mode} to continue it")
-            else:
-                if algorithm is None:
-                    algorithm, session.algorithm_note = implied_algorithm(options, initial_weight, initial_constant)
-                    if session.algorithm_note:
-                        sys.stderr.write(f"note: {session.algorithm_note}\n")
-                copies = 2 if (passes.get("passes", 1) > 1 or passes.get("holdout_after")) and \
-                    passes.get("holdout_period", 10) else 1
-                model = new_model(algorithm, loss, bits, features.get("interactions") or (), link=link,
-                                  constant=True if constant is None else constant,
-                                  ignore=features.get("ignore") or "", keep=features.get("keep") or "",
-                                  ignore_linear=features.get("ignore_linear") or "",
-                                  oaa=classes if mode == "oaa" else None,
-                                  softmax=classes if mode == "softmax" else None,
-                                  quantile_tau=quantile_tau, min_prediction=prediction_range[0],
-                                  max_prediction=prediction_range[1], copies=copies,
-                                  ngram=features.get("ngram") or (), skips=features.get("skips") or (),
-                                  hash_seed=features.get("hash_seed") or 0,
-                                  hash=features.get("hash") or DEFAULT_HASH,
-                                  permutations=bool(features.get("permutations")),
-                                  leave_duplicate_interactions=bool(features.get("leave_duplicate_interactions")),
-                                  initial_weight=initial_weight, indexing=indexing,
-                                  initial_constant=initial_constant, **hyper_parameters(algorithm, options))
-                learner = Learner.from_model(model, input_format)
-            session.learner = learner
+            session.learner = learner = _train_learner(session, initial_model, algorithm, options, settings, run,
+                                                       multiclass, input_format)
         names = FeatureNames(learner.model.block_rows) if text_outputs.get("invert_hash") else None
-        run_options = RunOptions(sources=sources, learn=learn, input_format=input_format,
-                                 strict=strict, quiet=quiet, progress=progress,
-                                 audit=bool(text_outputs.get("audit")), names=names, **passes)
-        extra = []
-        if text_outputs.get("readable_model"):
-            extra.append((text_outputs["readable_model"], "readable model (--readable-model)", None))
-        if names is not None:
-            extra.append((text_outputs["invert_hash"], "invert-hash file (--invert-hash)", names))
+        run_options = RunOptions(sources=sources, learn=learn, input_format=input_format, strict=strict, quiet=quiet,
+                                 progress=progress, audit=bool(text_outputs.get("audit")), names=names,
+                                 **dataclasses.asdict(run))
+        extra = _text_outputs(text_outputs, names)
         if scale_out:  # --workers/--scheduler: the passes run on a Dask cluster
             from olcli import scaleout
 
             return scaleout.execute(session, run_options, scale_out, prediction_output, extra)
         if vw_header and not quiet:
-            _write_vw_header(learner.model, run_options, final_model, predictions, probabilities, link)
-        session.execute(run_options, prediction_output, link or learner.model.link, probabilities, extra)
+            _write_vw_header(learner.model, run_options, final_model, predictions, probabilities, settings["link"])
+        session.execute(run_options, prediction_output, settings["link"] or learner.model.link, probabilities, extra)
+
+
+def _run_settings(given: dict, scale_out) -> RunSettings:
+    """The run's settings, each checked by its row of the table."""
+    run = run_settings(**given)
+    if run.holdout_after and scale_out:
+        raise UsageError("--holdout-after with --workers/--scheduler: not supported (the shards of a pass are "
+                         "learned at once, there is no 'after the first N'); use --holdout-period")
+    return run
+
+
+def _train_outputs(sources, initial_model, final_model, predictions, report, run, text_outputs):
+    """Every input and output of a training run checked (and distinct); the -p output."""
+    inputs = _data_inputs(sources) + _model_input(initial_model)
+    outputs = []
+    cache_path = run.cache_path
+    if cache_path is None and run.passes > 1:
+        cache_path = default_cache_path(sources)
+    cache_output = _role_output(cache_path, "example cache (--cache)" if run.cache_path else "example cache", outputs)
+    if cache_output is not None and cache_output.kind != "file":
+        raise UsageError(f"{cache_output.role} {cache_path} must be a regular file (the later passes read "
+                         "it back; a device, FIFO or socket cannot be): give a file name")
+    _role_output(text_outputs.get("invert_hash"), "invert-hash file (--invert-hash)", outputs)
+    _role_output(text_outputs.get("readable_model"), "readable model (--readable-model)", outputs)
+    _role_output(final_model, "model (-f)", outputs)
+    prediction_output = _role_output(predictions, "predictions file (-p)", outputs)
+    _role_output(report, "report (--report)", outputs)
+    _stdout_for(bool(text_outputs.get("audit")), outputs)
+    check_distinct(inputs, outputs, allowed=(("model (-f)", "initial model (-i)"),))
+    return prediction_output
+
+
+def _train_learner(session, initial_model, algorithm, options, settings, run, multiclass, input_format):
+    """-i's model (refusing settings that contradict it), or a new one from the settings given."""
+    mode, classes = multiclass
+    given = {name: value for name, value in settings.items() if BY_NAME[name].on_continue == "match"}
+    if initial_model:
+        learner = _continue_model(initial_model, algorithm, options, given, input_format)
+        model = learner.model
+        if mode and (mode, classes) != (model.multiclass, model.classes):
+            raise UsageError(
+                f"{initial_model} was trained with "
+                f"{'--' + model.multiclass + ' ' + str(model.classes) if model.classes else 'binary/real labels'}; "
+                f"drop --{mode} to continue it")
+        return learner
+    if algorithm is None:
+        algorithm, session.algorithm_note = implied_algorithm(options, settings.get("initial_weight"),
+                                                              settings.get("initial_constant"))
+        if session.algorithm_note:
+            sys.stderr.write(f"note: {session.algorithm_note}\n")
+    copies = 2 if (run.passes > 1 or run.holdout_after) and run.holdout_period else 1
+    model = new_model(algorithm, oaa=classes if mode == "oaa" else None, softmax=classes if mode == "softmax" else None,
+                      copies=copies, **given, **hyper_parameters(algorithm, options))
+    return Learner.from_model(model, input_format)
+
+
+def _text_outputs(text_outputs: dict, names) -> list:
+    """--readable-model and --invert-hash: (path, role, names) written after the run."""
+    extra = []
+    if text_outputs.get("readable_model"):
+        extra.append((text_outputs["readable_model"], "readable model (--readable-model)", None))
+    if names is not None:
+        extra.append((text_outputs["invert_hash"], "invert-hash file (--invert-hash)", names))
+    return extra
 
 
 def _write_vw_header(model, options: RunOptions, final_model, predictions, probabilities, link) -> None:
@@ -320,18 +314,11 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
         session.execute(run_options, prediction_output, link or learner.model.link, probabilities, [])
 
 
-def _empty_batch() -> Batch:
-    """A batch of no examples with the parser's array types: calling a kernel with
-    it compiles (or loads) the kernel without learning anything."""
-    return Batch(np.empty(0), np.empty(0), np.empty(0), np.zeros(1, np.int64), np.empty(0, np.int32),
-                 np.empty(0), np.empty(0, np.int64))
-
-
 def _warm_up(learner, learn: bool, writer, audit: bool) -> None:
     """Compile or load the kernels the run will call, while a signal can still stop
     olcli at once (a first compilation takes seconds; in the run it could not be
     interrupted until it ended). Learns nothing and changes nothing."""
-    learner.process(_empty_batch(), learn, new_tally())
+    learner.process(empty_batch(), learn, new_tally())
     if audit:
         learner.weights_at(np.zeros(0, np.int64))
     if writer is not None:

@@ -36,10 +36,12 @@ from olcli.engine.records import (
     H_SEEN, S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
 from olcli.errors import DataError, Diverged, OlcliError, UsageError
 from olcli.memory import available_memory
-from olcli.settings import merge_difference
+from olcli.settings import KEYWORDS, merge_difference
+
+KEYWORD_NAMES = frozenset(row.name for row in KEYWORDS)
 
 from olcli.settings import (  # noqa: F401  (the limits, re-exported for the library's users)
-    FORMATS, INDEXING_ONE, INDEXING_UNDECIDED, INDEXING_ZERO, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION)
+    FORMATS, HASHES, INDEXING_ONE, INDEXING_UNDECIDED, INDEXING_ZERO, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION)
 
 
 @dataclass
@@ -185,18 +187,28 @@ def check_tau(quantile_tau) -> float:
 INITIAL_LABEL_RANGE = {"logistic": (-50.0, 50.0), "poisson": (-50.0, 50.0)}
 
 
-def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, link=None, constant=True,
-              ignore="", keep="", ignore_linear="", oaa=None, softmax=None, quantile_tau=None,
-              min_prediction=None, max_prediction=None, copies: int = 1, ngram=(), skips=(), hash_seed=0,
-              permutations=False, leave_duplicate_interactions=False, initial_weight=0.0, indexing=None,
-              initial_constant=0.0, hash="strings", **hyper) -> model_file.Model:
-    """A fresh model, every option checked (the messages name the CLI spelling too)."""
+def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None, softmax=None, copies: int = 1,
+              **options) -> model_file.Model:
+    """A fresh model, every option checked (the messages name the CLI spelling too).
+
+    ``options``: the settings table's keywords (settings.KEYWORDS; None or not given: the
+    row's default) and the algorithm's hyper-parameters by their registry names."""
     from olcli.parsing import check_grams
+
+    hyper = {name: value for name, value in options.items() if name not in KEYWORD_NAMES}
+    given = {**options, "loss": loss, "bits": bits, "interactions": interactions}
+    s = {row.name: row.default if given.get(row.name) is None else given[row.name] for row in KEYWORDS}
+    loss, bits, interactions, link, constant = s["loss"], s["bits"], s["interactions"], s["link"], s["constant"]
+    ignore, keep, ignore_linear, quantile_tau = s["ignore"], s["keep"], s["ignore_linear"], s["quantile_tau"]
+    ngram, skips, hash_seed, hash, indexing = s["ngram"], s["skips"], s["hash_seed"], s["hash"], s["indexing"]
+    permutations, leave_duplicate_interactions = s["permutations"], s["leave_duplicate_interactions"]
+    min_prediction, max_prediction = s["min_prediction"], s["max_prediction"]
+    initial_weight, initial_constant = s["initial_weight"], s["initial_constant"]
 
     ngram, skips = [str(v) for v in ngram or ()], [str(v) for v in skips or ()]
     check_grams(ngram, skips)
-    if hash not in model_file.HASHES:
-        raise UsageError(f"hash (--hash) must be one of {', '.join(model_file.HASHES)} (got {hash!r})")
+    if hash not in HASHES:
+        raise UsageError(f"hash (--hash) must be one of {', '.join(HASHES)} (got {hash!r})")
     if not isinstance(hash_seed, (int, np.integer)) or not 0 <= hash_seed < 2 ** 32:
         raise UsageError(f"hash_seed (--hash-seed) must be a whole number 0 to 2^32-1 (got {hash_seed})")
     spec = registry.get(algorithm or registry.DEFAULT_ALGORITHM)
@@ -283,18 +295,9 @@ class Learner:
     options are those of ``olcli train`` and are checked with the same messages.
     """
 
-    def __init__(self, algorithm=None, loss=None, bits=18, interactions=(), *, link="identity",
-                 constant=True, ignore="", keep="", ignore_linear="", oaa=None, softmax=None,
-                 quantile_tau=0.5, min_prediction=None, max_prediction=None, input_format="auto", ngram=(),
-                 skips=(), hash_seed=0, permutations=False, leave_duplicate_interactions=False, initial_weight=0.0,
-                 indexing=None, initial_constant=0.0, hash="strings", **hyper):
-        model = new_model(algorithm, loss, bits, interactions, link=link, constant=constant, ignore=ignore,
-                          keep=keep, ignore_linear=ignore_linear, oaa=oaa, softmax=softmax,
-                          quantile_tau=quantile_tau, min_prediction=min_prediction,
-                          max_prediction=max_prediction, ngram=ngram, skips=skips, hash_seed=hash_seed,
-                          permutations=permutations, leave_duplicate_interactions=leave_duplicate_interactions,
-                          initial_weight=initial_weight, indexing=indexing, initial_constant=initial_constant,
-                          hash=hash, **hyper)
+    def __init__(self, algorithm=None, loss=None, bits=18, interactions=(), *, oaa=None, softmax=None,
+                 input_format="auto", **options):
+        model = new_model(algorithm, loss, bits, interactions, oaa=oaa, softmax=softmax, **options)
         self._attach(model, input_format)
 
     @classmethod
@@ -741,6 +744,31 @@ class Learner:
         extra = f", {m.multiclass}={m.classes}" if m.classes else ""
         return (f"Learner({m.algorithm!r}, loss={m.loss!r}, bits={m.bits}{extra}, "
                 f"examples={int(m.counters[C_EXAMPLES])})")
+
+
+def empty_batch() -> Batch:
+    """A batch of no examples with the parser's array types: calling a kernel with
+    it compiles (or loads) the kernel without learning anything."""
+    return Batch(np.empty(0), np.empty(0), np.empty(0), np.zeros(1, np.int64), np.empty(0, np.int32),
+                 np.empty(0), np.empty(0, np.int64))
+
+
+def _spelled_out(function):
+    """``function``'s signature with the settings table's keywords (settings.KEYWORDS) and
+    their defaults spelled out, for help() and the docs; the rest of ``**options`` are the
+    algorithm's hyper-parameters (``**hyper``)."""
+    from inspect import Parameter, signature
+
+    original = signature(function)
+    named = [p for p in original.parameters.values() if p.kind != p.VAR_KEYWORD]
+    present = {p.name for p in named}
+    keywords = [Parameter(row.name, Parameter.KEYWORD_ONLY, default=row.default)
+                for row in KEYWORDS if row.name not in present]
+    return original.replace(parameters=named + keywords + [Parameter("hyper", Parameter.VAR_KEYWORD)])
+
+
+Learner.__init__.__signature__ = _spelled_out(Learner.__init__)
+new_model.__signature__ = _spelled_out(new_model)
 
 
 def _restore(raw: bytes, input_format: str, tally) -> Learner:

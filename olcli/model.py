@@ -30,7 +30,8 @@ from olcli.atomic import atomic_write
 from olcli.engine.records import COUNTER_NAMES, N_COUNTERS
 from olcli.engine.registry import ALGORITHMS
 from olcli.errors import ModelError, UsageError
-from olcli.settings import HASHES, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION, STORED, BY_NAME as SETTINGS  # noqa: F401
+from olcli.settings import BY_NAME as SETTINGS
+from olcli.settings import MAX_CLASSES, STORED
 
 
 MAGIC = b"OLCLIMDL"

@@ -21,7 +21,6 @@ This module imports nothing of olcli but its errors: the model file, the Learner
 the command line and ``olcli vw`` read it.
 """
 
-import math
 from dataclasses import dataclass, field, make_dataclass
 
 from olcli.errors import UsageError
@@ -86,6 +85,13 @@ class Setting:
     merge: str = "equal"       # Learner.merge: "equal" (must agree), "known" (once both know it) or "first"
     file_default: object = None  # an older file without the field reads as this (None: the field is required)
     older_files: bool = False  # the field may be missing from an older file (then file_default)
+    switch: bool = False       # the spellings take no value (given: on)
+    typer: bool = True         # olcli train's option is made from the row (False: cli.py spells it: a list,
+                               # an inverted flag, or one option for several rows)
+    test_help: str = ""        # olcli test takes it too (a model's setting a test may change), with this help
+    keyword: bool = True       # a keyword of Learner/new_model (False: the model file's only)
+    choices: tuple = ()        # the values it takes, when a few names
+    learning_only: bool = False  # acts only when learning: VW's test mode (-t) takes it and does nothing
 
     @property
     def field(self) -> str:
@@ -108,67 +114,80 @@ def _model(name, kind, default, help="", **more) -> Setting:
 
 # The model's settings, in the header's order of checks (model.HEADER_FIELDS).
 MODEL_SETTINGS = (
-    _model("algorithm", "str", "mix", stored="algorithm",
+    _model("algorithm", "str", "mix", stored="algorithm", typer=False, keyword=False,
            help="The learner (one flag per algorithm: --adagrad, --ftrl, ...; engine/registry.py)."),
-    _model("params", "dict", None, stored="params",
+    _model("params", "dict", None, stored="params", typer=False, keyword=False,
            help="The algorithm's hyper-parameters (engine/registry.py OPTIONS: -l, --l1, ...)."),
     _model("bits", "int", 18, "Hash table size 2^N (default 18).", flags=("-b", "--bits"),
            vw=("--bit_precision", "-b"), check=in_range(1, MAX_BITS), stored="bits"),
-    _model("loss", "str", "squared", "Loss function (default squared).", flags=("--loss",),
-           vw=("--loss_function",), check=one_of(*LOSSES), stored="loss"),
+    _model("loss", "str", None, "Loss function (default squared).", flags=("--loss",),
+           test_help="Score with this loss instead of the model's.",
+           vw=("--loss_function",), check=one_of(*LOSSES), choices=LOSSES, stored="loss"),
     _model("quantile_tau", "number", 0.5, "Level of --loss quantile, in (0, 1) (default 0.5).",
            flags=("--quantile-tau",), vw=("--quantile_tau",), check=_open_unit, stored="quantile_tau",
+           test_help="Level of --loss quantile (default: the model's).",
            attribute="loss_tau"),
     _model("link", "str", "identity", "Transform of -p output (default: the model's, identity).",
-           flags=("--link",), vw=("--link",), check=one_of(*LINKS), stored="link", merge="first"),
+           flags=("--link",), vw=("--link",), check=one_of(*LINKS), choices=LINKS, stored="link", merge="first",
+           test_help="Transform of -p output (default: the model's, identity)."),
     _model("input_format", "str|null", None, "Input format; auto decides from the first non-empty line.",
            flags=("--format",), check=one_of(None, "vw", "libsvm"), stored="input.format", on_continue="run",
+           typer=False, keyword=False,
            merge="known"),  # -i and merge: --format must agree with the model's once both are known (Learner)
     _model("constant", "bool", True, "No constant (bias) feature.", flags=("--noconstant",),
-           vw=("--noconstant",), stored="input.constant"),
+           vw=("--noconstant",), switch=True, stored="input.constant", typer=False),
     _model("interactions", "list", (), "Products of namespaces (-q ab, --cubic abc, --interactions abcd).",
            flags=("-q", "--quadratic"), vw=("--quadratic", "-q"), panel=FEATURES, check=_interactions,
-           stored="input.interactions", older_files=True, file_default=[]),
+           stored="input.interactions", typer=False, older_files=True, file_default=[]),
     _model("ignore", "str", "", "Drop the namespaces starting with these letters.", flags=("--ignore",),
-           vw=("--ignore",), panel=FEATURES, stored="input.ignore", older_files=True, file_default=""),
+           vw=("--ignore",), panel=FEATURES, stored="input.ignore", typer=False, older_files=True, file_default=""),
     _model("keep", "str", "", "Use only the namespaces starting with these letters.", flags=("--keep",),
-           vw=("--keep",), panel=FEATURES, stored="input.keep", older_files=True, file_default=""),
+           vw=("--keep",), panel=FEATURES, stored="input.keep", typer=False, older_files=True, file_default=""),
     _model("ignore_linear", "str", "", "Use these namespaces only inside interactions.",
            flags=("--ignore-linear",), vw=("--ignore_linear",), panel=FEATURES, stored="input.ignore_linear",
-           older_files=True, file_default=""),
+           typer=False, older_files=True, file_default=""),
     _model("ngram", "list", (), "N-grams of the tokens of every namespace (N) or of one (aN), N 2-7, as VW.",
-           flags=("--ngram",), vw=("--ngram",), panel=FEATURES, stored="input.ngram", older_files=True,
+           flags=("--ngram",), vw=("--ngram",), panel=FEATURES, stored="input.ngram", typer=False, older_files=True,
            file_default=[]),
     _model("skips", "list", (), "Skip-grams: up to K tokens skipped inside an n-gram (K or aK, 0-16), as VW.",
-           flags=("--skips",), vw=("--skips",), panel=FEATURES, stored="input.skips", older_files=True,
+           flags=("--skips",), vw=("--skips",), panel=FEATURES, stored="input.skips", typer=False, older_files=True,
            file_default=[]),
     _model("hash_seed", "int", 0, "Seed of the namespace hashes (VW's --hash_seed; default 0).",
            flags=("--hash-seed",), vw=("--hash_seed",), panel=FEATURES, check=in_range(0, MAX_HASH_SEED),
            stored="input.hash_seed", older_files=True, file_default=0),
-    _model("permutations", "bool", False, "-q aa pairs every feature with every one, not i <= j.",
-           flags=("--permutations",), vw=("--permutations",), panel=FEATURES, stored="input.permutations",
-           older_files=True, file_default=False),
+    _model("permutations", "bool", False,
+           "-q aa pairs every feature with every one, not i <= j (VW's --permutations).",
+           flags=("--permutations",), vw=("--permutations",), panel=FEATURES, switch=True,
+           stored="input.permutations", older_files=True, file_default=False),
     _model("leave_duplicate_interactions", "bool", False,
-           "Keep interactions that repeat an earlier one in another order.",
+           "Keep interactions that repeat an earlier one in another order (-q ab -q ba; -q :: gives ab and ba).",
            flags=("--leave-duplicate-interactions",), vw=("--leave_duplicate_interactions",), panel=FEATURES,
-           stored="input.leave_duplicate_interactions", older_files=True, file_default=False),
-    _model("hash", "str", "strings", "How names are hashed: strings (VW's default, and olcli's) or all.",
-           flags=("--hash",), vw=("--hash",), panel=FEATURES, check=one_of(*HASHES), stored="input.hash_rule",
-           older_files=True, file_default="all"),
-    _model("predict_only", "dict|null", "", "-f writes the weights only, without the optimizer state.",
-           flags=("--predict-only-model",), vw=("--predict_only_model",), stored="predict_only",
-           older_files=True, on_continue="run"),   # -i of such a model is refused (it cannot learn)
-    _model("initial_weight", "number", 0.0, "Every weight starts at W (VW's --initial_weight; default 0).",
+           switch=True, stored="input.leave_duplicate_interactions", older_files=True, file_default=False),
+    # a new model hashes as VW does by default ("strings"); a model keeps its rule (before format 4: "all")
+    _model("hash", "str", "strings",
+           "How names are hashed: strings = a name of digits only is its number plus the namespace's hash "
+           "(VW's default, and olcli's); all = MurmurHash3 of every name. -i: the model's own rule.",
+           flags=("--hash",), vw=("--hash",), panel=FEATURES, check=one_of(*HASHES), choices=HASHES,
+           stored="input.hash_rule", older_files=True, file_default="all"),
+    # (-i of a predict-only model is refused: it cannot learn)
+    _model("predict_only", "dict|null", "",
+           "-f writes the weights only, without the optimizer state: the model predicts (test, serve) but "
+           "cannot be trained further.",
+           flags=("--predict-only-model",), vw=("--predict_only_model",), switch=True, stored="predict_only",
+           older_files=True, on_continue="run", keyword=False, learning_only=True),
+    _model("initial_weight", "number", 0.0,
+           "Every weight starts at W (VW's --initial_weight; --gd, --adagrad and --sgd; default 0).",
            flags=("--initial-weight",), vw=("--initial_weight",), stored="initial_weight", older_files=True,
-           file_default=0.0),
-    _model("initial_constant", "number", 0.0, "The constant's weight starts at C (VW's --constant; default 0).",
+           learning_only=True, file_default=0.0),
+    _model("initial_constant", "number", 0.0,
+           "The constant's weight starts at C (VW's --constant; --gd, --adagrad and --sgd; default 0).",
            flags=("-C", "--constant"), vw=("--constant", "-C"), stored="initial_constant", older_files=True,
-           file_default=0.0),
+           learning_only=True, file_default=0.0),
     _model("multiclass", "str", "", "--oaa or --softmax (spelled with the number of classes).",
-           panel=MULTICLASS, check=one_of(*MULTICLASS_MODES), stored="multiclass.mode"),
+           panel=MULTICLASS, check=one_of(*MULTICLASS_MODES), stored="multiclass.mode", typer=False, keyword=False),
     _model("classes", "int", 0, "K for --oaa K / --softmax K (0: binary or real labels).", flags=("--oaa",),
-           vw=("--oaa",), panel=MULTICLASS, stored="multiclass.classes"),
-    _model("indexing", "int", INDEXING_UNDECIDED,
+           vw=("--oaa",), panel=MULTICLASS, stored="multiclass.classes", typer=False, keyword=False),
+    _model("indexing", "int", None,
            "--oaa/--softmax labels 0..K-1 (0) or 1..K (1); default: 1..K until a 0 or K is learned (VW's).",
            flags=("--indexing",), vw=("--indexing",), panel=MULTICLASS, check=one_of(0, 1, 2),
            stored="multiclass.indexing", older_files=True, file_default=INDEXING_UNDECIDED),
@@ -183,31 +202,34 @@ MODEL_SETTINGS = (
 # The run's settings: what one run does, never stored in a model.
 RUN_SETTINGS = (
     Setting("passes", "int", 1, "Passes over the data (the first builds an example cache).", ("--passes",),
-            ("--passes",), PASSES, check=lambda v: None if v >= 1 else "--passes must be at least 1"),
+            ("--passes",), PASSES, check=lambda v: None if v >= 1 else "--passes must be at least 1",
+            learning_only=True),
     Setting("holdout_period", "int", 10, "With --passes > 1: every K-th example is held out.",
             ("--holdout-period",), ("--holdout_period",), PASSES,
-            check=lambda v: None if v == 0 or v >= 2 else "--holdout-period must be 2 or more (or use --holdout-off)"),
+            check=lambda v: None if v == 0 or v >= 2 else "--holdout-period must be 2 or more (or use --holdout-off)",
+            learning_only=True),
+    Setting("early_terminate", "int", 3, "Stop after K passes without a better holdout loss.",
+            ("--early-terminate",), ("--early_terminate",), PASSES,
+            check=lambda v: None if v >= 1 else "--early-terminate must be at least 1", learning_only=True),
     Setting("holdout_after", "int", 0, "Hold out every example after the first N of each pass, instead of every "
             "--holdout-period-th; on even with one pass (VW's --holdout_after).", ("--holdout-after",),
             ("--holdout_after",), PASSES, check=lambda v: None if v >= 0 else
-            "--holdout-after must be 1 or more (the examples learned from in each pass)"),
-    Setting("early_terminate", "int", 3, "Stop after K passes without a better holdout loss.",
-            ("--early-terminate",), ("--early_terminate",), PASSES,
-            check=lambda v: None if v >= 1 else "--early-terminate must be at least 1"),
+            "--holdout-after must be 1 or more (the examples learned from in each pass)", learning_only=True),
     Setting("cache_path", "str|null", None, "Example cache file (default with --passes: DATA.olcache).",
-            ("--cache",), ("--cache_file",), PASSES),
+            ("--cache",), ("--cache_file",), PASSES, learning_only=True),
     Setting("kill_cache", "bool", False, "Rebuild the example cache even if it looks current.",
-            ("-k", "--kill-cache"), ("--kill_cache", "-k"), PASSES),
+            ("-k", "--kill-cache"), ("--kill_cache", "-k"), PASSES, switch=True, learning_only=True),
     Setting("threads", "int", 2, "Read and parse up to N chunks ahead on threads while one is learned.",
-            ("--threads",), check=lambda v: None if v >= 1 else "--threads must be at least 1"),
+            ("--threads",), typer=False, check=lambda v: None if v >= 1 else "--threads must be at least 1"),
     Setting("progress_every", "str|null", None, "VW's -P/--progress interval.", ("--vw-progress",),
-            ("--progress", "-P")),
+            ("--progress", "-P"), typer=False),
 )
 
 BY_NAME = {setting.name: setting for setting in MODEL_SETTINGS + RUN_SETTINGS}
 STORED = tuple(setting for setting in MODEL_SETTINGS if setting.stored)
 MUST_MATCH = tuple(setting for setting in STORED if setting.on_continue == "match")
 MERGE_EQUAL = tuple(setting for setting in STORED if setting.merge == "equal")
+KEYWORDS = tuple(setting for setting in MODEL_SETTINGS if setting.keyword)   # Learner's and new_model's
 
 
 def _frozen(name: str, rows: tuple, doc: str):

@@ -211,7 +211,7 @@ def invoke(app, args: list, command_process: bool = False) -> None:
     if command_process and command_of(args) in PRELOADED and "--help" not in args:
         preload(args)
     group = typer.main.get_command(app)
-    from olcli.cli import plain_metavars
+    from olcli.helptext import plain_metavars
 
     plain_metavars(group)  # INT, PATH, [a|b] in --help instead of <int>, <str>
     _light_coercion(group)
@@ -408,12 +408,11 @@ def _preload_kernels(args: list) -> None:
             except NotCached:
                 pass
         if guess["binary"] and guess["algorithm"]:
-            from olcli.commands import _empty_batch
             from olcli.engine.records import new_tally
-            from olcli.learner import Learner
+            from olcli.learner import Learner, empty_batch
 
             try:
-                Learner(guess["algorithm"], bits=1).process(_empty_batch(), True, new_tally())
+                Learner(guess["algorithm"], bits=1).process(empty_batch(), True, new_tally())
             except NotCached:
                 pass
     finally:

@@ -30,6 +30,7 @@ import re
 from typing import NamedTuple
 
 from olcli.errors import UsageError
+from olcli.settings import MODEL_SETTINGS, RUN_SETTINGS
 
 DATA = "DATA"  # the target of -d/--data: a data file, olcli's positional argument
 
@@ -50,35 +51,13 @@ VW_OPTIONS = [
     VWOption(("--initial_regressor", "-i"), True, "--initial-model"),
     VWOption(("--predictions", "-p"), True, "--predictions"),
     VWOption(("--testonly", "-t"), False, "--testonly", "test mode: predict and score, learn nothing"),
-    VWOption(("--loss_function",), True, "--loss"),
-    VWOption(("--quantile_tau",), True, "--quantile-tau"),
     VWOption(("--learning_rate", "-l"), True, "--learning-rate"),
     VWOption(("--power_t",), True, "--power-t"),
     VWOption(("--initial_t",), True, "--initial-t"),
-    VWOption(("--bit_precision", "-b"), True, "--bits"),
     VWOption(("--cache", "-c"), False, "--vw-cache", "example cache beside the data (DATA.olcache)"),
-    VWOption(("--cache_file",), True, "--cache"),
-    VWOption(("--kill_cache", "-k"), False, "--kill-cache"),
-    VWOption(("--passes",), True, "--passes"),
     VWOption(("--holdout_off",), False, "--holdout-off"),
-    VWOption(("--holdout_period",), True, "--holdout-period"),
-    VWOption(("--holdout_after",), True, "--holdout-after"),
-    VWOption(("--early_terminate",), True, "--early-terminate"),
-    VWOption(("--quadratic", "-q"), True, "--quadratic"),
     VWOption(("--cubic",), True, "--cubic"),
     VWOption(("--interactions",), True, "--interactions"),
-    VWOption(("--permutations",), False, "--permutations"),
-    VWOption(("--leave_duplicate_interactions",), False, "--leave-duplicate-interactions"),
-    VWOption(("--ignore",), True, "--ignore"),
-    VWOption(("--keep",), True, "--keep"),
-    VWOption(("--ignore_linear",), True, "--ignore-linear"),
-    VWOption(("--noconstant",), False, "--noconstant"),
-    VWOption(("--constant", "-C"), True, "--constant"),
-    VWOption(("--ngram",), True, "--ngram"),
-    VWOption(("--skips",), True, "--skips"),
-    VWOption(("--hash_seed",), True, "--hash-seed"),
-    VWOption(("--hash",), True, "--hash", "'strings' (VW's default, and olcli's) or 'all': how names of "
-             "digits only are hashed"),
     VWOption(("--l1",), True, "--l1"),
     VWOption(("--l2",), True, "--l2"),
     VWOption(("--ftrl",), False, "--ftrl"),
@@ -88,27 +67,19 @@ VW_OPTIONS = [
     VWOption(("--adaptive",), False, "--adaptive"),
     VWOption(("--normalized",), False, "--normalized"),
     VWOption(("--invariant",), False, "--invariant"),
-    VWOption(("--initial_weight",), True, "--initial-weight"),
-    VWOption(("--oaa",), True, "--oaa"),
-    VWOption(("--indexing",), True, "--indexing", "--oaa's labels start at 0 or 1"),
     VWOption(("--probabilities",), False, "--probabilities"),
-    VWOption(("--link",), True, "--link"),
-    VWOption(("--min_prediction",), True, "--min-prediction"),
-    VWOption(("--max_prediction",), True, "--max-prediction"),
     VWOption(("--readable_model",), True, "--readable-model"),
     VWOption(("--invert_hash",), True, "--invert-hash"),
     VWOption(("--audit", "-a"), False, "--audit"),
     VWOption(("--quiet",), False, "--quiet"),
-    VWOption(("--progress", "-P"), True, "--vw-progress", "a progress row every N examples (-P N), or each time "
-             "the example weight grows by a factor (-P X.Y; VW's default 2.0)"),
     VWOption(("--strict_parse",), False, "--strict"),
     VWOption(("--save_resume",), False, "", "accepted: olcli's models always keep the optimizer state"),
-    VWOption(("--predict_only_model",), False, "--predict-only-model"),
     VWOption(("--random_seed",), True, "", "accepted: olcli's linear learners draw no random numbers"),
     VWOption(("--sparse_weights",), False, "--sparse-weights", "accepted with a note: the table is dense by design"),
     VWOption(("--onethread",), False, "", "accepted: olcli's parsing threads do not change any result"),
     VWOption(("--no_stdin",), False, "", "without data files, read no data (not standard input), as VW"),
-]
+] + [VWOption(setting.vw, not setting.switch, setting.flags[-1], setting.help)
+     for setting in MODEL_SETTINGS + RUN_SETTINGS if setting.vw]   # the settings' VW spellings (olcli/settings.py)
 
 BY_NAME = {name: option for option in VW_OPTIONS for name in option.names}
 

@@ -20,7 +20,8 @@ def _cell(text) -> str:
 def _command_reference() -> str:
     import typer.main
 
-    from olcli.cli import app, plain_metavars
+    from olcli.cli import app
+    from olcli.helptext import plain_metavars
 
     group = typer.main.get_command(app)
     plain_metavars(group)
