@@ -1,0 +1,65 @@
+"""Memory of olcli serve with one process and with --workers 2 (issue 26): the workers share
+one copy of the model's table (olcli/shared_table.py).
+
+    python benchmarks/serve_memory.py MODEL DATA
+
+Starts ``olcli serve -i MODEL`` on loopback with --workers 1 (one process) and then with
+--workers 2, sends the first 2,000 lines of DATA over 4 connections, and reads every
+process's Rss, Pss and USS (Private_Clean + Private_Dirty) from /proc/PID/smaps_rollup,
+and the size of the shared tables' memory files (memfd:olcli-table, st_blocks). PSS
+counts a page shared by n processes as 1/n in each, so the sum of the processes' PSS is
+the server's memory; the sum of their RSS counts a shared page once per process.
+"""
+import os, sys, time, socket, subprocess, signal, tempfile
+OLCLI = os.path.join(os.path.dirname(sys.executable), "olcli")
+def rollup(pid):
+    out = {}
+    for line in open(f"/proc/{pid}/smaps_rollup"):
+        parts = line.split()
+        if len(parts) >= 3 and parts[-1] == "kB":
+            out[parts[0].rstrip(":")] = int(parts[1]) / 1024
+    out["USS"] = out.get("Private_Clean", 0) + out.get("Private_Dirty", 0)
+    return out
+def children(pid):
+    try: return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError: return []
+def measure(model, workers, lines):
+    d = os.path.join(tempfile.gettempdir(), f"olcli-serve-memory-{workers}"); os.makedirs(d, exist_ok=True)
+    pf = os.path.join(d, "port")
+    if os.path.exists(pf): os.unlink(pf)
+    p = subprocess.Popen([OLCLI, "serve", "-i", model, "--host", "127.0.0.1", "--port", "0", "--port-file", pf,
+                          "--workers", str(workers)], stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "err"), "w"))
+    t = time.time()
+    while not os.path.exists(pf) or not open(pf).read().strip():
+        if p.poll() is not None or time.time() - t > 600: raise SystemExit(f"serve failed: {open(os.path.join(d,'err')).read()[-800:]}")
+        time.sleep(0.2)
+    port = int(open(pf).read().split()[0])
+    for _ in range(4):  # several connections: both workers answer
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall("".join(lines).encode()); s.shutdown(socket.SHUT_WR)
+            got = b""
+            while True:
+                b = s.recv(65536)
+                if not b: break
+                got += b
+    time.sleep(0.5)
+    procs = [p.pid] + children(p.pid)   # the supervisor, its workers and multiprocessing's resource tracker
+    stats = {pid: rollup(pid) for pid in procs}
+    memfd = {}   # inode -> MB (a mapping holds its own duplicate of the descriptor)
+    for pid in procs:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if "memfd:olcli-table" in os.readlink(f"/proc/{pid}/fd/{fd}"):
+                    facts = os.stat(f"/proc/{pid}/fd/{fd}")
+                    memfd[facts.st_ino] = facts.st_blocks * 512 / 2**20
+            except OSError: pass
+    print(f"   memory files of the shared tables: {len(memfd)}, {sum(memfd.values()):.0f} MB")
+    p.send_signal(signal.SIGTERM); p.wait(60)
+    return stats, got.decode().split()[:3]
+model = sys.argv[1]; data = sys.argv[2]
+lines = [l for _, l in zip(range(2000), open(data))]
+for w in (1, 2):
+    stats, first = measure(model, w, lines)
+    tot = {k: sum(s[k] for s in stats.values()) for k in ("Rss", "Pss", "USS")}
+    print(f"workers {w}: processes {len(stats)}; " + "; ".join(f"pid {pid} Rss {s['Rss']:.0f} Pss {s['Pss']:.0f} USS {s['USS']:.0f} Shmem-ish {s.get('Rss',0)-s['USS']:.0f}" for pid, s in stats.items()))
+    print(f"   total Rss {tot['Rss']:.0f} MB, Pss {tot['Pss']:.0f} MB, USS {tot['USS']:.0f} MB; first replies {first}", flush=True)
