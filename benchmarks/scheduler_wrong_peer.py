@@ -13,6 +13,8 @@ and, as the control, a real Dask scheduler (with one worker), where the run must
 
 import argparse
 import json
+import os
+import resource
 import signal
 import socket
 import socketserver
@@ -118,11 +120,14 @@ def main():
         try:
             for name, address in peers.items():
                 (folder / "m.olm").write_bytes(model)
-                started = time.monotonic()
+                started, load = time.monotonic(), os.getloadavg()[0]
+                cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
                 done = subprocess.run([sys.executable, "-m", "olcli", "train", str(folder / "d.vw"), "--scheduler",
                                        address, "-i", str(folder / "m.olm"), "-f", str(folder / "m.olm"), "--quiet"],
                                       capture_output=True, text=True, timeout=120)
                 seconds = time.monotonic() - started
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime   # the olcli process's CPU time
                 control = "control" in name
                 untouched = (folder / "m.olm").read_bytes() == model
                 message = done.stderr.strip()
@@ -130,10 +135,11 @@ def main():
                     done.returncode == 1 and seconds < 15 and untouched and "Traceback" not in message
                     and "MemoryError" not in message and len(message.splitlines()) == 1)
                 results.append({"peer": name, "address": address, "exit": done.returncode,
-                                "seconds": round(seconds, 2), "model_untouched": untouched, "message": message[-400:],
+                                "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
+                                "load_average_1min": round(load, 2), "model_untouched": untouched, "message": message[-400:],
                                 "ok": ok})
-                print(f"{'ok ' if ok else 'BAD'} {name:36s} exit {done.returncode} {seconds:5.1f} s  {message[:150]}",
-                      flush=True)
+                print(f"{'ok ' if ok else 'BAD'} {name:36s} exit {done.returncode} {seconds:5.1f} s (CPU {cpu:4.1f} s, "
+                      f"load {load:4.1f})  {message[:150]}", flush=True)
         finally:
             serve.send_signal(signal.SIGTERM)
             serve.wait(30)
@@ -147,8 +153,10 @@ def main():
     summary = {"peers": len(results), "ok": sum(r["ok"] for r in results),
                "slowest_wrong_peer_seconds": max(r["seconds"] for r in results if "control" not in r["peer"]),
                "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-               "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True).stdout.strip(), "runs": results}
+               "commit": ((ROOT / "COMMIT").read_text().strip() if (ROOT / "COMMIT").exists() else   # a clean export
+                          subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                         text=True).stdout.strip()),
+               "load_average_1_5_15min_at_end": [round(v, 2) for v in os.getloadavg()], "runs": results}
     Path(args.output).write_text(json.dumps(summary, indent=2) + "\n")
     print(f"{summary['ok']} of {summary['peers']} as promised; slowest wrong peer "
           f"{summary['slowest_wrong_peer_seconds']} s")
