@@ -8,6 +8,7 @@ and HTTP servers this test starts on loopback."""
 
 import json
 import os
+import re
 import signal
 import socket
 import socketserver
@@ -142,74 +143,177 @@ def recv_lines(sock, count, timeout=IO_TIMEOUT) -> list:
     return buf.split(b"\n")[:-1]
 
 
-# --- item 0: no output option replaces or removes a device ---
+# --- item 0: no output option replaces or removes a device, FIFO or socket ---
 
-@pytest.mark.parametrize("option", ["-f", "-p", "--report", "--readable-model", "--invert-hash"])
-def test_train_outputs_write_a_device_in_place(data, tmp_path, option):
-    node = device(tmp_path, "node")
-    code, _, err = run(["train", data["train"], option, node, "--quiet"], tmp_path)
+# Every option of every command that takes a PATH (from each command's --help), and for olcli vw
+# every VW option that names one of train's outputs: inputs here, outputs below. A new PATH
+# option makes test_every_path_option_is_an_input_or_a_tested_output fail until it is listed.
+INPUT_OPTIONS = {"train": {"-i"}, "test": {"-i"}, "inspect": {"--invert-hash"}, "serve": {"-i"},
+                 "plot": set(), "warm": set()}
+# (command, option): the example caches are read back by the later passes, so a special file is
+# refused there (exit 2, left alone); every other output is written in place.
+OUTPUT_OPTIONS = [("train", "-f"), ("train", "-p"), ("train", "--report"), ("train", "--readable-model"),
+                  ("train", "--invert-hash"), ("train", "--cache"),
+                  ("test", "-p"), ("test", "--report"),
+                  ("vw", "-f"), ("vw", "-p"), ("vw", "--readable_model"), ("vw", "--invert_hash"),
+                  ("vw", "--report"), ("vw", "--cache_file"), ("vw", "-c"),
+                  ("plot", "-o")]
+SERVE_OUTPUTS = ["--pid-file", "--port-file", "--http-port-file", "-f"]
+CACHES = {("train", "--cache"), ("vw", "--cache_file"), ("vw", "-c")}
+KINDS = ["device", "fifo", "socket"]
+
+
+def _help_path_options(command) -> set:
+    """The options of ``olcli COMMAND --help`` whose value is a PATH (every name of each)."""
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1", "TERM": "dumb"}
+    done = subprocess.run([sys.executable, "-m", "olcli", command, "--help"], capture_output=True, text=True,
+                          env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    found = set()
+    for line in done.stdout.splitlines():
+        match = re.match(r"^[^-\w]*((?:-[-\w]+\s+)+)PATH\b", line.strip())
+        if match:
+            found.add(frozenset(match.group(1).split()))
+    return found
+
+
+def test_every_path_option_is_an_input_or_a_tested_output():
+    from olcli.vw import EXTRAS, VW_OPTIONS
+
+    tested = {}
+    for command, option in OUTPUT_OPTIONS:
+        tested.setdefault(command, set()).add(option)
+    for option in SERVE_OUTPUTS:
+        tested.setdefault("serve", set()).add(option)
+    for command, inputs in INPUT_OPTIONS.items():
+        options = _help_path_options(command)
+        for names in options:
+            assert names & (inputs | tested.get(command, set())), f"olcli {command} {sorted(names)}: not tested"
+        for option in tested.get(command, set()) | inputs:
+            assert any(option in names for names in options), f"olcli {command} has no PATH option {option}"
+    train_outputs = {"--final-model", "--predictions", "--report", "--readable-model", "--invert-hash", "--cache"}
+    for vw_option in [*VW_OPTIONS, *EXTRAS.values()]:
+        if vw_option.target in train_outputs or vw_option.target == "--vw-cache":
+            assert set(vw_option.names) & tested["vw"], f"olcli vw {vw_option.names}: not tested"
+
+
+def _special(folder, name, kind):
+    """A device (/dev/null's numbers), a FIFO with a reader, or a listening Unix socket, made in
+    the test's folder. Returns the path and a function that stops the reader and returns what
+    it read (b"" for a device)."""
+    path = folder / name
+    if kind == "device":
+        os.mknod(path, stat.S_IFCHR | 0o600, NULL_DEVICE)
+        return path, lambda: b""
+    received, stop = [], threading.Event()
+    if kind == "fifo":
+        os.mkfifo(path)
+
+        def read():
+            while not stop.is_set():
+                with open(path, "rb") as f:
+                    received.append(f.read())
+    else:
+        assert len(str(path)) < 100, path   # sun_path's limit
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(path))
+        server.listen(8)
+        server.settimeout(0.2)
+
+        def read():
+            while not stop.is_set():
+                try:
+                    connection, _ = server.accept()
+                except (socket.timeout, OSError):
+                    continue
+                with connection:
+                    connection.settimeout(60)
+                    chunks = []
+                    while chunk := connection.recv(1 << 16):
+                        chunks.append(chunk)
+                    received.append(b"".join(chunks))
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+
+    def finish() -> bytes:
+        stop.set()
+        if kind == "fifo":
+            try:   # wake a reader waiting in open()
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        thread.join(10)
+        if kind == "socket":
+            server.close()
+        return b"".join(received)
+
+    return path, finish
+
+
+def _same_node(path, kind, before) -> bool:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    test = {"device": stat.S_ISCHR, "fifo": stat.S_ISFIFO, "socket": stat.S_ISSOCK}[kind]
+    return test(info.st_mode) and (info.st_ino, info.st_dev) == before
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("command,option", OUTPUT_OPTIONS, ids=[f"{c}{o}" for c, o in OUTPUT_OPTIONS])
+def test_an_output_option_writes_a_special_file_in_place(data, tmp_path, command, option, kind):
+    """Each output option given a device, a FIFO (a reader waiting) or a Unix socket (a server
+    listening): written in place, never replaced or removed; an example cache refuses one."""
+    if command == "plot":
+        pytest.importorskip("matplotlib")
+    train = tmp_path / "d.vw"
+    train.write_bytes(data["train"].read_bytes())
+    name = "node.png" if command == "plot" else "d.vw.olcache" if option == "-c" else "node"
+    node, finish = _special(tmp_path, name, kind)
+    before = (os.lstat(node).st_ino, os.lstat(node).st_dev)
+    cached = (command, option) in CACHES
+    args = {"train": ["train", "d.vw", "--quiet"], "test": ["test", "d.vw", "-i", data["a"], "--quiet"],
+            "vw": ["vw", "-d", "d.vw", "--quiet"], "plot": ["plot", data["report"]]}[command]
+    args += ([option] if option == "-c" else [option, node.name]) + (["--passes", "2"] if cached else [])
+    try:
+        code, _, err = run(args, tmp_path, timeout=300)
+    finally:
+        received = finish()
+    assert _same_node(node, kind, before), f"{command} {option}: the {kind} was replaced or removed"
+    assert "Traceback" not in err, err
+    if cached:
+        assert code == 2 and "must be a regular file" in err, err
+        return
     assert code == 0, err
-    assert is_device(node), f"train {option} replaced or removed the device"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["node"], "no temporary file left"
+    if kind != "device":
+        assert received, f"{command} {option}: nothing written to the {kind}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["d.vw", name]), "no temporary file left"
 
 
-@pytest.mark.parametrize("option", ["-p", "--report"])
-def test_test_outputs_write_a_device_in_place(data, tmp_path, option):
-    node = device(tmp_path, "node")
-    code, _, err = run(["test", data["train"], "-i", data["a"], option, node, "--quiet"], tmp_path)
-    assert code == 0, err
-    assert is_device(node)
-
-
-def test_vw_spelling_outputs_write_a_device_in_place(data, tmp_path):
-    model, preds = device(tmp_path, "model"), device(tmp_path, "preds")
-    code, _, err = run(["vw", "-d", data["train"], "-f", model, "-p", preds, "--quiet"], tmp_path)
-    assert code == 0, err
-    assert is_device(model) and is_device(preds)
-
-
-def test_a_device_as_example_cache_is_refused_and_left_alone(data, tmp_path):
-    """The example cache is read back by the later passes: a device cannot be one."""
-    node = device(tmp_path, "node")
-    code, _, err = run(["train", data["train"], "--passes", "2", "--cache", node, "--quiet"], tmp_path)
-    assert code == 2 and "--cache" in err and "regular file" in err, err
-    assert is_device(node)
-
-
-def test_plot_output_writes_a_device_in_place(data, tmp_path):
-    pytest.importorskip("matplotlib")
-    node = device(tmp_path, "node")
-    code, _, err = run(["plot", data["report"], "-o", node], tmp_path)
-    assert code != 0 or is_device(node)
-    assert is_device(node), err
-
-
-@pytest.mark.parametrize("option", ["--pid-file", "--port-file", "--http-port-file", "-f"])
-def test_serve_outputs_write_a_device_in_place_and_leave_it(data, server, tmp_path, option):
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("option", SERVE_OUTPUTS)
+def test_serve_outputs_write_a_special_file_in_place_and_leave_it(data, server, tmp_path, option, kind):
+    """serve's pid and port files and --learn's -f given a device, a FIFO (a reader waiting) or
+    a Unix socket (a server listening): written in place, and left where they are on stop."""
     pytest.importorskip("starlette")
-    node = device(tmp_path, "node")
+    node, finish = _special(tmp_path, "node", kind)
+    before = (os.lstat(node).st_ino, os.lstat(node).st_dev)
     args = [option, node] if option != "-f" else ["--learn", "-f", node, "--save-every", 0]
-    if option == "--port-file":
-        args = []
-    srv = server(data["a"], *args, http=True, port_file=(tmp_path / "port") if option != "--port-file" else None)
-    if option == "--port-file":   # the fixture's port file is a regular one; start another server on a device
-        srv.proc.send_signal(signal.SIGTERM)
-        srv.proc.wait(30)
-        proc, log = server(data["a"], "--port-file", node, wait=False)
+    args += ["--http-port", 0]
+    proc, log = server(data["a"], *args, port_file=node if option == "--port-file" else None, wait=False)
+    try:
         deadline = time.monotonic() + START_TIMEOUT
         while " listening " not in log.read_text():
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.02)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log.read_text()
-    else:
-        if option == "-f":
-            with srv.connect() as s:
-                s.sendall(("\n".join(data["lines"][:10]) + "\n").encode())
-                assert len(recv_lines(s, 10)) == 10
-        srv.proc.send_signal(signal.SIGTERM)
-        assert srv.proc.wait(30) == 0, srv.log()
-    assert is_device(node), f"serve {option}: the device was replaced or removed"
+    finally:
+        received = finish()
+    assert _same_node(node, kind, before), f"serve {option}: the {kind} was replaced or removed"
+    if kind != "device":
+        expected = {"--pid-file": f"{proc.pid}\n".encode()}.get(option)
+        assert received and (expected is None or received == expected), received[:200]
 
 
 def test_serve_removes_only_its_own_regular_files(data, server, tmp_path):
