@@ -231,6 +231,8 @@ def render_summary(report: dict) -> str:
         lines.append(f"accuracy = {report['accuracy']:.6f}")
     if report["auc"] is not None:
         lines.append(f"auc = {report['auc']:.6f}")
+    if report.get("compile_seconds"):
+        lines.append(f"compiling kernels seconds = {report['compile_seconds']:.3f} (not in elapsed seconds)")
     lines.append(f"elapsed seconds = {report['elapsed_seconds']:.3f}")
     if report["examples_per_second"] is not None:
         lines.append(f"examples per second = {report['examples_per_second']:.0f}")

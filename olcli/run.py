@@ -107,7 +107,9 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
     pass_number, pass1_examples = 0, 0
     if options.progress_every is not None:
         set_progress_spacing(learner.tally.stats, options.progress_every)
-    started = time.perf_counter()
+    from olcli.aot import compile_seconds
+
+    started, compiled_before = time.perf_counter(), compile_seconds()
     try:
         with StopSignals() as signals:
             for pass_number in range(1, options.passes + 1):
@@ -141,8 +143,12 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
                 model_file.restore(learner.model.state, best.snapshot[0])
                 learner.model.counters[:] = best.snapshot[1]
             result.bad_lines, result.bad_line_samples = bad_lines.count, bad_lines.samples
-            result.report = _report(learner, options, time.perf_counter() - started, progress, bad_lines, best,
-                                    pass_number, examples)
+            # elapsed seconds count learning, not compiling (a compile is reported on its own line)
+            compiling = compile_seconds() - compiled_before
+            result.report = _report(learner, options, time.perf_counter() - started - compiling, progress,
+                                    bad_lines, best, pass_number, examples)
+            if compiling > 0:
+                result.report["compile_seconds"] = compiling
     return result
 
 

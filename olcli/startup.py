@@ -18,7 +18,7 @@ Three things remove most of it:
   runtime (NRT) initialised, without the registries: its machine code is complete
   and needs none of them. A kernel that is not in the cache is compiled exactly as
   before (Numba's compiler refreshes the context itself), after a one-line notice on
-  a terminal (``compile_notice``). Two more imports are left out on the way: NumPy's
+  stderr (``compile_notice``). Two more imports are left out on the way: NumPy's
   ``numpy.ma`` (~22 ms), which Numba's typing of an argument array imports to ask
   whether it is a masked array (``_type_arrays_without_numpy_ma``), and Numba's
   ``numba.np.arrayobj`` (~20 ms), imported only to give the cached ``np.empty`` and
@@ -325,17 +325,12 @@ _notice_lock = threading.Lock()
 
 def compile_notice(stream=None, enabled=None) -> None:
     """Print one line on stderr when a kernel is about to be compiled (a cold cache),
-    once per process, when stderr is a terminal (or ``enabled``)."""
+    once per process, terminal or not (unless ``enabled`` is False)."""
     with _notice_lock:
         if _state["notice"] is not None:
             return
         stream = stream or sys.stderr
-        if enabled is None:
-            try:
-                enabled = stream.isatty()
-            except (AttributeError, ValueError):
-                enabled = False
-        if not enabled:
+        if enabled is False:
             _state["notice"] = False
             return
         from numba.core import event
@@ -432,7 +427,7 @@ def preload(args: list) -> None:
     background thread, while the main thread reads the options."""
     if _state["preload"] is not None or os.environ.get("OLCLI_PRELOAD") == "0":
         return
-    if os.environ.get("OLCLI_KERNELS", "").strip().lower() == "aot" and _ahead_of_time():
+    if os.environ.get("OLCLI_KERNELS", "").strip().lower() != "jit" and _ahead_of_time():
         return
     quiet = "--quiet" in args
 

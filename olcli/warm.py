@@ -117,6 +117,30 @@ def _everything(folder: str, files: dict, algorithm: str) -> None:
         _cli(["test", data, "-i", model, *quiet])
     _cli(["train", files["binary.vw"], f"--{algorithm}", "--audit", "--quiet", "-p", out])
     _cli(["inspect", model, "--invert-hash", files["classes.libsvm"]])
+    _library(algorithm)
+
+
+def _library(algorithm: str) -> None:
+    """The other callers of the kernels: the Python API's matrix input (``csr_examples``),
+    ``olcli serve``'s one-call path for the default's other kinds of model (interactions,
+    libsvm input, multiclass), and the Dask workers' line counter (olcli/scaleout.py)."""
+    import numpy as np
+
+    from olcli import scaleout
+    from olcli.learner import Learner
+
+    learner = Learner(algorithm, loss="logistic")
+    learner.learn((np.array([[1.0, 0.0, 2.0], [0.0, 0.5, 0.0]]), np.array([1.0, -1.0])))
+    learner.predict(np.array([[1.0, 0.0, 2.0]]))
+    for options, line in (({"interactions": ("ab",)}, b"|a x |b z\n"), ({"input_format": "libsvm"}, b"1:1 3:0.5\n"),
+                          ({"oaa": 3}, b"|a x |b z\n")):
+        learner = Learner(algorithm, loss="logistic", **options)
+        replier = learner.line_predictor()
+        if replier is not None:
+            replier.reply(line)
+    counter = scaleout._count_kernel()
+    counter(np.zeros(0, np.uint8))
+    counter(np.frombuffer(b"1 |a x\n", np.uint8))
 
 
 def _worker(tasks: list, results: str) -> None:
@@ -171,7 +195,7 @@ def _bins(tasks: list, jobs: int) -> list:
 
 def _run_phase(tasks: list, jobs: int, results: str) -> None:
     processes = []
-    env = {**os.environ, "OLCLI_WARM_WORKER": "1"}
+    env = {**os.environ, "OLCLI_WARM_WORKER": "1", "OLCLI_KERNELS": "jit"}   # warm fills the JIT's cache
     for tasks_of_one in _bins(tasks, jobs):
         processes.append(subprocess.Popen([sys.executable, "-m", "olcli.warm", results, *tasks_of_one], env=env,
                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))

@@ -27,7 +27,8 @@ ALGORITHMS = {"adagrad": "adagrad", "adagrad-dual": "adagrad_dual", "ftrl": "ftr
 # and the default's multiclass loop.
 TEST_KERNELS = (["olcli.engine.parse:parse_chunk_vw", "olcli.engine.parse:parse_chunk_vw_interacting",
                  "olcli.engine.parse:parse_chunk_libsvm", "olcli.engine.format:format_predictions",
-                 "olcli.engine.mixture:run_chunk_multiclass"]
+                 "olcli.engine.mixture:run_chunk_multiclass", "olcli.engine.parse:parse_buffers",
+                 "olcli.engine.single:reply_mix"]
                 + [f"olcli.engine.{module}:{kernel}" for module in ALGORITHMS.values()
                    for kernel in ("run_chunk", "weights_at")])
 
@@ -66,15 +67,21 @@ def _environment(mode: str, aot_dir: str | None, **more) -> dict:
 
 
 def _installed_build_covers(kernels, folder=None) -> bool:
+    """Whether the build the olcli command finds (aot.find_build: this checkout's, or the one
+    ``pip install .`` put in site-packages), or the one in ``folder``, is current and holds ``kernels``."""
     from olcli import aot
     from olcli.engine.jit import engine_stamp
 
-    try:
-        with open(os.path.join(folder or aot.HERE, aot.MANIFEST_NAME)) as f:
-            manifest = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return manifest.get("stamp") == engine_stamp() and all(name in manifest["kernels"] for name in kernels)
+    if folder is None:
+        _, manifest = aot.find_build(engine_stamp())
+    else:
+        try:
+            with open(os.path.join(folder, aot.MANIFEST_NAME)) as f:
+                manifest = json.load(f)
+        except (OSError, ValueError):
+            return False
+    return (isinstance(manifest, dict) and manifest.get("stamp") == engine_stamp()
+            and all(name in manifest["kernels"] for name in kernels))
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +115,7 @@ def _report(path) -> dict:
     for clock in ("elapsed_seconds", "examples_per_second"):
         assert clock in report
         report.pop(clock)
+    report.pop("compile_seconds", None)   # the JIT's, on a cold cache
     return report
 
 
@@ -157,10 +165,64 @@ def test_the_default_train_imports_no_numba_ahead_of_time(aot_dir, tmp_path):
 
 def _manifest(aot_dir) -> tuple:
     from olcli import aot
+    from olcli.engine.jit import engine_stamp
 
-    source = aot_dir or aot.HERE
+    source = aot_dir or aot.find_build(engine_stamp())[0]
     with open(os.path.join(source, aot.MANIFEST_NAME)) as f:
         return source, json.load(f)
+
+
+SERVE = """
+import sys
+from olcli import cli
+try:
+    cli.main(sys.argv[1:])
+finally:
+    from olcli.engine import jit
+    print("mode", jit.MODE, "numba", any(m == "numba" or m.startswith("numba.") for m in sys.modules), file=sys.stderr)
+"""
+
+
+def test_serve_answers_ahead_of_time_without_numba(aot_dir, tmp_path):
+    """``olcli serve`` in the AOT mode: its one-call path (engine/single.py) is the compiled
+    module's (the HTTP /model counter says the lines took it), its replies are ``olcli test -p``'s
+    bytes, and the server never imports Numba."""
+    import signal
+    import socket
+    import time
+
+    import httpx
+
+    model, expected = tmp_path / "m.olm", tmp_path / "p.txt"
+    _run("aot", aot_dir, ["train", VW, "--loss", "logistic", "-f", str(model), "--quiet"])
+    _run("aot", aot_dir, ["test", str(SAMPLE / "a9a_test.vw"), "-i", str(model), "-p", str(expected), "--quiet"])
+    lines = (SAMPLE / "a9a_test.vw").read_bytes().splitlines(keepends=True)[:50]
+    port_file, http_file = tmp_path / "port", tmp_path / "http"
+    log = open(tmp_path / "serve.log", "wb")
+    server = subprocess.Popen([sys.executable, "-c", SERVE, "serve", "-i", str(model), "--port", "0",
+                               "--port-file", str(port_file), "--http-port", "0", "--http-port-file", str(http_file)],
+                              stdout=subprocess.DEVNULL, stderr=log, env=_environment("aot", aot_dir))
+    try:
+        deadline = time.monotonic() + 300
+        while not (port_file.exists() and http_file.exists() and port_file.read_text() and http_file.read_text()):
+            assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+            time.sleep(0.05)
+        replies = []
+        with socket.create_connection(("127.0.0.1", int(port_file.read_text())), timeout=60) as connection:
+            for line in lines:
+                connection.sendall(line)
+                reply = b""
+                while not reply.endswith(b"\n"):
+                    reply += connection.recv(4096)
+                replies.append(reply)
+        model_info = httpx.get(f"http://127.0.0.1:{int(http_file.read_text())}/model", timeout=60).json()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+        log.close()
+    assert b"".join(replies) == b"".join(expected.read_bytes().splitlines(keepends=True)[:50])
+    assert model_info["serving"]["fast_path"] >= len(lines)
+    assert "mode aot numba False" in (tmp_path / "serve.log").read_text()
 
 
 def test_a_kernel_not_compiled_ahead_is_compiled_with_a_notice(aot_dir, tmp_path):

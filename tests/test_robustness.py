@@ -107,7 +107,7 @@ def test_fuzz_tests_pass_with_numba_boundscheck(tmp_path):
     """The fuzz tests again, with every array access bounds-checked (NUMBA_BOUNDSCHECK=1,
     in a fresh cache so that nothing compiled without checks is reused)."""
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
-           "OLCLI_BOUNDSCHECK_RUN": "1"}
+           "OLCLI_BOUNDSCHECK_RUN": "1", "OLCLI_KERNELS": "jit"}   # the JIT compiles with the checks
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                            os.path.abspath(__file__), "-k", "fuzz or garbage"],
                           capture_output=True, text=True, env=env,

@@ -89,20 +89,53 @@ def location() -> str:
     return os.environ.get("OLCLI_AOT_DIR") or HERE
 
 
+def _manifest(folder: str):
+    with open(os.path.join(folder, MANIFEST_NAME)) as f:
+        return json.load(f)
+
+
+def candidates() -> list:
+    """Where a build may be, in order: ``location()``; then, unless ``OLCLI_AOT_DIR`` is set,
+    ``olcli/aot`` under every other ``sys.path`` entry: a source checkout run in place
+    (``python -m pytest`` in it imports olcli from the checkout) uses the build that
+    ``pip install .`` of that checkout put in site-packages. Only a build of these very
+    engine sources is ever loaded (its manifest's stamp)."""
+    first = location()
+    if os.environ.get("OLCLI_AOT_DIR"):
+        return [first]
+    found = [first]
+    for entry in sys.path:
+        folder = os.path.join(entry or os.getcwd(), "olcli", "aot")
+        if os.path.abspath(folder) != os.path.abspath(first) and os.path.isfile(os.path.join(folder, MANIFEST_NAME)):
+            found.append(folder)
+    return found
+
+
+def find_build(stamp: str):
+    """(folder, manifest) of the first current build among ``candidates()``, or (None, why not)."""
+    why = None
+    for folder in candidates():
+        try:
+            manifest = _manifest(folder)
+        except FileNotFoundError:
+            why = why or "no ahead-of-time kernels were built (python -m olcli.aot.build)"
+            continue
+        except (OSError, ValueError) as exc:
+            why = why or f"cannot read {os.path.join(folder, MANIFEST_NAME)}: {exc}"
+            continue
+        if manifest.get("stamp") != stamp:
+            why = why or "the ahead-of-time kernels were built from other sources (rebuild: python -m olcli.aot.build)"
+            continue
+        return folder, manifest
+    return None, why
+
+
 def available(stamp: str) -> str:
-    """'' when the compiled module is there and was built from these sources (the engine's
-    ``stamp``), else why not (for the notice)."""
-    folder = location()
-    manifest_path = os.path.join(folder, MANIFEST_NAME)
-    try:
-        with open(manifest_path) as f:
-            manifest = json.load(f)
-    except FileNotFoundError:
-        return "no ahead-of-time kernels were built (python -m olcli.aot.build)"
-    except (OSError, ValueError) as exc:
-        return f"cannot read {manifest_path}: {exc}"
-    if manifest.get("stamp") != stamp:
-        return "the ahead-of-time kernels were built from other sources (rebuild: python -m olcli.aot.build)"
+    """'' when a compiled module built from these sources (the engine's ``stamp``) is found
+    (``find_build``) and loads, else why not (for the notice)."""
+    folder, manifest = find_build(stamp)
+    if folder is None:
+        return manifest
     try:
         modules = {part: _load(folder, part, file_name) for part, file_name in manifest["files"].items()}
         exports = {}
@@ -114,6 +147,7 @@ def available(stamp: str) -> str:
     except (ImportError, KeyError, AttributeError) as exc:
         return f"cannot load the ahead-of-time kernels ({type(exc).__name__}: {exc})"
     _state["exports"] = exports
+    _state["folder"] = folder
     return ""
 
 
@@ -137,6 +171,18 @@ def _load(folder: str, part: str, file_name: str):
 def _exports_of(py_func) -> dict:
     exports = _state["exports"] or {}
     return exports.get(kernel_name(py_func), {})
+
+
+def exported(kernel, args):
+    """The compiled module's function that serves ``kernel`` called with ``args`` (None when
+    the module holds none for their types): for a caller that calls it many times with
+    arguments of the same types, without ``Kernel.__call__``'s look-up each time."""
+    if not isinstance(kernel, Kernel):
+        return None
+    try:
+        return _exports_of(kernel.py_func).get(args_key(args))
+    except KeyError:
+        return None
 
 
 # --- Kernel: what njit returns in this mode ---
@@ -277,6 +323,44 @@ def _listen_for_compiles() -> None:
             pass
 
     event.register("numba:compile", Notice())
+    time_compiles()
+
+
+_compiling = threading.local()
+_compile_seconds = [0.0]
+
+
+def time_compiles() -> None:
+    """Count the seconds Numba's JIT spends compiling in this process (``compile_seconds``):
+    the outermost compiles only (a kernel's compile includes its callees'). Imports Numba."""
+    with _lock:
+        if _state.get("timer"):
+            return
+        _state["timer"] = True
+    import time
+
+    from numba.core import event
+
+    class Timer(event.Listener):
+        def on_start(self, ev):
+            depth = getattr(_compiling, "depth", 0)
+            if depth == 0:
+                _compiling.started = time.perf_counter()
+            _compiling.depth = depth + 1
+
+        def on_end(self, ev):
+            _compiling.depth = getattr(_compiling, "depth", 1) - 1
+            if _compiling.depth == 0:
+                with _lock:
+                    _compile_seconds[0] += time.perf_counter() - _compiling.started
+
+    event.register("numba:compile", Timer())
+
+
+def compile_seconds() -> float:
+    """The seconds this process has spent compiling kernels at run time so far (0.0 with the
+    kernels compiled ahead of time, unless one was missing)."""
+    return _compile_seconds[0]
 
 
 def _notice(name: str) -> None:

@@ -3,10 +3,11 @@
 Two steps, both with Numba's JIT (``OLCLI_KERNELS=jit``, set here):
 
 - ``record`` (a developer's step, after changing what the commands pass to a kernel):
-  run the commands' workload (``WORKLOAD``: every command, algorithm, format,
+  run the commands' workload (olcli warm's tasks: every command, algorithm, format,
   multiclass mode and option kind that selects a different kernel or argument
-  type) and write every argument-type signature Python called an olcli kernel with
-  into ``aot_signatures.json`` (in the repository, beside this file).
+  type; the Python API's matrix input, ``olcli serve``'s one-call path, the Dask
+  workers' line counter) and write every argument-type signature Python called an
+  olcli kernel with into ``aot_signatures.json`` (in the repository, beside this file).
 - ``build`` (at ``pip install``, or by hand): compile every recorded signature with
   ``numba.pycc`` into the extension module ``olcli.aot._aot_kernels`` and write
   ``_aot_kernels.json`` (which exported function serves which kernel and argument
@@ -15,8 +16,7 @@ Two steps, both with Numba's JIT (``OLCLI_KERNELS=jit``, set here):
   from C into the module). The machine code is for this machine's CPU, as the JIT's.
 
 A signature whose arguments are not plain values, arrays and (named) tuples of them
-(olcli serve's one-call context, a kernel passed as an argument) is not compiled
-ahead: those calls take the JIT path.
+(a kernel passed as an argument) is not compiled ahead: those calls take the JIT path.
 """
 
 import argparse
@@ -34,76 +34,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SIGNATURES = os.path.join(HERE, "aot_signatures.json")
 
 
-# --- signatures <-> keys (olcli.aot.value_key gives the same strings from values) ---
+# --- signatures <-> keys: olcli/aot/keys.py ---
 
-def type_key(kind):
-    """The key (aot.value_key's string) of a Numba type, or None when not compiled ahead."""
-    from numba.core import types
-    from numba.np import numpy_support
-
-    if isinstance(kind, types.Boolean):
-        return "bool"
-    if isinstance(kind, (types.Integer, types.Float)) and not isinstance(kind, types.Literal):
-        return kind.name
-    if isinstance(kind, types.NoneType):
-        return "none"
-    if isinstance(kind, types.Bytes):
-        return "bytes" if (kind.dtype == types.uint8 and kind.ndim == 1 and kind.layout == "C"
-                           and not kind.mutable) else None
-    if isinstance(kind, types.Array) and type(kind) is types.Array:
-        dtype = numpy_support.as_dtype(kind.dtype).str
-        return f"a({dtype},{kind.ndim},{kind.layout},{'r' if not kind.mutable else 'w'}{'' if kind.aligned else 'u'})"
-    if isinstance(kind, types.BaseTuple):
-        inner = [type_key(member) for member in kind]
-        if any(one is None for one in inner):
-            return None
-        if isinstance(kind, types.BaseNamedTuple):
-            cls = kind.instance_class
-            return f"n({cls.__module__}.{cls.__qualname__};{','.join(inner)})"
-        return f"t({','.join(inner)})"
-    return None
-
-
-def _split(text: str, separator: str) -> list:
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == separator and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [part for part in parts if part != ""]
-
-
-def key_type(key: str):
-    """The Numba type of a key (type_key's inverse)."""
-    import importlib
-
-    import numpy as np
-    from numba.core import types
-    from numba.np import numpy_support
-
-    if key == "bool":
-        return types.boolean
-    if key == "none":
-        return types.none
-    if key == "bytes":
-        return types.Bytes(types.uint8, 1, "C", readonly=True)
-    if key.startswith("a("):
-        dtype, ndim, layout, flags = key[2:-1].split(",")
-        return types.Array(numpy_support.from_dtype(np.dtype(dtype)), int(ndim), layout,
-                           readonly="r" in flags, aligned="u" not in flags)
-    if key.startswith("t("):
-        return types.BaseTuple.from_types([key_type(one) for one in _split(key[2:-1], ",")])
-    if key.startswith("n("):
-        name, _, inner = key[2:-1].partition(";")
-        module, _, qualname = name.rpartition(".")
-        cls = getattr(importlib.import_module(module), qualname)
-        return types.BaseTuple.from_types([key_type(one) for one in _split(inner, ",")], cls)
-    return getattr(types, key)
+from olcli.aot.keys import _split, key_type, type_key  # noqa: E402,F401
 
 
 # --- record ---
@@ -229,10 +162,12 @@ def build_part(output_dir: str, wanted: dict, part: int, verbose: bool = False) 
 
     from numba.pycc import CC
 
-    modules = sorted({name.partition(":")[0] for name in wanted})
-    for module in modules:
-        importlib.import_module(module)
-    from olcli.engine import parse  # noqa: F401  (the chunk parsers are closures made at import)
+    made = []   # held while the dispatchers are looked for
+    for name in sorted(wanted):
+        module, _, qualname = name.partition(":")
+        found = importlib.import_module(module)
+        if ".<locals>." in qualname:  # a kernel made by a module-level function (scaleout's counter)
+            made.append(getattr(found, qualname.split(".<locals>.")[0])())
 
     dispatchers = _dispatchers()
     cc = CC(f"_aot_kernels_{part}", source_module="olcli.aot")

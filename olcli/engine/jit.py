@@ -24,8 +24,11 @@ Which kernels a process runs (``MODE``, decided when the engine is first importe
 a call needs a type the compiled module lacks), or ``"jit"``, Numba's JIT as above.
 The environment variable ``OLCLI_KERNELS`` chooses: ``jit`` (the development path:
 edit a kernel, run it), ``aot`` (the compiled module when it was built from these
-very sources, else the JIT with a one-line notice). Unset: ``jit`` for now (the
-compiled module does not cover every command yet). The engine modules take
+very sources, else the JIT with a one-line notice saying why). Unset (the default):
+the compiled module when it is there and built from these very sources, else the JIT
+(a source checkout whose engine was edited since its last ``python -m olcli.aot.build``,
+or an install built without a C compiler). Whenever the JIT compiles a kernel, one
+line on stderr says so (``compile_notice``). The engine modules take
 ``njit``, ``intrinsic``, ``overload`` and Numba's names from here, so that in the
 ``aot`` mode none of them imports Numba.
 """
@@ -107,14 +110,16 @@ def register_locators() -> None:
 
 
 def _mode() -> tuple:
-    """(mode, why the compiled kernels are not used or '')."""
+    """(mode, why the compiled kernels are not used when ``OLCLI_KERNELS=aot`` asked for them, or '')."""
     asked = os.environ.get("OLCLI_KERNELS", "").strip().lower()
-    if asked != "aot":
+    if asked == "jit":
         return "jit", ""
     from olcli import aot
 
     why = aot.available(engine_stamp())
-    return ("jit", why) if why else ("aot", "")
+    if not why:
+        return "aot", ""
+    return "jit", why if asked == "aot" else ""
 
 
 MODE, WHY_NOT_AOT = _mode()
@@ -131,5 +136,8 @@ else:
     from numba.extending import intrinsic, overload
 
     register_locators()
+    from olcli import aot as _aot
+
+    _aot.time_compiles()
     if WHY_NOT_AOT:
         sys.stderr.write(f"olcli: OLCLI_KERNELS=aot, but {WHY_NOT_AOT}: using Numba's JIT\n")

@@ -14,11 +14,16 @@ the same code; the link (``identity``/``logistic``) is the only arithmetic added
 ``learner.logistic`` is (other links are left to the batch path).
 
 What a call costs besides the work (~1 µs for one click-log line): its arguments are the
-request's bytes, the address of one ``Context`` (every other array; ~15 arrays passed one by
-one cost ~0.5 µs, the context object itself ~0.07 µs more than an int) with its type, and three
-None-or-True flags; inside, the arrays are borrowed views (engine/borrowed.py: no reference
-counting, ~1 µs otherwise), the parser's arrays, the predictions and the reply text are the
-context's buffers (no allocation per call), and the reply is written in place.
+request's bytes, the address of the descriptors of every other array (``descriptors``: the
+model's state, the settings, the parser's buffers, the reply buffer; ~30 arrays, laid out as
+Numba lays out a tuple of arrays, without owners) and four None-or-True flags. Passing the
+~30 arrays themselves cost ~9 µs a call (each unboxed, given an owner and released by the
+compiled function's wrapper) against ~1.5 µs for these plain values. Inside, the arrays are
+borrowed views (engine/borrowed.py: no reference counting), the parser's arrays, the
+predictions and the reply text are buffers allocated once (no allocation per call), and the
+reply is written in place. The arguments are plain values so that the entries are compiled
+ahead of time like every other kernel (olcli/aot): ``olcli serve`` compiles nothing; the
+compiled function is called directly, without typing its arguments on every call.
 
 Anything the fast path does not do (a bad line, a diverged prediction, multiclass
 probabilities, learning, an algorithm without an entry here) is left to the batch path:
@@ -32,12 +37,9 @@ algorithm (an algorithm missing from ``ENTRIES`` simply has no fast path).
 import math
 
 import numpy as np
-from numba import typeof
-from numba.core import cgutils, types
-from numba.experimental import structref
-from numba.extending import intrinsic, overload
 
-from olcli.engine.jit import njit
+from olcli.engine import jit
+from olcli.engine.jit import intrinsic, njit, types
 from olcli.engine import adagrad, adagrad_dual, coin, ftrl, gd, mixture, scinol1, scinol2, sgd
 from olcli.engine.format import write_lines
 from olcli.engine.parse import MAX_EXAMPLE_FEATURES, parse_buffers, parse_into
@@ -53,92 +55,66 @@ BAD_LINES = -1
 DIVERGED = -2
 
 
-@structref.register
-class ContextType(types.StructRef):
-    def preprocess_fields(self, fields):
-        return tuple((name, types.unliteral(kind)) for name, kind in fields)
+# The arrays an entry reads, as ``olcli.aot.value_key`` names their types (``{spec}``: the
+# feature spec's dtype, int8 when every entry fits, else int64): ``LinePredictor`` checks its
+# arrays against it before it passes their descriptors.
+ARRAYS_KEY = ("t(a(<f8,2,C,w),a(<f8,1,C,w),a(<f8,1,C,w),a(<f8,1,C,w),a(<f8,1,C,w),a({spec},1,C,w),"
+              "a(<i8,2,C,w),a(<i8,1,C,w),a(<f8,1,C,w),a(<f8,2,C,w),a(<f8,2,C,w),a(<f8,1,C,w),a(|u1,1,C,w),"
+              "t(a(<f8,1,C,w),a(<f8,1,C,w),a(<f8,1,C,w),a(<i8,2,C,w),a(<i8,1,C,w),a(<i8,1,C,w),a(<i4,1,C,w),"
+              "a(<f8,1,C,w),a(|u1,1,C,w),a(<i8,2,C,w),a(<i8,1,C,w),a(<i8,2,C,w),a(<u8,1,C,w),a(<i8,1,C,w),"
+              "a(<i8,1,C,w)),a(<f8,1,C,w))")
+SPEC_DTYPES = {True: "|i1", None: "<i8"}   # by the entries' ``narrow`` flag
 
 
-class Context(structref.StructRefProxy):
-    """Every array an entry reads or fills but the request's bytes, in one object (``new_context``):
-    Numba unboxes it as one argument, where passing the ~15 arrays themselves cost ~0.5 µs a call."""
+def descriptors(arrays) -> np.ndarray:
+    """The arrays (a tuple of arrays and tuples of them) as Numba lays out such a tuple: for
+    each array, in order, its owner (meminfo) and parent pointers (0: none, a borrowed view),
+    its size, item size, data address, shape and strides, each 8 bytes, with no padding
+    between (every field is 8 bytes wide). Valid while the arrays live."""
+    words = []
 
-
-structref.define_boxing(ContextType, Context)
-
-
-def _context(arrays):
-    raise NotImplementedError("_context() is for compiled code")
-
-
-@overload(_context)
-def _context_overload(arrays):
-    context_type = ContextType([("arrays", arrays)])
-
-    def build(arrays):
-        context = structref.new(context_type)
-        context.arrays = arrays
-        return context
-    return build
-
-
-@njit(cache=True)
-def new_context(arrays):
-    """A Context holding ``arrays`` (the tuple ``_reply`` unpacks): the model's state, counters,
-    scalars, the settings and feature spec, the tally, the reply buffer, the parser's buffers
-    and the predictions buffer."""
-    return _context(arrays)
-
-
-def _without_owners(cgctx, builder, kind, value):
-    """``value`` (of Numba type ``kind``) with every array in it an array without an owner."""
-    if isinstance(kind, types.Array):
-        array = cgutils.create_struct_proxy(kind)(cgctx, builder, value=value)
-        array.meminfo = cgutils.get_null_value(array.meminfo.type)
-        array.parent = cgutils.get_null_value(array.parent.type)
-        return array._getvalue()
-    if isinstance(kind, types.BaseTuple):
-        for k, member in enumerate(kind):
-            value = builder.insert_value(value, _without_owners(cgctx, builder, member,
-                                                                builder.extract_value(value, k)), k)
-    return value
+    def add(value):
+        if isinstance(value, tuple):
+            for member in value:
+                add(member)
+        else:
+            words.extend((0, 0, value.size, value.itemsize, value.__array_interface__["data"][0], *value.shape,
+                          *value.strides))
+    add(arrays)
+    return np.array(words, np.int64)
 
 
 @intrinsic
-def _arrays_at(typingctx, address_type, context_typeref):
-    """The arrays of the ``Context`` whose payload is at ``address`` (``context._meminfo.data``),
-    its type given by ``context_typeref``, as borrowed views (engine/borrowed.py): the same
-    arrays without an owner, so that neither taking them out of the context nor passing them on
-    counts references (an atomic increment and decrement of each of ~30 arrays, ~0.3 µs a call,
-    otherwise). The entry gets the address (an int) rather than the context object: unboxing a
-    structref proxy (its ``_meminfo`` attribute, the MemInfo object) cost ~0.07 µs more per call
-    and touches more of Python's objects after the client's turn on the CPU. Valid while the
-    context is alive: ``LinePredictor`` holds it."""
-    context_type = context_typeref.instance_type
-    arrays_type = context_type.field_dict["arrays"]
+def _arrays_at(typingctx, address_type, narrow_type):
+    """The tuple of arrays whose ``descriptors`` are at ``address``, typed as ``ARRAYS_KEY``
+    says (the spec int8 when ``narrow`` is True, int64 when None): views without owners, so
+    that neither taking them out of the tuple nor passing them on counts references (an
+    atomic increment and decrement of each of ~30 arrays, ~0.3 µs a call, otherwise)."""
+    from olcli.aot.keys import key_type
+
+    narrow = None if isinstance(narrow_type, types.NoneType) else True
+    arrays_type = key_type(ARRAYS_KEY.format(spec=SPEC_DTYPES[narrow]))
 
     def codegen(cgctx, builder, signature, args):
-        payload_type = context_type.get_data_type()
-        pointer_type = cgctx.data_model_manager[payload_type].get_value_type().as_pointer()
-        payload = cgutils.create_struct_proxy(payload_type)(cgctx, builder,
-                                                            ref=builder.inttoptr(args[0], pointer_type))
-        return _without_owners(cgctx, builder, arrays_type, payload.arrays)
+        pointer = builder.inttoptr(args[0], cgctx.get_value_type(arrays_type).as_pointer())
+        return builder.load(pointer)
 
-    return arrays_type(address_type, context_typeref), codegen
+    return arrays_type(address_type, narrow_type), codegen
 
 
 @njit(inline="always")
-def _reply(run_chunk, run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass):
+def _reply(run_chunk, run_chunk_multiclass, data, address, libsvm, interacting, multiclass, narrow):
     """Parse ``data`` (bytes of whole lines) into the context's parser buffers, predict every
     example without learning (accounting into the tally arrays), write the reply lines into
     the context's ``out``; returns their length, or BAD_LINES / DIVERGED (nothing written; the
     tally may have counted the examples before a divergence, as the batch path's does).
-    ``libsvm``, ``interacting`` and ``multiclass`` are None or not (types, not values): Numba
-    compiles only the parser branch and the example loop a model uses."""
-    # Borrowed views: the context (at ``address``, of type ``kind``) holds the arrays, and the
-    # callees take the views without counting references (~1 µs a call otherwise).
+    ``libsvm``, ``interacting``, ``multiclass`` and ``narrow`` are None or True (types, not
+    values): Numba compiles only the parser branch and the example loop a model uses; the
+    arrays are at ``address`` (``descriptors``, their types ``ARRAYS_KEY``)."""
+    # Borrowed views: the caller holds the arrays, and the callees take the views without
+    # counting references (~1 µs a call otherwise).
     (state, counters, scalars, params, config, namespace_mode, interactions, lengths, stats, auc, progress,
-     holdout, out, buffers, predicted) = _arrays_at(address, kind)
+     holdout, out, buffers, predicted) = _arrays_at(address, narrow)
     buf = np.frombuffer(data, np.uint8)
     (n, labels, importance, base, tags, example_line, row_ptr, index, value, feature_count, n_errors, errors,
      n_lines, names, consumed) = parse_into(buf, np.int64(config[K_MASK]), np.int64(config[K_CONSTANT]),
@@ -178,49 +154,49 @@ def _reply(run_chunk, run_chunk_multiclass, data, address, kind, libsvm, interac
 # Not nogil: the server calls them from its one event loop thread, where releasing and taking
 # the GIL back cost ~0.1 µs a call for nothing.
 @njit(cache=True)
-def reply_adagrad(data, address, kind, libsvm, interacting, multiclass):
-    return _reply(adagrad.run_chunk, adagrad.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
+def reply_adagrad(data, address, libsvm, interacting, multiclass, narrow):
+    return _reply(adagrad.run_chunk, adagrad.run_chunk_multiclass, data, address, libsvm, interacting, multiclass, narrow)
 
 
 @njit(cache=True)
-def reply_adagrad_dual(data, address, kind, libsvm, interacting, multiclass):
-    return _reply(adagrad_dual.run_chunk, adagrad_dual.run_chunk_multiclass, data, address, kind, libsvm,
-                  interacting, multiclass)
+def reply_adagrad_dual(data, address, libsvm, interacting, multiclass, narrow):
+    return _reply(adagrad_dual.run_chunk, adagrad_dual.run_chunk_multiclass, data, address, libsvm,
+                  interacting, multiclass, narrow)
 
 
 @njit(cache=True)
-def reply_ftrl(data, address, kind, libsvm, interacting, multiclass):
-    return _reply(ftrl.run_chunk, ftrl.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
+def reply_ftrl(data, address, libsvm, interacting, multiclass, narrow):
+    return _reply(ftrl.run_chunk, ftrl.run_chunk_multiclass, data, address, libsvm, interacting, multiclass, narrow)
 
 
 @njit(cache=True)
-def reply_scinol1(data, address, kind, libsvm, interacting, multiclass):
-    return _reply(scinol1.run_chunk, scinol1.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
+def reply_scinol1(data, address, libsvm, interacting, multiclass, narrow):
+    return _reply(scinol1.run_chunk, scinol1.run_chunk_multiclass, data, address, libsvm, interacting, multiclass, narrow)
 
 
 @njit(cache=True)
-def reply_scinol2(data, address, kind, libsvm, interacting, multiclass):
-    return _reply(scinol2.run_chunk, scinol2.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
+def reply_scinol2(data, address, libsvm, interacting, multiclass, narrow):
+    return _reply(scinol2.run_chunk, scinol2.run_chunk_multiclass, data, address, libsvm, interacting, multiclass, narrow)
 
 
 @njit(cache=True)
-def reply_sgd(data, address, kind, libsvm, interacting, multiclass):
-    return _reply(sgd.run_chunk, sgd.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
+def reply_sgd(data, address, libsvm, interacting, multiclass, narrow):
+    return _reply(sgd.run_chunk, sgd.run_chunk_multiclass, data, address, libsvm, interacting, multiclass, narrow)
 
 
 @njit(cache=True)
-def reply_gd(data, address, kind, libsvm, interacting, multiclass):
-    return _reply(gd.run_chunk, gd.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
+def reply_gd(data, address, libsvm, interacting, multiclass, narrow):
+    return _reply(gd.run_chunk, gd.run_chunk_multiclass, data, address, libsvm, interacting, multiclass, narrow)
 
 
 @njit(cache=True)
-def reply_coin(data, address, kind, libsvm, interacting, multiclass):
-    return _reply(coin.run_chunk, coin.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
+def reply_coin(data, address, libsvm, interacting, multiclass, narrow):
+    return _reply(coin.run_chunk, coin.run_chunk_multiclass, data, address, libsvm, interacting, multiclass, narrow)
 
 
 @njit(cache=True)
-def reply_mix(data, address, kind, libsvm, interacting, multiclass):
-    return _reply(mixture.run_chunk, mixture.run_chunk_multiclass, data, address, kind, libsvm, interacting, multiclass)
+def reply_mix(data, address, libsvm, interacting, multiclass, narrow):
+    return _reply(mixture.run_chunk, mixture.run_chunk_multiclass, data, address, libsvm, interacting, multiclass, narrow)
 
 
 ENTRIES = {"adagrad": reply_adagrad, "adagrad-dual": reply_adagrad_dual, "ftrl": reply_ftrl,
@@ -273,6 +249,7 @@ class LinePredictor:
         self._libsvm = True if model.input_format == "libsvm" else None
         self._interacting = True if len(features.lengths) else None
         self._multiclass = True if model.classes else None
+        self._narrow = True if spec.dtype == np.int8 else None
         self._grow(1 << 12)
 
     @staticmethod
@@ -295,29 +272,43 @@ class LinePredictor:
             data = bytes(data)  # the entry is compiled for bytes
             if len(data) > self._capacity:
                 self._grow(len(data))
-        size = self._call(data, self._address, self._kind, self._libsvm, self._interacting, self._multiclass)
+        call = self._call
+        if call is None:
+            return None  # no compiled entry for this kind of model (``_grow``): the batch path answers
+        size = call(data, self._address, self._libsvm, self._interacting, self._multiclass, self._narrow)
         if size < 0:
             return None
         return self._view[:size].tobytes()
 
     def _grow(self, length: int) -> None:
-        """The buffers for reads of up to ``length`` bytes, allocated once (``Context``): the
-        parser's arrays (engine/parse.py ``parse_buffers``), the predictions, and the reply: an
-        example takes at least 2 bytes of input (a character and '\\n') and at most 33 of reply
-        plus its tag (part of the input)."""
+        """The buffers for reads of up to ``length`` bytes, allocated once: the parser's arrays
+        (engine/parse.py ``parse_buffers``), the predictions, and the reply: an example takes at
+        least 2 bytes of input (a character and '\\n') and at most 33 of reply plus its tag
+        (part of the input). Then the entry's compiled function for these arguments, called
+        directly (their types never change: the same arrays; the input is always bytes). With
+        the kernels compiled ahead of time (``jit.MODE == "aot"``) an entry the module lacks (a
+        kind of model ``olcli.aot.build record`` did not meet) is not compiled at run time:
+        ``reply`` returns None and the batch path, compiled ahead too, answers."""
         self._out = np.empty(33 * (length // 2 + 1) + length, np.uint8)
         self._view = memoryview(self._out)  # slices of a memoryview cost less than an array's
         self._capacity = length
         buffers = parse_buffers(length)
-        self._context = new_context((*self._fixed, self._out, buffers, np.empty(len(buffers[0]))))
-        # the entry reads the context at its payload's address (held alive here by _context)
-        self._address, self._kind = self._context._meminfo.data, typeof(self._context)
-        arguments = (b"", self._address, self._kind, self._libsvm, self._interacting, self._multiclass)
+        self._arrays = (*self._fixed, self._out, buffers, np.empty(len(buffers[0])))
+        self._call = None
+        from olcli import aot
+
+        if aot.value_key(self._arrays) != ARRAYS_KEY.format(spec=SPEC_DTYPES[self._narrow]):
+            return  # arrays of other types than the entries read: the batch path answers
+        self._descriptors = descriptors(self._arrays)   # held here, with the arrays, while used
+        self._address = self._descriptors.__array_interface__["data"][0]
+        arguments = (b"", self._address, self._libsvm, self._interacting, self._multiclass, self._narrow)
+        if jit.MODE == "aot":
+            self._call = aot.exported(self._entry, arguments)
+            return
+        from numba import typeof
+
+        self._entry(*arguments)  # load or compile it
         self._call = self._entry
-        self._call(*arguments)  # load or compile it
-        # The compiled function itself, without the dispatcher's typing of its arguments on every
-        # call: their types never change (the same context; the input is always bytes). The
-        # dispatcher if Numba has no such entry.
         overload = self._entry.overloads.get(tuple(typeof(a) for a in arguments))
         if overload is not None and getattr(overload, "entry_point", None) is not None:
             self._call = overload.entry_point
