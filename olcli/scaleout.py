@@ -80,6 +80,14 @@ def _dask():
     return dask, distributed
 
 
+def _dask_installed() -> None:
+    """MissingExtra naming the extra to install when Dask is not there; imports nothing."""
+    from importlib.util import find_spec
+
+    if find_spec("dask") is None or find_spec("distributed") is None:
+        raise MissingExtra(FEATURE, "dask")
+
+
 # --------------------------------------------------------------------------------------------
 # Shards
 
@@ -571,6 +579,37 @@ _NOT_DASK = ("is not a Dask scheduler ({why}); give the address `dask scheduler`
              "(tcp://HOST:8786 by default), not a web, dashboard or olcli serve port")
 
 
+def _scheduler_address(address: str) -> tuple:
+    """(scheme, host, port) of a scheduler address as Dask reads it: ``[SCHEME://]HOST[:PORT]``,
+    the scheme tcp and the port 8786 when left out, an IPv6 host in brackets (``[::1]:8786``)
+    or bare without a port. Parsed here, without importing Dask, so that a wrong address is
+    an error before the seconds ``import distributed`` takes."""
+    scheme, separator, location = address.partition("://")
+    if not separator:
+        scheme, location = "tcp", address
+    port = ""
+    if location.startswith("["):
+        host, closed, rest = location[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            raise ClusterError(f"--scheduler {address!r} is not an address like tcp://HOST:8786 (an IPv6 host "
+                               "goes in brackets: tcp://[::1]:8786)")
+        port = rest[1:]
+    elif location.count(":") == 1:
+        host, port = location.split(":")
+    else:  # a host alone, or a bare IPv6 address
+        host = location
+    if scheme == "tcp" and not host:
+        raise ClusterError(f"--scheduler {address!r} is not an address like tcp://HOST:8786 (no host)")
+    try:
+        number = int(port) if port else 8786
+    except ValueError:
+        number = -1
+    if not 0 < number < 65536:
+        raise ClusterError(f"--scheduler {address!r} is not an address like tcp://HOST:8786 (the port {port!r} "
+                           "is not a number from 1 to 65535)")
+    return scheme, host, number
+
+
 def probe_scheduler(address: str) -> None:
     """Check, before Dask's client talks to it, that ``address`` is a Dask scheduler: a
     scheduler sends its handshake (an 8-byte frame length, then a small message) as soon as it
@@ -581,15 +620,9 @@ def probe_scheduler(address: str) -> None:
     Only tcp:// addresses are probed (tls://, ucx:// and others go to Dask as given)."""
     import struct
 
-    from distributed.comm.addressing import parse_address, parse_host_port
-
-    try:
-        scheme, location = parse_address(address)
-        if scheme != "tcp":
-            return
-        host, port = parse_host_port(location, 8786)
-    except (ValueError, TypeError) as exc:
-        raise ClusterError(f"--scheduler {address!r} is not an address like tcp://HOST:8786 ({exc})") from None
+    scheme, host, port = _scheduler_address(address)
+    if scheme != "tcp":
+        return
     try:
         connection = socket.create_connection((host, port), timeout=PROBE_SECONDS)
     except socket.timeout:
@@ -653,6 +686,8 @@ class Cluster:
         self._stack.append(manager)
 
     def start(self, algorithm: str = "adagrad", classes: int = 0) -> "Cluster":
+        if self.workers is None:  # is it a Dask scheduler? Known in seconds, before importing Dask takes its own
+            probe_scheduler(self.scheduler)
         dask, distributed = _dask()
         started = time.perf_counter()
         self._enter(_quiet_dask_logs())
@@ -670,8 +705,7 @@ class Cluster:
             self.client = distributed.Client(self.cluster, set_as_default=False)
             self.dashboard = self.cluster.dashboard_link
             self.client.register_plugin(_worker_plugin())
-        else:
-            probe_scheduler(self.scheduler)
+        else:  # probed above, before Dask was imported
             try:
                 self.client = distributed.Client(self.scheduler, timeout=CONNECT_SECONDS, set_as_default=False)
             except Exception as exc:
@@ -1043,7 +1077,7 @@ def execute(session, options, cluster_options: dict, prediction_output=None, ext
     from olcli.run import RunResult
 
     check_options(options, cluster_options, prediction_output)
-    _dask()
+    _dask_installed()
     learner = session.learner
     session.finished = True  # from here on this function reports whatever happens
     started_examples = float(learner.model.counters[C_EXAMPLES])

@@ -587,3 +587,28 @@ def test_a_line_cut_by_the_client_closing_is_not_learned(data, server, tmp_path)
     assert srv.proc.wait(30) == 0
     s.close()
     assert olcli.load(out).counters["examples"] == olcli.load(data["a"]).counters["examples"] + 15
+
+
+@pytest.mark.parametrize("address, expected", [
+    ("tcp://127.0.0.1:8786", ("tcp", "127.0.0.1", 8786)),
+    ("127.0.0.1", ("tcp", "127.0.0.1", 8786)),          # Dask's defaults: tcp, port 8786
+    ("localhost:9000", ("tcp", "localhost", 9000)),
+    ("tcp://[::1]:9000", ("tcp", "::1", 9000)),
+    ("[::1]", ("tcp", "::1", 8786)),
+    ("::1", ("tcp", "::1", 8786)),                     # a bare IPv6 address has no port
+    ("tls://scheduler.example:8786", ("tls", "scheduler.example", 8786)),
+])
+def test_scheduler_addresses_are_read_as_dask_reads_them(address, expected):
+    from olcli import scaleout
+
+    assert scaleout._scheduler_address(address) == expected
+
+
+@pytest.mark.parametrize("address", ["tcp://host:abc", "tcp://:8786", "[::1", "host:0", "host:70000"])
+def test_a_malformed_scheduler_address_is_refused_before_dask_is_imported(address):
+    code = ("import sys\nfrom olcli import scaleout\ntry:\n    scaleout.probe_scheduler(sys.argv[1])\n"
+            "except scaleout.ClusterError as exc:\n    print(exc)\nprint('distributed' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code, address], capture_output=True, text=True, timeout=120)
+    message, imported = done.stdout.strip().splitlines()
+    assert f"--scheduler {address!r} is not an address like tcp://HOST:8786" in message
+    assert imported == "False"
