@@ -147,8 +147,8 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
             compiling = compile_seconds() - compiled_before
             result.report = _report(learner, options, time.perf_counter() - started - compiling, progress,
                                     bad_lines, best, pass_number, examples)
-            if compiling > 0:
-                result.report["compile_seconds"] = compiling
+            if compile_seconds() > 0:  # every compile of this process (before the run too: loading the kernels)
+                result.report["compile_seconds"] = compile_seconds()
     return result
 
 
