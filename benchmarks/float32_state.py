@@ -1,7 +1,7 @@
 """Would float32 learner state be worth it? The same examples learned with float64
 and with float32 state, every algorithm, default parameters, logistic loss, -b 18.
 
-    python benchmarks/float32_state.py [--runs 3] [--data DIR]
+    python -m benchmarks.float32_state [--runs 3] [--data DIR]
 
 Each file is parsed once; then the learning kernel alone (``Learner.process``, the one
 door to the algorithm's kernel, the part the state's dtype can change) runs over all its
@@ -14,9 +14,7 @@ version per state dtype), so nothing here changes the product; it measures wheth
 it should change.
 """
 
-import os
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -27,8 +25,7 @@ from olcli.inputs import read_chunks
 from olcli.learner import Learner
 from olcli.parsing import batch_of, parse_chunk
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from setup_data import click_log, parse_arguments, require, shared_file  # noqa: E402
+from benchmarks.setup_data import click_log, parse_arguments, require, shared_file  # noqa: E402
 
 BITS = 18
 

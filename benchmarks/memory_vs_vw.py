@@ -1,6 +1,6 @@
 """Peak memory of olcli and VW side by side (issue 26): the same data, the same -b.
 
-    python benchmarks/memory_vs_vw.py [--data DIR] [--work DIR] [--bits 18,24,26,28]
+    python -m benchmarks.memory_vs_vw [--data DIR] [--work DIR] [--bits 18,24,26,28]
                                       [--click-lines 1000000] [--skip-click] [--aot-dir DIR]
 
 Each run is one process started the way a user starts it (``olcli train`` from the
@@ -29,8 +29,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from setup_data import generated  # noqa: E402
+from benchmarks.setup_data import generated  # noqa: E402
 
 VENV = os.path.dirname(sys.executable)
 OLCLI = os.path.join(VENV, "olcli")

@@ -1,6 +1,6 @@
 """CLI wall time before and after the Learner refactor (6efe182), same files, same run.
 
-    python benchmarks/refactor_before_after.py [--baseline /work/baseline] [--current REPO]
+    python -m benchmarks.refactor_before_after [--baseline /work/baseline] [--current REPO]
                                                [--revisions REV ...] [--runs 7] [--cold]
                                                [--data DIR] [--work DIR] [--out FILE]
 
@@ -313,8 +313,7 @@ def main():
         import json
 
         return kernel_worker(json.loads(args.kernel_worker), args.kernel_reps)
-    sys.path.insert(0, HERE)
-    from setup_data import click_log  # olcli.datagen: imported only here, the baseline has none
+    from benchmarks.setup_data import click_log  # olcli.datagen: imported only here, the baseline has none
 
     data = args.data
     startup = os.path.join(args.work, "a9a_100.vw")
@@ -422,7 +421,7 @@ def main():
     report = "\n".join([
         "# CLI wall time before and after the Learner refactor",
         "",
-        f"`python benchmarks/refactor_before_after.py --runs {args.runs}"
+        f"`python -m benchmarks.refactor_before_after --runs {args.runs}"
         + (f" --revisions {' '.join(args.revisions)}" if args.revisions else "") + f"`; {date}. "
         f"Machine: {model_name}, {os.cpu_count()} cores (timings noisy: CPU steal, other processes); "
         f"Python {platform.python_version()}. Load average (1 min) at the start "

@@ -8,7 +8,7 @@ closed port (connection refused); a listening socket whose accept queue is full 
 dropped: what an unroutable address looks like, on loopback); an address that does not parse;
 and, as the control, a real Dask scheduler (with one worker), where the run must succeed.
 
-    python benchmarks/scheduler_wrong_peer.py [-o benchmarks/results/scheduler_wrong_peer.json]
+    python -m benchmarks.scheduler_wrong_peer [-o benchmarks/results/scheduler_wrong_peer.json]
 """
 
 import argparse
@@ -27,7 +27,6 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from olcli import datagen  # noqa: E402
 

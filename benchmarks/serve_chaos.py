@@ -1,5 +1,5 @@
 """Chaos run of ``olcli serve`` (issue 31): events at random moments of the server's life, and
-after each one a check of what the serving guarantees promise (/work/notes/serving.md).
+after each one a check of what the serving guarantees promise (docs/serving.md).
 
 Events (weights in EVENTS):
 
@@ -28,7 +28,7 @@ Events (weights in EVENTS):
 - ``serving_signal``: SIGTERM or SIGINT to the predicting server while clients send. Promise:
   exit 0 within its shutdown time, files removed; every reply a client got is a whole line.
 
-    python benchmarks/serve_chaos.py --events 500 [--seed 1] [-o benchmarks/results/serve_chaos.json]
+    python -m benchmarks.serve_chaos --events 500 [--seed 1] [-o benchmarks/results/serve_chaos.json]
 
 Loopback only; every process started here is stopped here.
 """
@@ -49,7 +49,6 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from olcli import datagen  # noqa: E402
 

@@ -12,7 +12,7 @@ this process's GIL), and this process sends single lines on the line protocol on
 another (2 ms apart), timing each from send to reply; the same single lines with nothing else
 running are the reference.
 
-    python benchmarks/serve_fairness.py [--rounds 5] [--slices 65536:4096,16384:1024] [-o ...]
+    python -m benchmarks.serve_fairness [--rounds 5] [--slices 65536:4096,16384:1024] [-o ...]
 
 Loopback only; every process started here is stopped here.
 """
@@ -22,17 +22,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from olcli import datagen  # noqa: E402
-from serve_chaos import BIG_CLIENT, PY, _quantiles, commit, olcli, recv_lines  # noqa: E402
+from benchmarks.serve_chaos import BIG_CLIENT, PY, _quantiles, commit, olcli, recv_lines  # noqa: E402
 
 # The server with another slice size; and every event-loop step (one callback: a task's run up to
 # its next await, a protocol's data_received) of more than 2 ms written to STEPS with its wall

@@ -11,7 +11,7 @@ Schemathesis is not an olcli dependency (no test uses it): install it in a separ
 environment at benchmark time, so that its pinned Hypothesis does not change olcli's:
 
     python -m venv /tmp/fuzzvenv && /tmp/fuzzvenv/bin/pip install schemathesis
-    python benchmarks/serve_fuzz.py [--examples 300] [--schemathesis /tmp/fuzzvenv/bin/schemathesis]
+    python -m benchmarks.serve_fuzz [--examples 300] [--schemathesis /tmp/fuzzvenv/bin/schemathesis]
 
 Results: benchmarks/results/serve_fuzz.json (requests by operation and status, every check
 failure; Schemathesis' raw event stream is not kept).
@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from olcli import datagen  # noqa: E402
 

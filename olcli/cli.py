@@ -535,7 +535,7 @@ def serve(
     log_format: str = typer.Option("text", "--log-format", help="Event log on stderr: text or json."),
 ):
     """Serve a model: VW's daemon line protocol, and HTTP/JSON with --http-port."""
-    with signals.immediate():   # start-up: a signal stops it at once, also while importing (issue 31)
+    with signals.immediate():   # start-up: a signal stops it at once, also while importing
         from olcli.serve import ServeOptions, serve as run_server
 
     run_server(ServeOptions(
