@@ -610,6 +610,20 @@ def _scheduler_address(address: str) -> tuple:
     return scheme, host, number
 
 
+def _connect(host: str, port: int) -> socket.socket:
+    """A TCP connection to the scheduler. A scheduler started a moment ago (`dask scheduler ... &`
+    just before olcli) may not listen yet: a refused connection is tried again, every 0.1 s,
+    for PROBE_SECONDS, as Dask's own client retries."""
+    refused_until = time.monotonic() + PROBE_SECONDS
+    while True:
+        try:
+            return socket.create_connection((host, port), timeout=PROBE_SECONDS)
+        except ConnectionRefusedError:
+            if time.monotonic() >= refused_until:
+                raise
+            time.sleep(0.1)
+
+
 def probe_scheduler(address: str) -> None:
     """Check, before Dask's client talks to it, that ``address`` is a Dask scheduler: a
     scheduler sends its handshake (an 8-byte frame length, then a small message) as soon as it
@@ -624,7 +638,7 @@ def probe_scheduler(address: str) -> None:
     if scheme != "tcp":
         return
     try:
-        connection = socket.create_connection((host, port), timeout=PROBE_SECONDS)
+        connection = _connect(host, port)
     except socket.timeout:
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: no answer to a connection within "
                            f"{PROBE_SECONDS:g} s (is the address routable from here, and the port open? olcli never "

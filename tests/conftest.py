@@ -30,7 +30,12 @@ os.environ.setdefault("NUMBA_CACHE_DIR", _engine_cache_dir())
 # The suite's own temporary directory (the tests' processes inherit TMPDIR), so that the check
 # below for olcli temporaries left behind sees only the suite's, not those of other olcli
 # processes running on the machine at the same time.
-_SUITE_TMP = tempfile.mkdtemp(prefix="suite-tmp-")
+# Made once per test run: this module is imported again as `tests.conftest` or `conftest` by
+# tests that take its constants, and a run of pytest that a test starts inherits the folder.
+if "OLCLI_SUITE_TMP" not in os.environ:
+    os.environ["OLCLI_SUITE_TMP"] = tempfile.mkdtemp(prefix="st-")
+    os.environ["OLCLI_SUITE_TMP_OWNER"] = str(os.getpid())
+_SUITE_TMP = os.environ["OLCLI_SUITE_TMP"]
 os.environ["TMPDIR"] = _SUITE_TMP
 tempfile.tempdir = None
 
@@ -77,7 +82,7 @@ def _no_temporary_files_left():
     before = _olcli_temporaries()
     yield
     left = _olcli_temporaries() - before
-    if not left:
+    if not left and os.environ.get("OLCLI_SUITE_TMP_OWNER") == str(os.getpid()):
         import shutil
 
         shutil.rmtree(_SUITE_TMP, ignore_errors=True)

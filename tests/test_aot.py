@@ -283,3 +283,20 @@ def test_value_keys_are_numbas_types():
         kind = typeof(value)
         assert value_key(value) == type_key(kind), (value, kind)
         assert key_type(type_key(kind)) == kind
+
+
+def test_an_engine_module_imported_after_the_jit_started_gets_numbas_real_names():
+    """With the kernels compiled ahead of time, an intrinsic or overload is deferred until the
+    JIT is needed; a module imported after that moment (scinol_common, first imported once
+    murmur3_32 had been JIT-compiled) must get the real one, or its kernels fail to compile
+    ("name '_prefetch' is not defined")."""
+    code = ("from olcli.engine import jit\nprint(jit.MODE)\n"
+            "from olcli.aot import _Deferred, activate_jit\nactivate_jit()\n"
+            "from olcli.engine import scinol_common\nprint(isinstance(scinol_common._prefetch, _Deferred))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OLCLI_KERNELS": "aot"}, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    mode, deferred = done.stdout.split()
+    if mode != "aot":
+        pytest.skip("no current ahead-of-time build here: the engine uses Numba's own names")
+    assert deferred == "False"

@@ -139,10 +139,10 @@ def test_a_signal_while_the_model_loads_stops_at_once(cli, tmp_path, monkeypatch
     real_decode = model_file.decode
     reached = []
 
-    def decode_with_a_signal(raw, path):
+    def decode_with_a_signal(raw, path, *rest, **options):
         os.kill(os.getpid(), signal.SIGTERM)
         reached.append("after the signal")  # the handler raises before this line in the immediate phase
-        return real_decode(raw, path)
+        return real_decode(raw, path, *rest, **options)
 
     monkeypatch.setattr(model_file, "decode", decode_with_a_signal)
     code, _, err = cli("train", "d.vw", "-i", "m.olm", "-f", "m.olm", "--report", "r.json")

@@ -265,22 +265,35 @@ class _Deferred:
 _deferred_overloads = []
 
 
+def _deferred(make):
+    """A _Deferred name, or the real one at once when the JIT is already active: activate_jit
+    replaces the deferred names of the modules imported before it ran, so a module imported
+    after it (an engine module first used once something was JIT-compiled) must get real ones."""
+    return make() if _state["jit"] else _Deferred(make)
+
+
 def intrinsic(*args, **options):
     from functools import partial
 
     if args and callable(args[0]) and not options:
         function = args[0]
-        return _Deferred(lambda: __import__("numba.extending", fromlist=["intrinsic"]).intrinsic(function))
+        return _deferred(lambda: __import__("numba.extending", fromlist=["intrinsic"]).intrinsic(function))
     return partial(_intrinsic_with, options)
 
 
 def _intrinsic_with(options, function):
-    return _Deferred(lambda: __import__("numba.extending", fromlist=["intrinsic"]).intrinsic(**options)(function))
+    return _deferred(lambda: __import__("numba.extending", fromlist=["intrinsic"]).intrinsic(**options)(function))
 
 
 def overload(target, **options):
     def register(implementation):
-        _deferred_overloads.append((target, options, implementation))
+        with _lock:
+            if _state["jit"]:
+                from numba.extending import overload as numba_overload
+
+                numba_overload(target, **options)(implementation)
+            else:
+                _deferred_overloads.append((target, options, implementation))
         return implementation
     return register
 
@@ -288,7 +301,7 @@ def overload(target, **options):
 def numba_name(dotted: str):
     """A name of Numba's (``numba.carray``, ``numba.types``...) resolved when the JIT starts."""
     module, _, attribute = dotted.rpartition(".")
-    return _Deferred(lambda: getattr(__import__(module, fromlist=[attribute]), attribute))
+    return _deferred(lambda: getattr(__import__(module, fromlist=[attribute]), attribute))
 
 
 def activate_jit() -> None:
