@@ -35,7 +35,7 @@ from olcli.engine.records import (
     ADDITIVE_COUNTERS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, N_COUNTERS,
     H_SEEN, S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
 from olcli.errors import DataError, Diverged, OlcliError, UsageError
-from olcli.memory import available_memory
+from olcli.memory import available_memory, meminfo
 from olcli.settings import KEYWORDS, merge_difference
 
 KEYWORD_NAMES = frozenset(row.name for row in KEYWORDS)
@@ -126,7 +126,7 @@ def check_memory(bits: int, n_slots: int, classes: int, copies: int = 1) -> None
         raise UsageError(f"only {available / gib:.2f} GiB of memory is available; a run needs at least "
                          f"{MEMORY_FLOOR / gib:.2f} GiB besides the rows of -b {bits}'s table it touches")
     table = rows * n_slots * 8
-    total = _memory_total()
+    total = meminfo("MemTotal")
     limit = TABLE_SPACE_FACTOR * total if total else 1 << 46
     if table > limit:
         raise UsageError(f"-b {bits}{f' with {classes} classes' if classes else ''} is a table of {rows:,} rows x "
@@ -139,17 +139,6 @@ def check_memory(bits: int, n_slots: int, classes: int, copies: int = 1) -> None
 # nothing, but every save walks its page map (about 0.15 s per 26 GiB) and a touched page
 # costs a page-table entry besides its 4 KiB.
 TABLE_SPACE_FACTOR = 16
-
-
-def _memory_total() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 class MemoryGuard:
