@@ -1,7 +1,7 @@
 """Would VW's learner at several learning rates, as members of the default mixture, reach VW
 tuned in hindsight, and at what cost? (issue 29 item 7; issue 26's row size)
 
-    python -m benchmarks.mix_rates [DATA_DIR] [--out benchmarks/results/mix_rates.md] [--only TEXT ...]
+    python -m benchmarks.experiments.mix_rates [DATA_DIR] [--out benchmarks/results/mix_rates.md] [--only TEXT ...]
         [--cost-lines N] [--repeats R]
 
 A prototype, not the product: this script's kernel ``run_rates`` is the default mixture's loop
@@ -564,7 +564,7 @@ def cost_part(scale, tmp, repeats):
 
 def report(rows, costs, args, load):
     out = ["# VW's learner at several learning rates inside the default mixture: loss and cost (prototype)", "",
-           f"`python -m benchmarks.mix_rates --scale {args.scale}` "
+           f"`python -m benchmarks.experiments.mix_rates --scale {args.scale}` "
            f"{'--only ' + ' '.join(args.only) if args.only else ''}; load average at the start {load:.1f} "
            "(2 cores). One pass, -b 18, progressive loss; binary sets: logistic loss; regression: squared. "
            "The prototype is this script's kernel (module docstring): VW's learner (olcli --gd) at -l 0.5, 3 "

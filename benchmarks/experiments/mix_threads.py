@@ -1,6 +1,6 @@
 """Does learning the default mixture's members on separate threads pay on this machine? (issue 29 item 5)
 
-    python -m benchmarks.mix_threads [--lines-click N] [--lines-text N] [--repeats R] [--out FILE]
+    python -m benchmarks.experiments.mix_threads [--lines-click N] [--lines-text N] [--repeats R] [--out FILE]
 
 A prototype of the kernels, not the product: the file is parsed once (outside the timing) into
 chunks of CHUNK lines as ``olcli train`` reads them, and each chunk is learned
@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from benchmarks.mix_rates import generate
+from benchmarks.experiments.mix_rates import generate
 from olcli.engine import coin, gd, mixture, scinol2
 from olcli.engine.driver import account_binary, clip_prediction, progress_row, start_example, widen_label_range
 from olcli.engine.jit import njit
@@ -189,7 +189,7 @@ def main():
     os.makedirs(tmp, exist_ok=True)
     load = os.getloadavg()[0]
     out = ["# The default mixture's members on two threads (prototype of issue 29 item 5)", "",
-           f"`python -m benchmarks.mix_threads --scale {args.scale} --repeats {args.repeats}`; "
+           f"`python -m benchmarks.experiments.mix_threads --scale {args.scale} --repeats {args.repeats}`; "
            f"load average at the start {load:.1f} (2 cores, shared with other sessions). Kernels alone (the "
            "file parsed once, outside the timing), chunks of 8,192 lines, best of the repeats; the two-phase "
            "order is checked bit for bit (loss, state table, scalars, counters) against the sequential one; the "
