@@ -76,6 +76,7 @@ class Model:
     initial_weight: float = 0.0   # --initial-weight: every weight's start (VW's --initial_weight)
     initial_constant: float = 0.0  # --constant: the (first class's) constant weight's start (VW's --constant)
     indexing: int = 2          # multiclass labels: 0 (0..K-1), 1 (1..K), 2 (1..K until a 0 or K is learned), VW's
+    cb: dict | None = None     # contextual bandits (olcli/cb_run.py): the reduction's settings and state
     file_header: dict | None = None   # the header as read from a file, for inspect
 
     @property
@@ -574,6 +575,7 @@ HEADER_FIELDS = (
     Field("state.dtype", "str", _one_of("<f8")),
     Field("state.storage", "str", _one_of("dense", "sparse")),
     Field("state.nonzero_rows", "int", _nonzero_rows, required=False),
+    *_setting_fields("cb"),
 )
 
 _KINDS = {

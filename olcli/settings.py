@@ -197,6 +197,10 @@ MODEL_SETTINGS = (
     _model("max_prediction", "number|null", None,
            "Clip every prediction to at most this (VW's --max_prediction; default: the largest label seen).",
            flags=("--max-prediction",), vw=("--max_prediction",), stored="prediction_range.max", merge="first"),
+    _model("cb", "dict|null", None, "Contextual bandits (olcli vw --cb_explore_adf/--cb_adf/--cb): the reduction's "
+           "settings and state (olcli/cb_run.py: rule, cb_type, epsilon...; mtr totals, squarecb's counter, first's "
+           "tau); null for other models.", stored="cb", typer=False, keyword=False, older_files=True,
+           file_default=None, on_continue="run", merge="first"),
 )
 
 # The run's settings: what one run does, never stored in a model.
