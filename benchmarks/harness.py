@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -40,7 +41,7 @@ ROOT = os.path.dirname(HERE)
 RESULTS = os.environ.get("OLCLI_BENCH_RESULTS", os.path.join(HERE, "results"))
 # The project's datasets (sst2/, a9a/, vw_tests/, ...): a folder named shared/data beside the
 # repository unless OLCLI_BENCH_DATA or a script's --data says otherwise.
-DATA = os.environ.get("OLCLI_BENCH_DATA", os.path.join(ROOT, "..", "shared", "data"))
+DATA = os.environ.get("OLCLI_BENCH_DATA", os.path.normpath(os.path.join(ROOT, "..", "shared", "data")))
 PY = sys.executable
 OLCLI = (PY, "-m", "olcli")
 VW = (PY, "-m", "vowpalwabbit")
@@ -79,49 +80,192 @@ def _vm_hwm_mb(pid: int) -> float:
     return 0.0
 
 
+def python_env(base: dict | None = None, **changes) -> dict:
+    """The environment of a user's process: ``base`` without PYTHONDONTWRITEBYTECODE (an installed
+    olcli has its .pyc files; a checkout without them would compile its modules at every start);
+    without ``base``, os.environ without OLCLI_KERNELS either (olcli's default kernels unless
+    ``changes`` say otherwise). ``changes`` set (or, when None, remove) variables."""
+    dropped = ("PYTHONDONTWRITEBYTECODE",) + (("OLCLI_KERNELS",) if base is None else ())
+    env = {key: value for key, value in (os.environ if base is None else base).items() if key not in dropped}
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = str(value)
+    return env
+
+
+def _default_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+class Running:
+    """A process started and measured like :func:`measure`'s, but not waited for: a server, or a
+    process a benchmark signals or feeds. ``send_signal``, ``poll`` and ``wait`` answer as
+    ``subprocess.Popen``'s do (``wait`` raises ``subprocess.TimeoutExpired``); the process is
+    reaped with ``wait4``, so after its end ``measured`` holds its wall seconds (from the start),
+    CPU seconds, peak RSS and the load average. ``cpu_seconds()`` is the CPU time so far of the
+    process, its children (a server's workers, VW's forked children) and all their threads, from
+    the scheduler's own count (``/proc/PID/task/*/schedstat``, nanoseconds: ``wait4``'s
+    utime/stime are sampled at clock ticks, too coarse for a few microseconds per request).
+
+    ``env`` goes through :func:`python_env`; ``group`` starts a new session (``stop`` then signals
+    the whole group); ``default_signals`` gives SIGINT, SIGTERM and SIGHUP their default actions
+    before ``exec``, as a terminal or a service manager starts a program (a benchmark started in
+    the background by a non-interactive shell has SIGINT ignored, and its children inherit it).
+    Other keywords go to ``subprocess.Popen`` (stdin, stdout, stderr default to /dev/null)."""
+
+    def __init__(self, command: Sequence, *, env: dict | None = None, group: bool = False,
+                 default_signals: bool = False, **popen):
+        self.command = [str(part) for part in command]
+        for stream in ("stdin", "stdout", "stderr"):
+            popen.setdefault(stream, subprocess.DEVNULL)
+        if default_signals:
+            popen["preexec_fn"] = _default_signals
+        self.group = group
+        self.load = os.getloadavg()[0]
+        self.measured: Measured | None = None
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(self.command, env=python_env(env), start_new_session=group, **popen)
+        self.pid = self.process.pid
+        self.peak = 0.0
+        self._done = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+
+    def _sample(self) -> None:
+        while not self._done.is_set():
+            self.peak = max(self.peak, _vm_hwm_mb(self.pid))
+            self._done.wait(0.005)
+
+    def _ended(self, status: int, usage) -> int:
+        wall = time.perf_counter() - self.started
+        self._done.set()
+        self._sampler.join()
+        code = os.waitstatus_to_exitcode(status)
+        self.process.returncode = code
+        self.measured = Measured(self.command, wall, usage.ru_utime + usage.ru_stime,
+                                 self.peak or usage.ru_maxrss / 1024, (self.load + os.getloadavg()[0]) / 2,
+                                 code, "")
+        return code
+
+    def poll(self) -> int | None:
+        if self.measured is None:
+            pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+            if pid == 0:
+                return None
+            self._ended(status, usage)
+        return self.measured.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.measured is None and timeout is None:
+            _, status, usage = os.wait4(self.pid, 0)
+            self._ended(status, usage)
+        deadline = time.perf_counter() + (timeout or 0)
+        while self.poll() is None:
+            if time.perf_counter() > deadline:
+                raise subprocess.TimeoutExpired(self.command, timeout)
+            time.sleep(0.005)
+        return self.measured.returncode
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.measured is None else self.measured.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple:
+        """``Popen.communicate``'s (stdout, stderr) of the streams given as pipes (input not
+        supported), read to their ends, then the process waited for."""
+        streams = [self.process.stdout, self.process.stderr]
+        got = [None, None]
+
+        def read(k):
+            got[k] = streams[k].read()
+            streams[k].close()
+
+        readers = [threading.Thread(target=read, args=(k,), daemon=True) for k in (0, 1) if streams[k]]
+        for reader in readers:
+            reader.start()
+        self.wait(timeout)
+        for reader in readers:
+            reader.join()
+        return got[0], got[1]
+
+    def send_signal(self, signum: int) -> None:
+        if self.measured is None:
+            try:
+                (os.killpg if self.group else os.kill)(self.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 30) -> int:
+        """Send ``signum`` (to the group with ``group``), wait ``timeout`` seconds, then SIGKILL;
+        the exit code."""
+        self.send_signal(signum)
+        try:
+            return self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.send_signal(signal.SIGKILL)
+            return self.wait()
+
+    def cpu_seconds(self) -> float:
+        pids, found = [self.pid], [self.pid]
+        while found:   # children, grandchildren, ...: /proc/*/stat's parent field
+            parents, found = set(found), []
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    try:
+                        with open(f"/proc/{entry}/stat") as f:
+                            if int(f.read().rsplit(")", 1)[1].split()[1]) in parents:
+                                found.append(int(entry))
+                    except (OSError, ValueError, IndexError):
+                        pass
+            pids += found
+        total = 0
+        for pid in pids:
+            try:
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                        total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        return total / 1e9
+
+
 def measure(command: Sequence, *, env: dict | None = None, cwd: str | None = None, check: bool = True,
             stdin=None, separate_stderr: bool = False, timeout: float | None = None) -> Measured:
-    """Run ``command`` to its end and measure it (see the module's docstring).
-
-    Python may write bytecode (PYTHONDONTWRITEBYTECODE is dropped): an installed olcli has its
-    .pyc files, and a checkout without them would compile its modules at every start. With
-    ``check`` a non-zero exit raises RuntimeError with the end of the output; ``timeout`` kills
-    the process after that many seconds (RuntimeError too)."""
-    command = [str(part) for part in command]
-    env = {key: value for key, value in (os.environ if env is None else env).items()
-           if key != "PYTHONDONTWRITEBYTECODE"}
+    """Run ``command`` to its end and measure it (see the module's docstring), in the environment
+    of :func:`python_env` (``env``, or os.environ, without PYTHONDONTWRITEBYTECODE). With ``check``
+    a non-zero exit raises RuntimeError with the end of the output; ``timeout`` kills the process
+    after that many seconds (RuntimeError too)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        load = os.getloadavg()[0]
-        started = time.perf_counter()
-        process = subprocess.Popen(command, stdout=out, stderr=err if separate_stderr else subprocess.STDOUT,
-                                   stdin=stdin, env=env, cwd=cwd)
-        peak = [0.0]
-        done = threading.Event()
-
-        def sample():
-            while not done.is_set():
-                peak[0] = max(peak[0], _vm_hwm_mb(process.pid))
-                if timeout is not None and time.perf_counter() - started > timeout:
-                    process.kill()
-                    return
-                done.wait(0.005)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - started
-        done.set()
-        sampler.join()
-        process.returncode = os.waitstatus_to_exitcode(status)
+        running = Running(command, env=env, cwd=cwd, stdin=stdin, stdout=out,
+                          stderr=err if separate_stderr else subprocess.STDOUT)
+        timed_out = False
+        try:
+            running.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            running.send_signal(signal.SIGKILL)
+            running.wait()
         out.seek(0)
         err.seek(0)
-        output, stderr = (f.read().decode(errors="replace") for f in (out, err))
-    timed_out = timeout is not None and wall > timeout and process.returncode < 0
-    if timed_out or (check and process.returncode != 0):
-        why = f"timed out after {timeout} s" if timed_out else f"failed ({process.returncode})"
-        raise RuntimeError(f"{' '.join(command)} {why}:\n{(output + stderr)[-3000:]}")
-    return Measured(command, wall, usage.ru_utime + usage.ru_stime, peak[0] or usage.ru_maxrss / 1024,
-                    (load + os.getloadavg()[0]) / 2, process.returncode, output, stderr)
+        result = running.measured
+        result.output, result.stderr = (f.read().decode(errors="replace") for f in (out, err))
+    if timed_out or (check and result.returncode != 0):
+        why = f"timed out after {timeout} s" if timed_out else f"failed ({result.returncode})"
+        raise RuntimeError(f"{' '.join(result.command)} {why}:\n{(result.output + result.stderr)[-3000:]}")
+    return result
+
+
+def imported_modules(command: Sequence, *, env: dict | None = None, cwd: str | None = None) -> set[str]:
+    """The modules a Python command (``[python, ARGS...]``) imports, from ``python -X importtime``:
+    ``imported_modules([*OLCLI, "train", path])``."""
+    command = [str(part) for part in command]
+    done = subprocess.run([command[0], "-X", "importtime", *command[1:]], env=python_env(env), cwd=cwd,
+                          capture_output=True, text=True)
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2} - {"imported package"}
 
 
 def run_olcli(args: Iterable, *, report: str | None = None, **options) -> Measured:
@@ -140,10 +284,10 @@ def run_olcli(args: Iterable, *, report: str | None = None, **options) -> Measur
     return result
 
 
-def start_olcli(args: Iterable, **popen) -> subprocess.Popen:
-    """``olcli ARGS`` started and not waited for (a benchmark that signals or feeds a running
-    process); ``popen`` goes to ``subprocess.Popen``."""
-    return subprocess.Popen([*OLCLI, *(str(a) for a in args)], **popen)
+def start_olcli(args: Iterable, **options) -> Running:
+    """``olcli ARGS`` started and not waited for (a server; a benchmark that signals or feeds a
+    running process): a :class:`Running`; ``options`` go to it."""
+    return Running([*OLCLI, *(str(a) for a in args)], **options)
 
 
 def run_vw(args: Iterable, **options) -> Measured:

@@ -1,8 +1,10 @@
-"""Start-up against VW and the Python + NumPy floor (issue 25), side by side in one run.
+"""Start-up against VW and the Python + NumPy floor, side by side in one run.
 
-    python benchmarks/startup_vs_vw.py [--runs 7] [--files 100] [--lines 2000] [--out NAME]
+    python -m benchmarks.startup_vs_vw [--runs 7] [--lines 2000] [--files 100] [--loop-lines 200]
+                                       [--data DIR] [--skip-jit] [--installed VENV]
 
-Cases, each a process started as a user starts it (``/work/venv``'s interpreter):
+Cases, each a process started as a user starts it (this interpreter), measured by
+``benchmarks.harness`` (wall, CPU from wait4, peak RSS, load average):
 
 - floor: ``python -c "import numpy"``;
 - VW: ``python -m vowpalwabbit -d FILE --quiet`` (vowpalwabbit 9.11.9, its default learner);
@@ -17,83 +19,52 @@ Cases, each a process started as a user starts it (``/work/venv``'s interpreter)
   ``olcli serve`` until it answers a line) run twice each in that venv, in the default mode,
   with an empty Numba cache: the first run against the second, and whether Numba was imported.
 
-FILE is the first ``--lines`` lines of a9a (``/work/shared/data/a9a/train.vw``). The
-small-file loop: ``--files`` files of ``--lines`` lines (consecutive slices of a9a's
-train and test sets), one process each, run one after the other, for VW and both olcli
-modes, the loops interleaved. Wall seconds, CPU seconds and peak RSS (ru_maxrss) from
-wait4; medians (min-max) over ``--runs``, cases interleaved with a rotating first.
-Writes benchmarks/results/``--out``.md and .json. The processes run without
-PYTHONDONTWRITEBYTECODE (``env_with``): Python modules load from .pyc files, as installed.
+FILE is the first ``--lines`` lines of a9a (``a9a/train.vw`` of the data folder: ``--data``,
+``OLCLI_BENCH_DATA`` or the harness's default). The small-file loop: ``--files`` files of
+``--loop-lines`` lines (consecutive slices of a9a's train and test sets), one process each, run
+one after the other, for VW and the olcli modes, the loops interleaved (``--loop-runs`` each).
+Medians (min-max) over ``--runs``, cases interleaved with a rotating first. Writes
+benchmarks/results/``--out``.md and .json.
 """
 
 import argparse
-import json
 import os
 import shutil
-import statistics
+import socket
 import subprocess
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
-PY = sys.executable
-OLCLI = [PY, "-m", "olcli"]
-A9A = "/work/shared/data/a9a"
+from benchmarks import harness
+from benchmarks.harness import OLCLI, PY, VW
+
+ROOT = harness.ROOT
 
 
-def measure(command, env=None) -> dict:
-    start = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    error = process.stderr.read()
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    process.stderr.close()
-    if status != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({status}): {error.decode(errors='replace')[-800:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024,
-            "stderr": error.decode(errors="replace")}
-
-
-def env_with(**changes) -> dict:
-    """The environment of a user's process: PYTHONDONTWRITEBYTECODE (set in this machine's
-    sessions) is dropped, so that olcli's modules load from their .pyc files as in an
-    installed copy (pip writes them) instead of being compiled from source on every run."""
-    env = dict(os.environ)
-    env.pop("OLCLI_KERNELS", None)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env.update({k: v for k, v in changes.items() if v is not None})
-    return env
-
-
-def slices(folder: str, files: int, lines: int) -> list:
-    """``files`` files of ``lines`` lines each, from a9a's train then test set."""
+def slices(a9a: str, folder: str, files: int, lines: int) -> list:
+    """``files`` files of ``lines`` lines each, from a9a's train then test set (folder ``a9a``)."""
     source = []
     for name in ("train.vw", "test.vw"):
-        with open(os.path.join(A9A, name), "rb") as f:
+        with open(os.path.join(a9a, name), "rb") as f:
             source.extend(f.readlines())
     paths = []
     for k in range(files):
         chunk = source[(k * lines) % max(1, len(source) - lines):][:lines]
-        path = os.path.join(folder, f"part{k:03d}.vw")
+        path = os.path.join(folder, f"part{lines}-{k:03d}.vw")
         with open(path, "wb") as f:
             f.writelines(chunk)
         paths.append(path)
     return paths
 
 
-def imports_numba(path: str) -> bool:
-    probe = subprocess.run([PY, "-X", "importtime", "-m", "olcli", "train", path, "--quiet"],
-                           env=env_with(OLCLI_KERNELS="aot"), capture_output=True, text=True)
-    return any(line.rstrip().endswith("| numba") or line.rstrip().endswith("|   numba")
-               for line in probe.stderr.splitlines())
+def imports_numba(command, env=None) -> bool:
+    return "numba" in harness.imported_modules(command, env=env)
 
 
 def installed_cases(venv: str, work: str) -> list:
     """(name, argv) of the issue's first-run commands, in ``venv`` (paths in ``work``)."""
     olcli = os.path.join(venv, "bin", "olcli")
-    sample = os.path.join(os.path.dirname(HERE), "sample_data")
+    sample = os.path.join(ROOT, "sample_data")
     model = os.path.join(work, "a9a.olm")
     train, test = os.path.join(sample, "a9a_train.vw"), os.path.join(sample, "a9a_test.vw")
     return [
@@ -111,31 +82,30 @@ def installed_cases(venv: str, work: str) -> list:
     ]
 
 
-def serve_until_answered(olcli: str, model: str, work: str, env: dict) -> dict:
-    """Start ``olcli serve -i model --port 0`` and time it until one line is answered."""
-    import socket
-
+def serve_until_answered(olcli: str, model: str, work: str, env: dict) -> harness.Measured:
+    """Start ``olcli serve -i model --port 0`` (a :class:`harness.Running`) and time it until one
+    line is answered: the Measured of the server, its wall the time to that answer."""
     port_file = os.path.join(work, "serve.port")
     if os.path.exists(port_file):
         os.remove(port_file)
-    start = time.perf_counter()
-    process = subprocess.Popen([olcli, "serve", "-i", model, "--port", "0", "--port-file", port_file], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = harness.Running([olcli, "serve", "-i", model, "--port", "0", "--port-file", port_file], env=env,
+                             stderr=subprocess.PIPE)
     try:
         while not os.path.exists(port_file) or not open(port_file).read().strip():
-            if process.poll() is not None:
-                raise SystemExit(f"olcli serve stopped: {process.stderr.read().decode(errors='replace')[-800:]}")
+            if server.poll() is not None:
+                raise SystemExit(f"olcli serve stopped: {server.communicate()[1].decode(errors='replace')[-800:]}")
             time.sleep(0.005)
         with socket.create_connection(("127.0.0.1", int(open(port_file).read())), timeout=60) as s:
             s.sendall(b"|a x\n")
             reply = b""
             while not reply.endswith(b"\n"):
                 reply += s.recv(4096)
-        wall = time.perf_counter() - start
+        wall = time.perf_counter() - server.started
     finally:
-        process.terminate()
-        error = process.communicate(timeout=60)[1]
-    return {"wall": wall, "stderr": error.decode(errors="replace")}
+        server.send_signal(15)
+        error = server.communicate(timeout=60)[1]
+    server.measured.wall, server.measured.stderr = wall, error.decode(errors="replace")
+    return server.measured
 
 
 def first_runs_installed(venv: str) -> list:
@@ -144,150 +114,153 @@ def first_runs_installed(venv: str) -> list:
     work = tempfile.mkdtemp(prefix="installed-")
     rows = []
     try:
-        env = env_with(NUMBA_CACHE_DIR=os.path.join(work, "numba-cache"))
+        env = harness.python_env(NUMBA_CACHE_DIR=os.path.join(work, "numba-cache"))
         for name, argv in installed_cases(venv, work):
             runs = []
             for _ in range(2):
                 if argv[0] == "serve":
                     runs.append(serve_until_answered(argv[1], argv[2], work, env))
                 else:
-                    runs.append(measure(argv, env))
-            probe = (["-X", "importtime", "-m", "olcli", "serve", "--help"] if argv[0] == "serve"
-                     else ["-X", "importtime", "-m", "olcli", *argv[1:]])
-            done = subprocess.run([os.path.join(venv, "bin", "python"), *probe], env=env, capture_output=True,
-                                  text=True, cwd=work)
-            numba = any(line.rstrip().endswith("| numba") or line.rstrip().endswith("|   numba")
-                        for line in done.stderr.splitlines())
-            rows.append({"name": name, "first": runs[0]["wall"], "second": runs[1]["wall"],
+                    runs.append(harness.measure(argv, env=env, cwd=work))
+            python = os.path.join(venv, "bin", "python")
+            probe = ([python, "-m", "olcli", "serve", "--help"] if argv[0] == "serve"
+                     else [python, "-m", "olcli", *argv[1:]])
+            numba = imports_numba(probe, env)
+            rows.append({"name": name, "first": runs[0].wall, "second": runs[1].wall,
                          "numba": None if argv[0] == "serve" else numba,
-                         "notice": "compiling" in runs[0]["stderr"]})
+                         "notice": "compiling" in runs[0].output + runs[0].stderr})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return rows
 
 
 def summary(values) -> str:
-    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+    return harness.fmt(harness.stats(values), 3)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--files", type=int, default=100)
-    parser.add_argument("--lines", type=int, default=2000)
+    parser.add_argument("--lines", type=int, default=2000, help="lines of a9a in the start-up case")
+    parser.add_argument("--files", type=int, default=100, help="files in the small-file loop (0: no loop)")
+    parser.add_argument("--loop-lines", type=int, default=None,
+                        help="lines of each file of the loop (default: --lines)")
     parser.add_argument("--loop-runs", type=int, default=1)
     parser.add_argument("--out", default="startup_vs_vw")
     parser.add_argument("--skip-jit", action="store_true",
                         help="leave out the JIT's cases (their warm-up compiles every kernel the run needs)")
     parser.add_argument("--installed", metavar="VENV",
                         help="a fresh venv where `pip install .` of a clean clone ran: first runs there")
-    args = parser.parse_args()
+    args = harness.arguments(__doc__.split("\n\n")[0], runs=7, parser=parser)
+    loop_lines = args.loop_lines or args.lines
+    a9a = os.path.join(args.data, "a9a")
+    harness.require([os.path.join(a9a, "train.vw"), os.path.join(a9a, "test.vw")])
+    results = harness.Results(args.out, "Start-up against VW and the Python + NumPy floor")
     installed = first_runs_installed(args.installed) if args.installed else []
 
     folder = tempfile.mkdtemp(prefix="startup-vs-vw-")
     try:
-        paths = slices(folder, max(1, args.files), args.lines)
-        first = paths[0]
-        cases = {
-            "python -c \"import numpy\" (floor)": ([PY, "-c", "import numpy"], env_with()),
-            "VW (python -m vowpalwabbit)": ([PY, "-m", "vowpalwabbit", "-d", first, "--quiet"], env_with()),
-            "olcli AOT (OLCLI_KERNELS=aot)": (OLCLI + ["train", first, "--quiet"], env_with(OLCLI_KERNELS="aot")),
-            "olcli JIT (OLCLI_KERNELS=jit, warm cache)": (OLCLI + ["train", first, "--quiet"],
-                                                          env_with(OLCLI_KERNELS="jit")),
+        first = slices(a9a, folder, 1, args.lines)[0]
+        paths = slices(a9a, folder, args.files, loop_lines)
+        aot, jit = harness.python_env(OLCLI_KERNELS="aot"), harness.python_env(OLCLI_KERNELS="jit")
+        commands = {
+            "python -c \"import numpy\" (floor)": ([PY, "-c", "import numpy"], harness.python_env()),
+            "VW (python -m vowpalwabbit)": ([*VW, "-d", first, "--quiet"], harness.python_env()),
+            "olcli AOT (OLCLI_KERNELS=aot)": ([*OLCLI, "train", first, "--quiet"], aot),
+            "olcli JIT (OLCLI_KERNELS=jit, warm cache)": ([*OLCLI, "train", first, "--quiet"], jit),
         }
         if args.skip_jit:
-            cases.pop("olcli JIT (OLCLI_KERNELS=jit, warm cache)")
-        for command, env in cases.values():  # warm the file cache (and the JIT's kernel cache)
-            measure(command, env)
-        started_load = os.getloadavg()[0]
-        results = {name: [] for name in cases}
-        names = list(cases)
-        for run in range(args.runs):
-            order = names[run % len(names):] + names[:run % len(names)]
-            for name in order:
-                results[name].append(measure(*cases[name]))
+            commands.popitem()
+        # the warm-up run of each case fills the file cache (and the JIT's kernel cache)
+        runs = harness.interleaved({name: (lambda c=c: harness.measure(c[0], env=c[1]))
+                                    for name, c in commands.items()}, args.runs)
+        names = list(commands)
 
         first_runs = {}
         for mode in ("aot",) if args.skip_jit else ("aot", "jit"):
             cache = tempfile.mkdtemp(prefix="empty-numba-cache-", dir=folder)
-            env = env_with(OLCLI_KERNELS=mode, NUMBA_CACHE_DIR=cache)
-            one = measure(OLCLI + ["train", first, "--quiet"], env)
-            two = measure(OLCLI + ["train", first, "--quiet"], env)
-            first_runs[mode] = {"first": one, "second": two,
-                                "compiled notice": "compiling" in one["stderr"]}
+            env = harness.python_env(OLCLI_KERNELS=mode, NUMBA_CACHE_DIR=cache)
+            one = harness.measure([*OLCLI, "train", first, "--quiet"], env=env)
+            two = harness.measure([*OLCLI, "train", first, "--quiet"], env=env)
+            first_runs[mode] = {"first": one, "second": two, "compiled notice": "compiling" in one.output}
 
-        loops = {"VW": [], "olcli AOT": []} if args.skip_jit else {"VW": [], "olcli AOT": [], "olcli JIT": []}
-        loop_commands = {
-            "VW": (lambda p: [PY, "-m", "vowpalwabbit", "-d", p, "--quiet"], env_with()),
-            "olcli AOT": (lambda p: OLCLI + ["train", p, "--quiet"], env_with(OLCLI_KERNELS="aot")),
-            "olcli JIT": (lambda p: OLCLI + ["train", p, "--quiet"], env_with(OLCLI_KERNELS="jit")),
-        }
-        for run in range(args.loop_runs):
-            for name in (list(loops)[run % len(loops):] + list(loops)[:run % len(loops)]):
-                make, env = loop_commands[name]
-                started = time.perf_counter()
-                cpu = 0.0
-                for path in paths:
-                    cpu += measure(make(path), env)["cpu"]
-                loops[name].append({"wall": time.perf_counter() - started, "cpu": cpu})
-        ended_load = os.getloadavg()[0]
-        numba_in_aot = imports_numba(first)
+        loop_commands = {"VW": ([*VW, "--quiet", "-d"], harness.python_env()),
+                         "olcli AOT": ([*OLCLI, "train", "--quiet"], aot),
+                         "olcli JIT": ([*OLCLI, "train", "--quiet"], jit)}
+        if args.skip_jit:
+            loop_commands.popitem()
+
+        def loop(command, env):
+            started, cpu, rss, loads = time.perf_counter(), 0.0, 0.0, []
+            for path in paths:
+                one = harness.measure([*command, path], env=env)
+                cpu, rss = cpu + one.cpu, max(rss, one.rss)
+                loads.append(one.load)
+            return harness.Measured(command, time.perf_counter() - started, cpu, rss, sum(loads) / len(loads), 0, "")
+
+        loops = harness.interleaved({name: (lambda c=c: loop(*c)) for name, c in loop_commands.items()},
+                                    args.loop_runs, warm_up=False) if paths else {}
+        numba_in_aot = imports_numba([*OLCLI, "train", first, "--quiet"], aot)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
-    floor = statistics.median(r["wall"] for r in results[names[0]])
-    vw_wall = statistics.median(r["wall"] for r in results[names[1]])
-    vw_rss = statistics.median(r["rss"] for r in results[names[1]])
-    lines = [f"# Start-up against VW and the Python + NumPy floor (issue 25)", "",
-             f"`python benchmarks/startup_vs_vw.py --runs {args.runs} --files {args.files} --lines {args.lines}`; "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Machine: {os.cpu_count()} cores, shared; "
-             f"load average (1 min) {started_load:.1f} at the start, {ended_load:.1f} at the end. "
-             f"Python {sys.version.split()[0]}. Medians (min-max) of {args.runs} interleaved runs.", "",
-             f"## {args.lines} lines of a9a, default learner (olcli train FILE --quiet; VW -d FILE --quiet)", "",
-             "| process | wall s | CPU s | peak RSS MB | wall / VW | wall / floor | RSS / VW |",
-             "|---|---|---|---|---:|---:|---:|"]
+    say = results.say
+    floor = harness.median_of(runs[names[0]], "wall")
+    vw_wall = harness.median_of(runs[names[1]], "wall")
+    vw_cpu = harness.median_of(runs[names[1]], "cpu")
+    floor_cpu = harness.median_of(runs[names[0]], "cpu")
+    vw_rss = harness.median_of(runs[names[1]], "rss")
+    say(f"Medians (min-max) of {args.runs} interleaved runs; data: {args.data}.")
+    say()
+    say(f"## {args.lines} lines of a9a, default learner (olcli train FILE --quiet; VW -d FILE --quiet)")
+    say()
+    rows = []
     for name in names:
-        rows = results[name]
-        wall = statistics.median(r["wall"] for r in rows)
-        rss = statistics.median(r["rss"] for r in rows)
-        lines.append(f"| {name} | {summary([r['wall'] for r in rows])} | {summary([r['cpu'] for r in rows])} | "
-                     f"{summary([r['rss'] for r in rows])} | {wall / vw_wall:.2f} | {wall / floor:.2f} | "
-                     f"{rss / vw_rss:.2f} |")
-    lines += ["", f"The AOT run imports Numba: {'yes' if numba_in_aot else 'no'} (`-X importtime`).", "",
-              "## First run after install (empty Numba cache), then the second run", "",
-              "| olcli mode | first run wall s | second run wall s | first / second | compile notice on stderr |",
-              "|---|---|---|---:|---|"]
-    for mode, row in first_runs.items():
-        lines.append(f"| {mode} | {row['first']['wall']:.3f} | {row['second']['wall']:.3f} | "
-                     f"{row['first']['wall'] / row['second']['wall']:.2f} | "
-                     f"{'yes' if row['compiled notice'] else 'no'} |")
+        wall, cpu, rss = (harness.median_of(runs[name], key) for key in ("wall", "cpu", "rss"))
+        rows.append([name, summary([r.wall for r in runs[name]]), summary([r.cpu for r in runs[name]]),
+                     summary([r.rss for r in runs[name]]), f"{wall / vw_wall:.2f}", f"{wall / floor:.2f}",
+                     f"{cpu / vw_cpu:.2f}", f"{cpu / floor_cpu:.2f}", f"{rss / vw_rss:.2f}"])
+    results.table(["process", "wall s", "CPU s", "peak RSS MB", "wall / VW", "wall / floor", "CPU / VW",
+                   "CPU / floor", "RSS / VW"], rows, "llllrrrrr")
+    say()
+    say(f"The AOT run imports Numba: {'yes' if numba_in_aot else 'no'} (`-X importtime`).")
+    say()
+    say("## First run after install (empty Numba cache), then the second run")
+    say()
+    results.table(["olcli mode", "first run wall s", "second run wall s", "first / second",
+                   "compile notice on stderr"],
+                  [[mode, f"{row['first'].wall:.3f}", f"{row['second'].wall:.3f}",
+                    f"{row['first'].wall / row['second'].wall:.2f}", "yes" if row["compiled notice"] else "no"]
+                   for mode, row in first_runs.items()], "lllrl")
     if installed:
-        lines += ["", f"## First runs in a fresh venv after `pip install .` ({args.installed}; no warm step)", "",
-                  "Default kernel mode, empty Numba cache; each command run twice.", "",
-                  "| command | first run wall s | second run wall s | first / second | compile notice | "
-                  "Numba imported |", "|---|---|---|---:|---|---|"]
-        for row in installed:
-            numba = "–" if row["numba"] is None else "yes" if row["numba"] else "no"
-            lines.append(f"| {row['name']} | {row['first']:.3f} | {row['second']:.3f} | "
-                         f"{row['first'] / row['second']:.2f} | {'yes' if row['notice'] else 'no'} | {numba} |")
-    vw_loop = statistics.median(r["wall"] for r in loops["VW"])
-    lines += ["", f"## Small-file loop: {args.files} files of {args.lines} lines, one process each", "",
-              "| tool | total wall s | total CPU s | wall / VW |", "|---|---|---|---:|"]
-    for name, rows in loops.items():
-        wall = statistics.median(r["wall"] for r in rows)
-        lines.append(f"| {name} | {summary([r['wall'] for r in rows])} | {summary([r['cpu'] for r in rows])} | "
-                     f"{wall / vw_loop:.2f} |")
-    text = "\n".join(lines) + "\n"
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, args.out + ".md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(RESULTS, args.out + ".json"), "w") as f:
-        json.dump({"args": vars(args), "cases": {k: [{m: v for m, v in r.items() if m != "stderr"} for r in rows]
-                                                 for k, rows in results.items()},
-                   "first_runs": {k: {"first": v["first"]["wall"], "second": v["second"]["wall"],
-                                      "notice": v["compiled notice"]} for k, v in first_runs.items()},
-                   "loops": loops, "aot_imports_numba": numba_in_aot, "installed": installed}, f, indent=1)
-    print(text)
+        say()
+        say(f"## First runs in a fresh venv after `pip install .` ({args.installed}; no warm step)")
+        say()
+        say("Default kernel mode, empty Numba cache; each command run twice.")
+        say()
+        results.table(["command", "first run wall s", "second run wall s", "first / second", "compile notice",
+                       "Numba imported"],
+                      [[row["name"], f"{row['first']:.3f}", f"{row['second']:.3f}",
+                        f"{row['first'] / row['second']:.2f}", "yes" if row["notice"] else "no",
+                        "–" if row["numba"] is None else "yes" if row["numba"] else "no"] for row in installed],
+                      "lllrll")
+    if loops:
+        vw_loop = harness.median_of(loops["VW"], "wall")
+        vw_loop_cpu = harness.median_of(loops["VW"], "cpu")
+        say()
+        say(f"## Small-file loop: {args.files} files of {loop_lines} lines, one process each")
+        say()
+        results.table(["tool", "total wall s", "total CPU s", "wall / VW", "CPU / VW", "load"],
+                      [[name, summary([r.wall for r in rows_]), summary([r.cpu for r in rows_]),
+                        f"{harness.median_of(rows_, 'wall') / vw_loop:.2f}",
+                        f"{harness.median_of(rows_, 'cpu') / vw_loop_cpu:.2f}",
+                        f"{harness.median_of(rows_, 'load'):.1f}"] for name, rows_ in loops.items()], "lllrrr")
+    results.data = {"args": vars(args),
+                    "cases": {name: [r.numbers() for r in rows_] for name, rows_ in runs.items()},
+                    "first_runs": {k: {"first": v["first"].wall, "second": v["second"].wall,
+                                       "notice": v["compiled notice"]} for k, v in first_runs.items()},
+                    "loops": {name: [r.numbers() for r in rows_] for name, rows_ in loops.items()},
+                    "aot_imports_numba": numba_in_aot, "installed": installed}
+    print(f"wrote {results.write()}")
 
 
 if __name__ == "__main__":
