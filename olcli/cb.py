@@ -136,6 +136,8 @@ class CbExploreAdf:
         self.labelled_weight = 0.0
         self.sum_loss = 0.0
         self.total_features = 0
+        self.last_dr = None    # dr: the cost model's predictions ĝ of the last learned event
+        self.current_features = 0   # the last event's features, each action line with the shared ones
 
     # --- lines ---
 
@@ -240,6 +242,7 @@ class CbExploreAdf:
                     targets[b] = float(self.learner.learn([learned[b]]).predictions[0])
                 else:
                     targets[b] = float(self.learner.predict([unlabelled[b]])[0])
+            self.last_dr = list(targets)
             targets[a] += (c - targets[a]) / prob
         self.learner.learn(self.action_lines(event, targets, [event.weight] * k, copy))
 
@@ -256,8 +259,9 @@ class CbExploreAdf:
         if self.rule == "first" and self.tau > 0:
             self.tau -= 1
 
-    def step(self, event: CbEvent):
-        """Predict the PMF, score it (VW's progress loss), learn if labelled; returns (pmf, loss)."""
+    def step(self, event: CbEvent, learn=True):
+        """Predict the PMF, score it (VW's progress loss), learn if labelled (and ``learn``: VW's -t
+        learns nothing); returns (pmf, loss)."""
         scores, features = self.scores(event)
         pmf = self.bag_pmf(event) if self.rule == "bag" else self.pmf(scores)
         loss = 0.0
@@ -265,15 +269,73 @@ class CbExploreAdf:
             loss = sum(p for act, p in pmf if act == event.chosen) * event.cost / event.probability
             self.labelled_weight += 1.0
             self.sum_loss += loss
-            self.learn(event)
+            if learn:
+                self.learn(event)
         self.examples += 1
         self.total_features += features
+        self.current_features = features
         return pmf, loss
+
+    # --- the state a model file keeps (olcli/cb_run.py) ---
+
+    def state(self) -> dict:
+        """What learning changed besides the weights: squarecb's counter, first's τ, mtr's totals per
+        member, bag's random state."""
+        return {"events_learned": self.events_learned, "tau": self.tau, "event_sum": list(self.event_sum),
+                "action_sum": list(self.action_sum), "random_state": self.random_state}
+
+    def restore(self, state: dict) -> None:
+        self.events_learned = int(state["events_learned"])
+        self.tau = int(state["tau"])
+        self.event_sum = [int(x) for x in state["event_sum"]]
+        self.action_sum = [int(x) for x in state["action_sum"]]
+        self.random_state = int(state["random_state"])
+        if len(self.event_sum) != self.members or len(self.action_sum) != self.members:
+            raise UsageError(f"the model's CB state has {len(self.event_sum)} members, the policy {self.members}")
 
     @property
     def average_loss(self):
         """VW's ``average loss``: Σ loss / labelled events (None before any)."""
         return self.sum_loss / self.labelled_weight if self.labelled_weight else None
+
+
+class CbAdf(CbExploreAdf):
+    """VW's ``--cb_adf`` (no exploration): the actions ranked by cost estimate, then learning by ``cb_type``.
+
+    ``step(event)`` returns (ranking, loss): (action position, score) pairs sorted by score ascending
+    (ties by position), predicted before learning, and VW's progress loss (``cb_adf::update_statistics``)
+    of the greedy action a: ĝ_a + [a = a*](c − ĝ_a)/p with cb_type dr (ĝ: the cost model's predictions
+    used for the event's targets), else the IPS estimate [a = a*]·c/p. ``total_features`` counts every
+    line's own features once (the shared line once, with its constant), as VW's summary does.
+    """
+
+    def __init__(self, learner, cb_type="mtr", **kwargs):
+        super().__init__(learner, "epsilon", epsilon=0.0, cb_type=cb_type, **kwargs)
+
+    def line_features(self, event: CbEvent):
+        lines = ([event.shared or "|"] if event.shared is not None else []) + [f or "|" for f in event.actions]
+        batch, _ = self.learner.to_batch(lines)
+        return int(batch.feature_count.sum())
+
+    def step(self, event: CbEvent, learn=True):
+        scores, self.current_features = self.scores(event)
+        ranked = sorted(range(len(scores)), key=lambda a: (scores[a], a))
+        loss = 0.0
+        if event.labelled:
+            self.last_dr = None
+            if learn:
+                self.learn(event)
+            greedy, c, p = ranked[0], event.cost, event.probability
+            if self.last_dr is not None:
+                g = self.last_dr[greedy]
+                loss = g + ((c - g) / p if greedy == event.chosen else 0.0)
+            else:
+                loss = c / p if greedy == event.chosen else 0.0
+            self.labelled_weight += 1.0
+            self.sum_loss += loss
+        self.examples += 1
+        self.total_features += self.line_features(event)
+        return [(a, float(scores[a])) for a in ranked], loss
 
 
 def run(events, policy: CbExploreAdf):

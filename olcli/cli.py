@@ -440,6 +440,11 @@ def vw(
     not options are data files. A VW option olcli does not have is
     refused by name with what olcli offers instead (exit 2). The docs' "For VW users" page says
     what each VW option becomes."""
+    if vw_spellings.is_cb_line(args):  # --cb_explore_adf / --cb_adf: olcli/cb_run.py
+        from olcli import cb_run
+
+        cb_run.run(list(args))
+        return
     group = ctx.find_root().command  # the command olcli is running (with its start-up settings)
     arguments = vw_spellings.translate(list(args), _known_options(group.get_command(None, "train")))
     try:

@@ -95,7 +95,8 @@ OLCLI_FIRST = {"--cache"}
 _NO_SUCH = "olcli learns linear models online"
 _LEARNERS = "olcli's learners are --gd (VW's default), --ftrl and --coin (olcli train has more)"
 _MULTICLASS = "olcli's multiclass learner is --oaa K (olcli train also has --softmax K)"
-_BANDITS = "olcli has no contextual-bandit or exploration learners; it learns linear models online"
+_BANDITS = ("olcli vw runs --cb_explore_adf (--epsilon, --first, --bag, --softmax, --squarecb) and --cb_adf with "
+            "--cb_type ips/dr/dm/mtr; not this option")
 _FORMATS = "olcli reads VW's text format and libsvm (plain, .gz, .bz2)"
 _NONLINEAR = "olcli learns linear models only; feature crosses: -q/--cubic/--interactions"
 
@@ -140,6 +141,14 @@ _BANDIT_PREFIXES = ("--cb", "--ccb", "--cats", "--slates", "--warm_cb", "--explo
                     "--large_action", "--experimental_igl", "--epsilon", "--cover", "--bag", "--first",
                     "--softmax", "--regcb", "--rnd", "--synthcover", "--sample_pdf", "--get_pmf",
                     "--pmf_to_pdf", "--cbzo", "--eval")
+
+
+CB_FAMILY = ("--cb_explore_adf", "--cb_adf")   # the contextual-bandit lines olcli vw runs (olcli/cb_run.py)
+
+
+def is_cb_line(args) -> bool:
+    """Does this VW command line enable --cb_explore_adf or --cb_adf?"""
+    return any(_split(token)[0] in CB_FAMILY for token in args if is_option(token))
 
 
 def advice(name: str) -> str:

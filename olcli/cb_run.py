@@ -1,0 +1,396 @@
+"""``olcli vw`` for VW's contextual-bandit command lines: ``--cb_explore_adf`` and ``--cb_adf``.
+
+A VW line naming ``--cb_explore_adf`` or ``--cb_adf`` runs here instead of through ``olcli train``:
+the ADF blocks of the data files (or standard input) are read by ``olcli.cb_format.read_adf`` and
+stepped through ``olcli.cb.CbExploreAdf`` / ``olcli.cb.CbAdf`` over a ``Learner`` with VW's default
+learner (``gd``: adaptive, normalized, invariant unless one of them is named; ``-l`` 0.5,
+``--power_t`` 0.5). What is printed is VW 9's (``shared_data.cc``, ``cb.cc``):
+
+* a progress row at each doubling of the weighted example sum: average loss, since last, example
+  counter, example weight, the label of the event (``position:cost:probability`` of the logged
+  action, ``unknown`` without one), the prediction (``action:probability`` of the PMF's first entry;
+  ``--cb_adf``: ``action:score`` of the best) and the event's features (every action line with the
+  shared features);
+* the summary: ``number of examples`` (events), ``weighted example sum``, ``weighted label sum``
+  (0), ``average loss`` (Σ loss / labelled events; loss is the IPS estimate p_{a*}·c/p of the PMF for
+  ``--cb_explore_adf``, the IPS or DR estimate of the greedy action for ``--cb_adf``), ``total
+  feature number`` (``--cb_adf``: every line's own features, the shared line once).
+
+``-p`` writes, per event, the PMF as ``action:probability,...`` in ranked order
+(``--cb_explore_adf``) or the best action's position (``--cb_adf``), then a blank line. ``-f`` writes
+the learner with the reduction's settings and state (``Model.cb``: rule, cb_type, ε...; mtr's totals,
+squarecb's counter, first's τ, bag's random state), so ``-i`` continues as one run would; ``-t``
+predicts and scores without learning. Bad input stops the run with the file, line and text; the
+events learned before it are kept (``-f`` is written with them).
+
+Options of a CB line olcli does not have (yet) are refused by name.
+"""
+
+import io
+import math
+import sys
+
+from olcli import cb, vw
+from olcli.cb_format import read_adf
+from olcli.errors import DataError, ModelError, OlcliError, UsageError
+
+# VW option -> (its key here, takes a value). Spellings of one option share the key.
+OPTIONS = {
+    "--cb_explore_adf": ("cb_explore_adf", False), "--cb_adf": ("cb_adf", False),
+    "--cb_type": ("cb_type", True), "--epsilon": ("epsilon", True), "--first": ("first", True),
+    "--bag": ("bag", True), "--softmax": ("softmax", False), "--lambda": ("lambda", True),
+    "--squarecb": ("squarecb", False), "--gamma_scale": ("gamma_scale", True),
+    "--gamma_exponent": ("gamma_exponent", True), "--first_only": ("first_only", False),
+    "--greedify": ("greedify", False),
+    "--data": ("data", True), "-d": ("data", True),
+    "--predictions": ("predictions", True), "-p": ("predictions", True),
+    "--final_regressor": ("final", True), "-f": ("final", True),
+    "--initial_regressor": ("initial", True), "-i": ("initial", True),
+    "--testonly": ("testonly", False), "-t": ("testonly", False),
+    "--bit_precision": ("bits", True), "-b": ("bits", True),
+    "--learning_rate": ("eta", True), "-l": ("eta", True),
+    "--power_t": ("power_t", True), "--initial_t": ("initial_t", True),
+    "--l1": ("l1", True), "--l2": ("l2", True),
+    "--adaptive": ("adaptive", False), "--normalized": ("normalized", False), "--invariant": ("invariant", False),
+    "--noconstant": ("noconstant", False), "--hash": ("hash", True),
+    "--loss_function": ("loss", True), "--random_seed": ("random_seed", True),
+    "--quiet": ("quiet", False), "--predict_only_model": ("predict_only", False),
+    # accepted, nothing to do: the CB run reads its text input each time (no example cache is written),
+    # keeps the optimizer state in every model, and its results do not depend on threads or the table kind
+    "--cache": ("cache", False), "-c": ("cache", False), "--kill_cache": ("cache", False), "-k": ("cache", False),
+    "--cache_file": ("cache_file", True), "--save_resume": ("noop", False), "--onethread": ("noop", False),
+    "--sparse_weights": ("noop", False), "--holdout_off": ("noop", False),
+}
+CB_TYPES = ("mtr", "ips", "dm", "dr")
+RULE_FLAGS = ("epsilon", "first", "bag", "softmax", "squarecb")
+
+# What to say about options olcli vw takes on other lines but not (yet) on a CB line.
+NOT_ON_CB = {
+    "--quadratic": "the actions' ranking needs the unclipped scores of the interaction features, which the "
+                   "engine makes inside its kernels",
+    "--cubic": None, "--interactions": None, "-q": None,
+    "--passes": "a CB run makes one pass over its input", "--audit": None, "--invert_hash": None,
+    "--readable_model": None, "--progress": None, "-P": None,
+}
+NOT_ON_CB["--cubic"] = NOT_ON_CB["--interactions"] = NOT_ON_CB["-q"] = NOT_ON_CB["--quadratic"]
+
+
+def parse(args) -> tuple:
+    """A VW CB command line -> (options by key, data files). Options olcli lacks are refused, all named."""
+    given, data, refused = {}, [], []
+    i = 0
+    args = list(args)
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            data.extend(args[i + 1:])
+            break
+        if not vw.is_option(token):
+            data.append(token)
+            i += 1
+            continue
+        name, attached = vw._split(token)
+        if name in OPTIONS:
+            key, takes = OPTIONS[name]
+            if takes:
+                value, i = vw._take_value(name, attached, args, i)
+            else:
+                if attached is not None and not name.startswith("--"):   # a cluster of short flags (-kc)
+                    args = args[:i + 1] + ["-" + attached] + args[i + 1:]
+                elif attached is not None:
+                    raise UsageError(f"{name} takes no value (given {attached!r})")
+                value, i = True, i + 1
+            if key == "data":
+                data.append(value)
+            elif key == "noop":
+                pass
+            else:
+                given.setdefault(key, (name, value))
+            continue
+        refused.append(name)
+        option = vw.BY_NAME.get(name)
+        i += 1 if option is None or not option.value or attached is not None else 2
+    if refused:
+        first = refused[0]
+        if first in NOT_ON_CB or first in vw.BY_NAME:
+            why = NOT_ON_CB.get(first) or "olcli vw takes it on other lines"
+            also = [n for n in dict.fromkeys(refused[1:]) if n != first]
+            raise UsageError(f"{first}: not supported on a contextual-bandit line yet ({why})"
+                             + (f" (also not supported: {', '.join(also)})" if also else ""))
+        raise vw.refusal(refused)
+    return given, data
+
+
+def _number(given, key, kind=float, default=None, low=None):
+    if key not in given:
+        return default
+    name, value = given[key]
+    try:
+        number = kind(value)
+    except ValueError:
+        raise UsageError(f"{name} {value}: expected {'a whole number' if kind is int else 'a number'}") from None
+    if isinstance(number, float) and not math.isfinite(number):
+        raise UsageError(f"{name} {value}: expected a finite number")
+    if low is not None and number < low:
+        raise UsageError(f"{name} {value}: must be at least {low}")
+    return number
+
+
+def cb_settings(given) -> dict:
+    """The reduction's settings from the line (VW's defaults per rule)."""
+    reduction = "cb_explore_adf" if "cb_explore_adf" in given else "cb_adf"
+    rules = [r for r in RULE_FLAGS if r in given and r != "epsilon"]
+    if reduction == "cb_adf":
+        extra = [given[r][0] for r in RULE_FLAGS + ("lambda", "gamma_scale", "gamma_exponent", "first_only", "greedify")
+                 if r in given]
+        if extra:
+            raise UsageError(f"{extra[0]}: an exploration option; it needs --cb_explore_adf (--cb_adf only ranks)")
+    if len(rules) > 1:
+        raise UsageError(f"{given[rules[0]][0]} and {given[rules[1]][0]}: one exploration rule at a time "
+                         "(olcli has no combined rules)")
+    rule = rules[0] if rules else "epsilon"
+    cb_type = given["cb_type"][1] if "cb_type" in given else "mtr"
+    if cb_type not in CB_TYPES:
+        raise UsageError(f"--cb_type {cb_type}: not supported; olcli's cb_types: {', '.join(CB_TYPES)}")
+    if rule == "squarecb" and cb_type != "mtr":
+        raise UsageError(f"--squarecb learns with --cb_type mtr only (given {cb_type})")
+    return {
+        "reduction": reduction, "rule": rule if reduction == "cb_explore_adf" else None, "cb_type": cb_type,
+        "epsilon": _number(given, "epsilon", default=None, low=0.0),
+        "first": _number(given, "first", int, 0, low=1) if rule == "first" else 0,
+        "bag": _number(given, "bag", int, 0, low=1) if rule == "bag" else 0,
+        "lambda": _number(given, "lambda", default=1.0),
+        "gamma_scale": _number(given, "gamma_scale", default=10.0, low=0.0),
+        "gamma_exponent": _number(given, "gamma_exponent", default=0.5, low=0.0),
+        "first_only": "first_only" in given, "greedify": "greedify" in given,
+        "random_seed": _number(given, "random_seed", int, 0),
+    }
+
+
+def _policy(learner, settings):
+    kwargs = dict(cb_type=settings["cb_type"], random_seed=settings["random_seed"])
+    try:
+        if settings["reduction"] == "cb_adf":
+            return cb.CbAdf(learner, **kwargs)
+        return cb.CbExploreAdf(learner, settings["rule"], epsilon=settings["epsilon"], tau=settings["first"],
+                               lam=settings["lambda"], gamma_scale=settings["gamma_scale"],
+                               gamma_exponent=settings["gamma_exponent"], first_only=settings["first_only"],
+                               bag=settings["bag"], greedify=settings["greedify"], **kwargs)
+    except UsageError as exc:
+        if "constant=False" in str(exc):
+            what = "--cb_type dr" if settings["cb_type"] == "dr" else "--bag"
+            raise UsageError(f"{what} without --noconstant: not supported yet (its weight copies would share "
+                             "olcli's one constant feature; VW gives each copy its own)") from None
+        raise
+
+
+def _gd_params(given) -> dict:
+    """VW's gd rules (gd.cc): no switch named -> adaptive, normalized, invariant; otherwise exactly the
+    named ones; -l 0.5 with adaptive and normalized, else 10; plain SGD starts at initial_t 1."""
+    switches = ("adaptive", "normalized", "invariant")
+    named = [s for s in switches if s in given]
+    on = {s: 1.0 if (not named or s in named) else 0.0 for s in switches}
+    eta = _number(given, "eta", default=0.5 if on["adaptive"] and on["normalized"] else 10.0)
+    initial_t = _number(given, "initial_t", default=1.0 if not on["adaptive"] and not on["normalized"] else 0.0)
+    return dict(eta=eta, power_t=_number(given, "power_t", default=0.5), initial_t=initial_t,
+                l1=_number(given, "l1", default=0.0, low=0.0), l2=_number(given, "l2", default=0.0, low=0.0), **on)
+
+
+LEARNER_KEYS = ("bits", "eta", "power_t", "initial_t", "l1", "l2", "adaptive", "normalized", "invariant",
+                "noconstant", "hash", "loss")
+CB_KEYS = ("cb_type", "epsilon", "first", "bag", "softmax", "lambda", "squarecb", "gamma_scale",
+           "gamma_exponent", "first_only", "greedify", "random_seed")
+
+
+def _learner(given):
+    """(learner, settings, policy state or None): a new one, or the model of -i with its CB settings."""
+    import olcli
+
+    loss = given.get("loss", (None, "squared"))[1]
+    if loss != "squared":
+        raise UsageError(f"--loss_function {loss}: not supported on a contextual-bandit line (olcli regresses "
+                         "the costs with squared loss, VW's default)")
+    if "initial" not in given:
+        settings = cb_settings(given)
+        learner = olcli.Learner("gd", loss="squared", bits=_number(given, "bits", int, 18, low=1),
+                                constant="noconstant" not in given,
+                                hash=given.get("hash", (None, "strings"))[1], **_gd_params(given))
+        return learner, settings, None
+    from olcli import commands
+
+    path = given["initial"][1]
+    learner = commands.load_learner(path)
+    stored = learner.model.cb
+    if stored is None:
+        raise ModelError(f"{path} is not a contextual-bandit model (olcli vw --cb_explore_adf/--cb_adf -f writes "
+                         "one)")
+    settings = dict(stored["settings"])
+    if "cb_adf" in given and "cb_explore_adf" not in given and settings["reduction"] != "cb_adf" or \
+            "cb_explore_adf" in given and settings["reduction"] != "cb_explore_adf":
+        raise UsageError(f"-i {path}: the model was trained with --{settings['reduction']}")
+    line = cb_settings({**given, **({} if "cb_adf" in given or "cb_explore_adf" in given else
+                                    {"cb_explore_adf": ("", True)})})
+    for key in CB_KEYS:
+        if key in given and line.get(key, True) != settings.get(key, True) and key not in ("softmax", "squarecb"):
+            raise UsageError(f"{given[key][0]} {given[key][1]}: the model of -i {path} was trained with "
+                             f"{settings.get(key)} (a CB model keeps its reduction's settings)")
+    if any(k in given for k in ("softmax", "squarecb", "bag", "first")) and line["rule"] != settings["rule"]:
+        raise UsageError(f"-i {path}: the model was trained with the {settings['rule']} rule, the line names "
+                         f"{line['rule']}")
+    bits = _number(given, "bits", int, None)
+    if bits is not None and bits != learner.model.bits:
+        raise UsageError(f"-b {bits}: the model of -i {path} has {learner.model.bits} bits")
+    if ("noconstant" in given) == learner.model.constant:
+        raise UsageError(f"--noconstant: the model of -i {path} was trained "
+                         f"{'with' if learner.model.constant else 'without'} the constant feature")
+    changed = [given[k][0] for k in ("eta", "power_t", "initial_t", "l1", "l2", "adaptive", "normalized",
+                                      "invariant", "hash") if k in given]
+    if changed:
+        raise UsageError(f"{changed[0]} with -i: not supported on a contextual-bandit line yet (the model's "
+                         "learner settings are used)")
+    return learner, settings, stored["state"]
+
+
+def _sources(data):
+    from olcli.inputs import display_name, open_source
+
+    for path in data or ["-"]:
+        stream, _ = open_source(path)
+        try:
+            text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None)
+            yield from read_adf(text, display_name(path))
+        finally:
+            if path != "-":
+                stream.close()
+
+
+def _g(x) -> str:
+    return f"{float(x):g}"
+
+
+class Table:
+    """VW's progress table (rows at each doubling of the weighted example sum) and summary, on stderr."""
+
+    HEADER = ("average  since         example        example        current        current  current\n"
+              "loss     last          counter         weight          label        predict features\n")
+
+    def __init__(self, stream, quiet):
+        self.stream, self.quiet = stream, quiet
+        self.dump_at, self.weight = 1.0, 0.0
+        self.last_loss, self.last_weight = 0.0, 0.0
+        self.started = False
+
+    def row(self, policy, event, prediction):
+        self.weight += event.weight
+        if self.quiet or self.weight < self.dump_at:
+            return
+        self.dump_at *= 2.0
+        if not self.started:
+            self.stream.write(self.HEADER)
+            self.started = True
+        labelled = policy.labelled_weight
+        average = _fixed(policy.sum_loss / labelled) if labelled else "n.a."
+        since = (_fixed((policy.sum_loss - self.last_loss) / (labelled - self.last_weight))
+                 if labelled > self.last_weight else "n.a.")
+        self.last_loss, self.last_weight = policy.sum_loss, labelled
+        label = (f"{event.chosen}:{_g(event.cost)}:{_g(event.probability)}" if event.labelled else "unknown")
+        self.stream.write(f"{average:<8} {since:<8} {policy.examples:>12} {self.weight:>14.1f} {label:>14} "
+                          f"{prediction:>14} {policy.current_features:>8}\n")
+        self.stream.flush()
+
+    def summary(self, policy):
+        if self.quiet:
+            return
+        labelled = policy.labelled_weight
+        self.stream.write(
+            "\nfinished run\n"
+            f"number of examples = {policy.examples}\n"
+            f"weighted example sum = {self.weight:.6f}\n"
+            "weighted label sum = 0.000000\n"
+            f"average loss = {_fixed(policy.sum_loss / labelled) if labelled else 'n.a.'}\n"
+            f"total feature number = {policy.total_features}\n")
+        self.stream.flush()
+
+
+def _fixed(x):
+    return f"{x:.6f}"
+
+
+def _header(given, data, learner, settings, testing):
+    m = learner.model
+    lines = []
+    if testing:
+        lines.append("only testing")
+    if "final" in given:
+        lines.append(f"final_regressor = {given['final'][1]}")
+    if "predictions" in given:
+        lines.append(f"predictions = {given['predictions'][1]}")
+    names = [d for d in data if d != "-"]
+    params = m.params
+    lines += ["using no cache", f"Reading datafile = {names[0] if names else ''}", f"num sources = {max(1, len(data))}",
+              f"Num weight bits = {m.bits}", f"learning rate = {_g(params.get('eta', 0.5))}",
+              f"initial_t = {_g(params.get('initial_t', 0.0))}", f"power_t = {_g(params.get('power_t', 0.5))}",
+              f"cb_type = {settings['cb_type']}"]
+    explore = settings["reduction"] == "cb_explore_adf"
+    rule = {"epsilon": "greedy"}.get(settings["rule"], settings["rule"])
+    lines.append("Enabled learners: gd, scorer-identity, csoaa_ldf-rank, cb_adf, "
+                 + (f"cb_explore_adf_{rule}, " if explore else "") + "shared_feature_merger")
+    lines += ["Input label = CB", f"Output pred = {'ACTION_PROBS' if explore else 'ACTION_SCORES'}"]
+    return "\n".join(lines) + "\n"
+
+
+def _save(learner, policy, settings, path, predict_only):
+    from olcli import model as model_file
+
+    learner.model.cb = {"settings": settings, "state": policy.state()}
+    if predict_only:
+        model_file.save(model_file.weights_only(learner.model, learner.weights()), path)
+    else:
+        learner.save(path)
+
+
+def run(args) -> None:
+    """Run a VW --cb_explore_adf / --cb_adf command line (see the module's docstring)."""
+    given, data = parse(args)
+    testing = "testonly" in given
+    learner, settings, state = _learner(given)
+    policy = _policy(learner, settings)
+    if state is not None:
+        policy.restore(state)
+    explore = settings["reduction"] == "cb_explore_adf"
+    quiet = "quiet" in given
+    if not quiet:
+        sys.stderr.write(_header(given, data, learner, settings, testing))
+    table = Table(sys.stderr, quiet)
+    out = open(given["predictions"][1], "w", encoding="utf-8") if "predictions" in given else None
+    final = given.get("final", (None, None))[1]
+    stopped = None
+    try:
+        for event in _sources(data):
+            result, _ = policy.step(event, learn=not testing)
+            if explore:
+                first = f"{result[0][0]}:{result[0][1]:.2g}"
+                text = ",".join(f"{a}:{_g(p)}" for a, p in result)
+            else:
+                first = f"{result[0][0]}:{result[0][1]:.2g}"
+                text = str(result[0][0])
+            if out is not None:
+                out.write(text + "\n\n")
+            table.row(policy, event, first)
+    except (DataError, OlcliError) as exc:
+        stopped = exc
+    finally:
+        if out is not None:
+            out.close()
+    if final and not testing:
+        try:
+            _save(learner, policy, settings, final, "predict_only" in given)
+        except OSError as exc:
+            raise OlcliError(f"cannot write model {final}: {exc.strerror or exc}") from None
+    if stopped is not None:
+        learned = int(policy.labelled_weight)
+        if final and not testing:
+            stopped.args = (f"{stopped}; the model learned so far ({policy.examples} events, {learned} labelled) "
+                            f"was written to {final}",)
+        raise stopped
+    table.summary(policy)
