@@ -1,7 +1,8 @@
 """Would float32 learner state be worth it? The same examples learned with float64
 and with float32 state, every algorithm, default parameters, logistic loss, -b 18.
 
-    python -m benchmarks.float32_state [--runs 3] [--data DIR]
+    python -m benchmarks.float32_state [--runs 3] [--data DIR] [--files a9a,sst2,click]
+                                       [--algorithms sgd,ftrl] [--out NAME]
 
 Each file is parsed once; then the learning kernel alone (``Learner.process``, the one
 door to the algorithm's kernel, the part the state's dtype can change) runs over all its
@@ -11,9 +12,12 @@ progressive logistic loss with each dtype and their relative difference, the lar
 weight difference relative to the largest weight, the learning time (median of the
 runs) and the state's size. The kernels are dtype-generic (Numba compiles one
 version per state dtype), so nothing here changes the product; it measures whether
-it should change.
+it should change. The data sets come from the harness's data folder (``--data``,
+``OLCLI_BENCH_DATA``), the click log from ``olcli.datagen``; the table goes to
+benchmarks/results/``--out``.md (``benchmarks.harness.Results``).
 """
 
+import argparse
 import statistics
 import time
 
@@ -25,7 +29,7 @@ from olcli.inputs import read_chunks
 from olcli.learner import Learner
 from olcli.parsing import batch_of, parse_chunk
 
-from benchmarks.setup_data import click_log, parse_arguments, require, shared_file  # noqa: E402
+from benchmarks import harness
 
 BITS = 18
 
@@ -52,17 +56,28 @@ def learn(batches, name, dtype):
 
 
 def main():
-    args = parse_arguments(__doc__.splitlines()[0])
-    files = [("click log 1M", click_log(args, 1_000_000)), ("sst2", shared_file(args, "sst2")),
-             ("a9a", shared_file(args, "a9a"))]
-    require(files)
-
-    print("| file | algorithm | loss float64 | loss float32 | relative difference | max weight difference "
-          "/ max weight | learn s float64 | learn s float32 | state MB float64 / float32 |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", default="click,sst2,a9a", help="of click, sst2, a9a (comma-separated)")
+    parser.add_argument("--algorithms", default=",".join(ALGORITHMS), help="comma-separated")
+    parser.add_argument("--out", default="float32_state")
+    args = harness.arguments(parser.description, runs=3, parser=parser)
+    chosen = args.files.split(",")
+    files = [(label, path()) for key, label, path in (
+        ("click", "click log 1M", lambda: harness.click_log(args.work, 1_000_000)),
+        ("sst2", "sst2", lambda: harness.shared_file(args.data, "sst2")),
+        ("a9a", "a9a", lambda: harness.shared_file(args.data, "a9a"))) if key in chosen]
+    harness.require(path for _, path in files)
+    results = harness.Results(args.out, "float32 or float64 learner state, per algorithm")
+    results.say("Each file parsed once; the learning kernel alone (Learner.process) over every chunk with "
+                f"float64 and with float32 state, -b {BITS}, logistic loss, default parameters; learn s: "
+                f"median of {args.runs}.")
+    results.say()
+    results.say("| file | algorithm | loss float64 | loss float32 | relative difference | max weight difference "
+                "/ max weight | learn s float64 | learn s float32 | state MB float64 / float32 |")
+    results.say("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for label, path in files:
         parsed = parse_file(path)
-        for name in ALGORITHMS:
+        for name in args.algorithms.split(","):
             for dtype in (np.float64, np.float32):  # warm-up: compiles each variant
                 learn(parsed[:1], name, dtype)
             runs = {np.float64: [], np.float32: []}
@@ -75,9 +90,9 @@ def main():
             scale = max(np.max(np.abs(w64)), 1e-300)
             with np.errstate(invalid="ignore"):
                 weight_diff = np.max(np.abs(w64 - w32)) / scale
-            print(f"| {label} | {name} | {loss64:.6f} | {loss32:.6f} | {abs(loss32 - loss64) / loss64:.1e} | "
-                  f"{weight_diff:.1e} | {t64:.3f} | {t32:.3f} | {bytes64 / 2**20:.1f} / {bytes32 / 2**20:.1f} |",
-                  flush=True)
+            results.say(f"| {label} | {name} | {loss64:.6f} | {loss32:.6f} | {abs(loss32 - loss64) / loss64:.1e} | "
+                        f"{weight_diff:.1e} | {t64:.3f} | {t32:.3f} | {bytes64 / 2**20:.1f} / {bytes32 / 2**20:.1f} |")
+    print(f"wrote {results.write(extra_json=False)}")
 
 
 if __name__ == "__main__":
