@@ -329,7 +329,7 @@ def test_olcli_vw_multipass_with_cache_and_holdout_off(cli, data):
 @pytest.mark.parametrize("args,message", [
     (["--bfgs"], "--bfgs: not supported; olcli learns online only"),
     (["--nn", "5"], "--nn: not supported; olcli learns linear models only"),
-    (["--cb_explore_adf", "--epsilon", "0.1"], "--cb_explore_adf: not supported; olcli has no contextual-bandit"),
+    (["--cb_explore_adf", "--cover", "3"], "--cover: not supported; olcli vw runs --cb_explore_adf"),
     (["--pistol"], "--pistol: not supported; olcli's learners are --gd"),
     (["--no_such_option"], "--no_such_option: not supported; olcli learns linear models online; `olcli vw --help`"),
     (["--loss_function", "classic"], "--loss_function classic: not supported; olcli's choices: squared"),
