@@ -46,6 +46,11 @@ PY = sys.executable
 OLCLI = (PY, "-m", "olcli")
 VW = (PY, "-m", "vowpalwabbit")
 NUMBA_FLOOR = (PY, "-c", "import numba, numpy")
+# VW's own driver through its Python API, ``Workspace(ARGS).run_parser()`` (what the ``vw`` binary
+# runs), for what ``python -m vowpalwabbit`` cannot do: its ``main`` only builds a Workspace, so
+# ``--daemon`` accepts a connection and closes it unanswered. ``Running([*VW_DRIVER, *ARGS])``.
+VW_DRIVER = (PY, "-c", "import sys, vowpalwabbit\nworkspace = vowpalwabbit.Workspace(arg_list=sys.argv[1:])\n"
+                       "workspace.run_parser()\nworkspace.finish()\n")
 
 
 @dataclasses.dataclass

@@ -1,7 +1,7 @@
 """``olcli serve`` against VW's daemon and a bare asyncio echo server (the floor), same run.
 
-    python benchmarks/serve_vs_vw.py [--runs 5] [--requests 5000] [--pipelined 200000]
-                                     [--batches 100] [--wait-for-quiet SECONDS] [--work DIR] [--out FILE]
+    python -m benchmarks.serve_vs_vw [--runs 5] [--requests 5000] [--pipelined 200000]
+                                   [--batches 100] [--wait-for-quiet SECONDS] [--work DIR] [--out FILE]
 
 Data: the generated click log (``olcli.datagen click``, seed 7): the first 100,000 lines
 train both models (``olcli train --loss logistic -b 18``, VW ``--loss_function logistic -b
@@ -22,11 +22,12 @@ train both models (``olcli train --loss logistic -b 18``, VW ``--loss_function l
 - **VW**: ``vw -i MODEL -t --daemon --foreground --port 0 --num_children 1 --quiet`` when
   the installed VW can run one. ``python -m vowpalwabbit --daemon`` cannot (its ``main``
   only builds a ``Workspace``: the daemon accepts a connection and closes it unanswered), so
-  the benchmark runs the same daemon through ``Workspace(args).run_parser()``, the native
+  the benchmark runs the same daemon through ``Workspace(args).run_parser()`` (``harness.VW_DRIVER``), the native
   driver the ``vw`` binary runs (VW 9's daemon forks a child per connection and binds all
   interfaces; the client only ever connects to 127.0.0.1).
 
-Measured, in this process's client (blocking sockets, TCP_NODELAY), ``--runs`` times, medians:
+Every process is started by ``benchmarks.harness`` (``run_olcli``, ``run_vw``, ``Running`` for
+the servers, each in its own process group). Measured, in this process's client (blocking sockets, TCP_NODELAY), ``--runs`` times, medians:
 
 - latency: ``--requests`` sequential single-line requests per server, one connection each
   (after 500 warm-up requests, and one uncounted interleaved pass before the first run), the
@@ -38,8 +39,8 @@ Measured, in this process's client (blocking sockets, TCP_NODELAY), ``--runs`` t
   batches, ``--batches`` POST /predict requests of 1,000 examples as JSON
   (``{"examples": [...]}``) on one keep-alive connection (``http.client``): examples/s; and
   single-example POST latency;
-- the CPU time each server process (with its workers or children) used, and the load average
-  at the start of each run.
+- the CPU time each server process (with its workers or children) used
+  (``harness.Running.cpu_seconds``), and the load average at the start of each run.
 
 olcli's pipelined replies are checked against ``olcli test -p`` on the same lines (equal bytes)
 and its HTTP predictions against the same numbers (1e-6). Writes
@@ -62,6 +63,8 @@ import threading
 import time
 
 import numpy as np
+
+from benchmarks import harness
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -105,14 +108,6 @@ async def main():
 asyncio.run(main())
 """
 
-VW_DAEMON = """
-import sys, vowpalwabbit
-workspace = vowpalwabbit.Workspace(arg_list=sys.argv[1:])
-workspace.run_parser()
-workspace.finish()
-"""
-
-
 def busy_server(micros: float) -> str:
     """The constant server, spending ``micros`` µs in a Python busy loop per read (--probe-placement)."""
     return CONSTANT_SERVER.replace("def predict(data):\n", "import time\ndef predict(data):\n"
@@ -144,7 +139,7 @@ def arguments():
                              "(on a shared machine other jobs make the latencies noisy)")
     # not "olcli-...": the test suite checks that no test leaves such names in the temp directory
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "serve_vs_vw-work"))
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "serve_vs_vw.md"))
+    parser.add_argument("--out", default=os.path.join(harness.RESULTS, "serve_vs_vw.md"))
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     return args
@@ -161,13 +156,12 @@ def prepare(work: str):
         with open(queries, "wb") as f:
             f.write(b"\n".join(lines[TRAIN_LINES:TRAIN_LINES + QUERY_LINES]) + b"\n")
     olcli_model, expected = os.path.join(work, "click.olm"), os.path.join(work, "queries.pred")
-    run([sys.executable, "-m", "olcli", "train", train, "-f", olcli_model, "--loss", "logistic", "-b", "18",
-         "--quiet"])
-    run([sys.executable, "-m", "olcli", "test", queries, "-i", olcli_model, "-p", expected, "--quiet"])
+    harness.run_olcli(["train", train, "-f", olcli_model, "--loss", "logistic", "-b", "18", "--quiet"], timeout=600)
+    harness.run_olcli(["test", queries, "-i", olcli_model, "-p", expected, "--quiet"], timeout=600)
     vw_model = os.path.join(work, "click.vw")
     try:
-        run([sys.executable, "-m", "vowpalwabbit", "-d", train, "-f", vw_model, "--loss_function", "logistic",
-             "-b", "18", "--quiet"])
+        harness.run_vw(["-d", train, "-f", vw_model, "--loss_function", "logistic", "-b", "18", "--quiet"],
+                       timeout=600)
     except (RuntimeError, OSError):
         vw_model = None
     with open(queries, "rb") as f:
@@ -177,26 +171,19 @@ def prepare(work: str):
     return olcli_model, vw_model, query_lines, expected_bytes
 
 
-def run(command):
-    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
-    if done.returncode:
-        raise RuntimeError(f"{' '.join(command[:5])} ... exited {done.returncode}: {done.stderr.decode()[-1000:]}")
-
-
-class Process:
-    """A server subprocess that writes its port to a file; stopped on exit."""
+class Process(harness.Running):
+    """A server subprocess (``harness.Running`` in its own process group: VW's daemon forks
+    children, and ``stop`` ends them all) that writes its port to a file."""
 
     def __init__(self, command, port_file, http_port_file=None, timeout=120, env=None):
         for path in (port_file, http_port_file):
             if path and os.path.exists(path):
                 os.unlink(path)
-        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, start_new_session=True,
-                                     env=None if env is None else {**os.environ, **env})
+        super().__init__(command, group=True, stderr=subprocess.PIPE, env=harness.python_env(**(env or {})))
         deadline = time.monotonic() + timeout
         while not (_ready(port_file) and (http_port_file is None or _ready(http_port_file))):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{command[:4]} exited: {self.proc.stderr.read().decode()[-2000:]}")
+            if self.poll() is not None:
+                raise RuntimeError(f"{command[:4]} exited: {self.process.stderr.read().decode()[-2000:]}")
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"{command[:4]} did not start")
@@ -205,39 +192,8 @@ class Process:
         self.port = int(open(port_file).read().split()[0])
         self.http_port = int(open(http_port_file).read().split()[0]) if http_port_file else None
 
-    def cpu_seconds(self) -> float:
-        """CPU time of the server process and its children so far (--workers: the workers; VW:
-        its forked children), every thread: the scheduler's own count (/proc/PID/task/*/schedstat,
-        nanoseconds), not utime/stime, which this kernel samples at clock ticks (10 ms: too coarse
-        for a few microseconds per request)."""
-        import psutil
-
-        try:
-            processes = [psutil.Process(self.proc.pid)]
-            processes += processes[0].children(recursive=True)
-        except psutil.Error:
-            return float("nan")
-        total = 0
-        for process in processes:
-            try:
-                for task in os.listdir(f"/proc/{process.pid}/task"):
-                    with open(f"/proc/{process.pid}/task/{task}/schedstat") as f:
-                        total += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-        return total / 1e9
-
     def stop(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)   # VW's daemon forks children: the whole group
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(20)
+        super().stop(signal.SIGTERM, timeout=20)
 
 
 def _ready(path):
@@ -446,7 +402,7 @@ def main():
     port_file = lambda name: os.path.join(work, f"{name}.port")  # noqa: E731
 
     def olcli_server(name, *extra, env=None):
-        return Process([sys.executable, "-m", "olcli", "serve", "-i", olcli_model, "--port", "0",
+        return Process([*harness.OLCLI, "serve", "-i", olcli_model, "--port", "0",
                         "--port-file", port_file(name), "--http-port", "0", "--http-port-file",
                         port_file(name + "-http"), *extra], port_file(name), port_file(name + "-http"), env=env)
 
@@ -463,7 +419,7 @@ def main():
     vw_note = None
     if vw_model:
         try:
-            servers["VW"] = Process([sys.executable, "-c", VW_DAEMON, "-i", vw_model, "-t", "--daemon",
+            servers["VW"] = Process([*harness.VW_DRIVER, "-i", vw_model, "-t", "--daemon",
                                      "--foreground", "--port", "0", "--port_file", port_file("vw"),
                                      "--num_children", "1", "--quiet"], port_file("vw"))
             check = connect(servers["VW"].port)
