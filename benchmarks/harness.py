@@ -86,12 +86,11 @@ def _vm_hwm_mb(pid: int) -> float:
 
 
 def python_env(base: dict | None = None, **changes) -> dict:
-    """The environment of a user's process: ``base`` without PYTHONDONTWRITEBYTECODE (an installed
-    olcli has its .pyc files; a checkout without them would compile its modules at every start);
-    without ``base``, os.environ without OLCLI_KERNELS either (olcli's default kernels unless
-    ``changes`` say otherwise). ``changes`` set (or, when None, remove) variables."""
-    dropped = ("PYTHONDONTWRITEBYTECODE",) + (("OLCLI_KERNELS",) if base is None else ())
-    env = {key: value for key, value in (os.environ if base is None else base).items() if key not in dropped}
+    """The environment of a user's process: ``base`` (os.environ) without PYTHONDONTWRITEBYTECODE
+    (an installed olcli has its .pyc files; a checkout without them would compile its modules at
+    every start); ``changes`` set (or, when None, remove) variables."""
+    env = {key: value for key, value in (os.environ if base is None else base).items()
+           if key != "PYTHONDONTWRITEBYTECODE"}
     for key, value in changes.items():
         if value is None:
             env.pop(key, None)
@@ -203,6 +202,9 @@ class Running:
             except ProcessLookupError:
                 pass
 
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
     def stop(self, signum: int = signal.SIGTERM, timeout: float = 30) -> int:
         """Send ``signum`` (to the group with ``group``), wait ``timeout`` seconds, then SIGKILL;
         the exit code."""
@@ -210,7 +212,7 @@ class Running:
         try:
             return self.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.send_signal(signal.SIGKILL)
+            self.kill()
             return self.wait()
 
     def cpu_seconds(self) -> float:

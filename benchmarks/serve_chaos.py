@@ -30,7 +30,8 @@ Events (weights in EVENTS):
 
     python -m benchmarks.serve_chaos --events 500 [--seed 1] [-o benchmarks/results/serve_chaos.json]
 
-Loopback only; every process started here is stopped here.
+Loopback only; every process started here is stopped here. olcli is started by
+``benchmarks.harness`` (``run_olcli``; the servers are ``harness.Running`` processes).
 """
 
 import argparse
@@ -50,6 +51,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+from benchmarks import harness  # noqa: E402
 from olcli import datagen  # noqa: E402
 
 PY = sys.executable
@@ -58,9 +60,9 @@ EVENTS = {"startup_signal": 6, "reload_storm": 30, "cut_line": 34, "big_and_smal
 
 
 def olcli(*args, check=True):
-    done = subprocess.run([PY, "-m", "olcli", *map(str, args)], capture_output=True, timeout=600)
+    done = harness.run_olcli(args, check=False, separate_stderr=True, timeout=600)
     if check and done.returncode:
-        raise SystemExit(f"olcli {' '.join(map(str, args))}: {done.stderr.decode()}")
+        raise SystemExit(f"olcli {' '.join(map(str, args))}: {done.stderr}")
     return done
 
 
@@ -74,17 +76,6 @@ def http(port, method, path, body=None, timeout=60):
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def default_signals():
-    """In the server's process before exec: SIGINT, SIGTERM and SIGHUP with their default
-    actions, as a terminal or a service manager starts a program. A harness started in the
-    background by a non-interactive shell (``cmd &``, ``nohup``) has SIGINT (and SIGHUP) ignored,
-    and its children would inherit that: a signal sent before olcli has installed its handlers
-    would be dropped by the kernel instead of ending the process (seed 5's first run: two
-    SIGINTs 0.03 and 0.08 s after exec, the servers then started and served)."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_DFL)
-
-
 class Server:
     def __init__(self, folder, model, *args, name="srv", wait=True):
         self.folder = Path(folder)
@@ -95,11 +86,16 @@ class Server:
                 p.unlink()
         self.log_file = open(self.log_path, "ab")
         self.log_start = self.log_path.stat().st_size
-        self.proc = subprocess.Popen(
-            [PY, "-m", "olcli", "serve", "-i", str(model), "--port", "0", "--http-port", "0",
-             "--port-file", str(self.port_file), "--http-port-file", str(self.http_file),
-             "--pid-file", str(self.pid_file), "--idle-timeout", "60", *args],
-            stdout=subprocess.DEVNULL, stderr=self.log_file, stdin=subprocess.DEVNULL, preexec_fn=default_signals)
+        # default_signals: SIGINT, SIGTERM and SIGHUP with their default actions before exec, as a
+        # terminal or a service manager starts a program. A harness started in the background by a
+        # non-interactive shell (``cmd &``, ``nohup``) has SIGINT (and SIGHUP) ignored, and its
+        # children would inherit that: a signal sent before olcli has installed its handlers would be
+        # dropped by the kernel instead of ending the process (seed 5's first run: two SIGINTs 0.03
+        # and 0.08 s after exec, the servers then started and served).
+        self.proc = harness.start_olcli(
+            ["serve", "-i", model, "--port", "0", "--http-port", "0", "--port-file", self.port_file,
+             "--http-port-file", self.http_file, "--pid-file", self.pid_file, "--idle-timeout", "60", *args],
+            stderr=self.log_file, default_signals=True)
         self.started = time.monotonic()
         if wait:
             self.wait_listening()
@@ -523,7 +519,7 @@ def main():
     parser.add_argument("--fairness", type=int, default=5,
                         help="first, this many 16 MiB POST /predict with single lines timed meanwhile (issue 31's "
                              "50 ms p99 target), beside as many single lines with nothing else running")
-    parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks" / "results" / "serve_chaos.json"))
+    parser.add_argument("-o", "--output", default=os.path.join(harness.RESULTS, "serve_chaos.json"))
     args = parser.parse_args()
     inherited = {signal.Signals(k).name: str(signal.getsignal(k)) for k in (signal.SIGINT, signal.SIGHUP)}
     signal.signal(signal.SIGINT, signal.default_int_handler)   # Ctrl-C stops the harness (and its servers)
