@@ -51,7 +51,8 @@ OPTIONS = {
     "--learning_rate": ("eta", True), "-l": ("eta", True),
     "--power_t": ("power_t", True), "--initial_t": ("initial_t", True),
     "--l1": ("l1", True), "--l2": ("l2", True),
-    "--adaptive": ("adaptive", False), "--normalized": ("normalized", False), "--invariant": ("invariant", False),
+    "--sgd": ("sgd", False), "--adaptive": ("adaptive", False), "--normalized": ("normalized", False),
+    "--invariant": ("invariant", False),
     "--noconstant": ("noconstant", False), "--hash": ("hash", True),
     "--loss_function": ("loss", True), "--random_seed": ("random_seed", True),
     "--quiet": ("quiet", False), "--predict_only_model": ("predict_only", False),
@@ -186,10 +187,12 @@ def _policy(learner, settings):
 
 def _gd_params(given) -> dict:
     """VW's gd rules (gd.cc): no switch named -> adaptive, normalized, invariant; otherwise exactly the
-    named ones; -l 0.5 with adaptive and normalized, else 10; plain SGD starts at initial_t 1."""
+    named ones (--sgd: none); -l 0.5 with adaptive and normalized, else 10; plain SGD starts at initial_t 1."""
     switches = ("adaptive", "normalized", "invariant")
     named = [s for s in switches if s in given]
-    on = {s: 1.0 if (not named or s in named) else 0.0 for s in switches}
+    if "sgd" in given and named:
+        raise UsageError(f"--sgd and {given[named[0]][0]}: --sgd is VW's plain update (all three off)")
+    on = {s: 1.0 if (not named and "sgd" not in given or s in named) else 0.0 for s in switches}
     eta = _number(given, "eta", default=0.5 if on["adaptive"] and on["normalized"] else 10.0)
     initial_t = _number(given, "initial_t", default=1.0 if not on["adaptive"] and not on["normalized"] else 0.0)
     return dict(eta=eta, power_t=_number(given, "power_t", default=0.5), initial_t=initial_t,
@@ -244,7 +247,7 @@ def _learner(given):
         raise UsageError(f"--noconstant: the model of -i {path} was trained "
                          f"{'with' if learner.model.constant else 'without'} the constant feature")
     changed = [given[k][0] for k in ("eta", "power_t", "initial_t", "l1", "l2", "adaptive", "normalized",
-                                      "invariant", "hash") if k in given]
+                                      "invariant", "sgd", "hash") if k in given]
     if changed:
         raise UsageError(f"{changed[0]} with -i: not supported on a contextual-bandit line yet (the model's "
                          "learner settings are used)")

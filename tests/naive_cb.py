@@ -53,6 +53,12 @@ class SquaredSGD:
         """The prediction the update and a cost estimate use (here the raw score)."""
         return self.predict(features)
 
+    def predict_and_learn(self, features, label, weight=1.0):
+        """One update; returns the prediction the update used (VW's gd learn: predict, then update)."""
+        p = self.finalized(features)
+        self.learn(features, label, weight)
+        return p
+
     def learn(self, features, label, weight=1.0):
         g = self.lr * weight * (label - self.finalized(features))
         for k, v in features.items():
@@ -94,6 +100,14 @@ class VWPlainSGD(SquaredSGD):
     def learn(self, features, label, weight=1.0):
         self.range.see(label)
         super().learn(features, label, weight)
+
+    def predict_and_learn(self, features, label, weight=1.0):
+        """The label widens the range first, so the prediction returned is clipped to the widened range
+        (found by running VW 9.11.9: dr's ĝ of the chosen action, ``--cb_explore_adf --softmax --lambda 2
+        --cb_type dr --sgd --power_t 0 -l 0.1`` on tests/test_cb_cli.py's generated stream prints 0.255728;
+        with ĝ clipped to the range before the cost, 0.255596)."""
+        self.range.see(label)
+        return super().predict_and_learn(features, label, weight)
 
 
 @dataclass
@@ -210,9 +224,10 @@ class CbAdf:
         else:
             g = []
             for b, f in enumerate(feats):
-                g.append(self.cost_model.finalized(f))
-                if b == a:  # get_cost_pred<true>: learn the observed action with weight 1/p, after predicting
-                    self.cost_model.learn(f, event.cost, event.weight / event.probability)
+                if b == a:  # get_cost_pred<true>: learn the observed action with weight 1/p; ĝ is gd's prediction
+                    g.append(self.cost_model.predict_and_learn(f, event.cost, event.weight / event.probability))
+                else:
+                    g.append(self.cost_model.finalized(f))
             self.last_dr = g
             x = targets_dr(event, g, self.clip_p)
         for f, target in zip(feats, x):

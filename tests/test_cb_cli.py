@@ -1,0 +1,284 @@
+"""``olcli vw --cb_explore_adf`` / ``--cb_adf`` end to end (olcli/cb_run.py): the CLI against the oracle
+tests/naive_cb.py on generated ADF data, VW 9.11.9's printed table, summary and -p on VW's cb_test.ldf
+(sample_data/cb), -f/-i resume against one continuous run, pipes, bad input and refusals."""
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+import naive_cb as nc
+
+CB = Path(__file__).resolve().parent.parent / "sample_data" / "cb"
+LR = 0.1
+PLAIN = ["--sgd", "--power_t", "0", "-l", str(LR)]   # VW's plain update, the oracle's VWPlainSGD(LR)
+
+
+def value(rnd):
+    """A feature value in ±[0.05, 1] (never 0: a zero-valued feature is not a feature, in VW and olcli)."""
+    return round(rnd.choice((-1, 1)) * rnd.uniform(0.05, 1.0), 3)
+
+
+def generated(n=30, seed=11, unlabelled_every=6):
+    """ADF text: n events of 2-4 actions, distinct features per line, costs in [-1, 2], p in [0.2, 1];
+    returns (text, events as the oracle's Event with named features)."""
+    rnd = random.Random(seed)
+    blocks, events = [], []
+    for i in range(n):
+        k = rnd.randint(2, 4)
+        shared = {f"s{j}": value(rnd) for j in rnd.sample(range(6), 2)}
+        actions = [{f"x{j}": value(rnd) for j in rnd.sample(range(8), 3)} for _ in range(k)]
+        chosen = None if i % unlabelled_every == unlabelled_every - 1 else rnd.randrange(k)
+        cost, prob = round(rnd.uniform(-1, 2), 3), round(rnd.uniform(0.2, 1.0), 3)
+        lines = ["shared |u " + " ".join(f"{f}:{v}" for f, v in shared.items())]
+        for a, feats in enumerate(actions):
+            label = f"{a}:{cost}:{prob} " if a == chosen else ""
+            lines.append(label + "|a " + " ".join(f"{f}:{v}" for f, v in feats.items()))
+        blocks.append("\n".join(lines))
+        events.append(nc.Event({"u^" + f: v for f, v in shared.items()},
+                               [{"a^" + f: v for f, v in feats.items()} for feats in actions],
+                               chosen, cost if chosen is not None else 0.0, prob if chosen is not None else 0.0))
+    return "\n\n".join(blocks) + "\n\n", events
+
+
+def read_pmfs(path):
+    """-p of --cb_explore_adf: one 'a:p,a:p,...' line per event, then a blank line."""
+    text = Path(path).read_text()
+    assert text.endswith("\n\n")
+    return [[(int(a), float(p)) for a, p in (w.split(":") for w in block.split(","))]
+            for block in text.strip("\n").split("\n\n")]
+
+
+def summary(err):
+    def get(name):
+        m = re.search(rf"^{name} = (.+)$", err, re.M)
+        return m.group(1) if m else None
+    return get("number of examples"), get("total feature number"), get("average loss")
+
+
+ORACLE_RULES = [
+    (["--epsilon", "0.1"], ("epsilon", 0.1)),
+    (["--softmax", "--lambda", "2"], ("softmax", 2.0, 0.0)),
+    (["--squarecb"], ("squarecb", 10.0, 0.0)),
+    (["--first", "3", "--epsilon", "0.1"], ("first", 3, 0.1)),
+    (["--bag", "3"], ("bag", 3, 0.0)),
+]
+
+
+def vw_poisson_draws(seed=0):
+    """VW's bag draws: merand48 on the random state (seed 0) through the Poisson(1) CDF of bs::weight_gen."""
+    state = [seed]
+
+    def draws(_member):
+        u, state[0] = nc.merand48(state[0])
+        return _poisson(u)
+    return draws
+
+
+def _poisson(u):
+    # Poisson(1) CDF, the table of VW's bs::weight_gen (written out here, not taken from olcli)
+    cdf, term, k = 0.0, 0.36787944117144233, 0
+    while k < 8:
+        cdf += term
+        if u <= cdf:
+            return k
+        k += 1
+        term /= k
+    return 8
+
+
+@pytest.mark.parametrize("cb_type", ["mtr", "ips", "dm", "dr"])
+@pytest.mark.parametrize("rule_args, oracle_rule", ORACLE_RULES)
+def test_cli_matches_the_oracle(cli, rule_args, oracle_rule, cb_type):
+    """Every event's PMF (-p) and the summary's average loss, examples and features against the oracle."""
+    if oracle_rule[0] == "squarecb" and cb_type != "mtr":
+        pytest.skip("squarecb learns mtr only")
+    text, events = generated()
+    Path("d.txt").write_text(text)
+    code, _, err = cli("vw", "--cb_explore_adf", *rule_args, "--cb_type", cb_type, "-d", "d.txt", "--noconstant",
+                       "-p", "p.txt", *PLAIN)
+    assert code == 0, err
+    rng = nc.LabelRange()
+    if oracle_rule[0] == "bag":
+        oracle_rule = oracle_rule + (vw_poisson_draws(),)
+    oracle = nc.CbExploreAdf(oracle_rule, cb_type=cb_type, make_regressor=lambda: nc.VWPlainSGD(LR, rng),
+                             constant=False)
+    pmfs = read_pmfs("p.txt")
+    assert len(pmfs) == len(events)
+    losses = []
+    for i, (event, pmf) in enumerate(zip(events, pmfs)):
+        opmf, loss = oracle.step(event)
+        losses.append(loss)
+        assert [a for a, _ in pmf] == [a for a, _ in opmf], f"event {i}"
+        assert [p for _, p in pmf] == pytest.approx([p for _, p in opmf], rel=1e-5, abs=1e-6), f"event {i}"
+    labelled = [loss for loss, e in zip(losses, events) if e.labelled]
+    features = sum(len(e.shared) * len(e.actions) + sum(len(a) for a in e.actions) for e in events)
+    n, f, avg = summary(err)
+    assert (int(n), int(f)) == (len(events), features)
+    assert float(avg) == pytest.approx(sum(labelled) / len(labelled), abs=1e-6)
+
+
+@pytest.mark.parametrize("cb_type", ["mtr", "ips", "dm", "dr"])
+def test_cb_adf_matches_the_oracle(cli, cb_type):
+    """--cb_adf: -p is the best action's position per event (ranked before learning); average loss the
+    oracle's (IPS, or DR with dr); total feature number counts the shared line once."""
+    text, events = generated(seed=4)
+    Path("d.txt").write_text(text)
+    code, _, err = cli("vw", "--cb_adf", "--cb_type", cb_type, "-d", "d.txt", "--noconstant", "-p", "p.txt", *PLAIN)
+    assert code == 0, err
+    rng = nc.LabelRange()
+    oracle = nc.CbAdf(cb_type, nc.VWPlainSGD(LR, rng), nc.VWPlainSGD(LR, rng) if cb_type == "dr" else None,
+                      constant=False)
+    best = [int(b) for b in Path("p.txt").read_text().strip("\n").split("\n\n")]
+    losses = []
+    for i, event in enumerate(events):
+        scores = oracle.learn(event)
+        assert best[i] == nc.rank(scores)[0][0], f"event {i}"
+        if event.labelled:
+            losses.append(nc.loss_cb_adf(event, scores, oracle.last_dr))
+    n, f, avg = summary(err)
+    features = sum(len(e.shared) + sum(len(a) for a in e.actions) for e in events)
+    assert (int(n), int(f)) == (len(events), features)
+    assert float(avg) == pytest.approx(sum(losses) / len(losses), abs=1e-6)
+
+
+# VW 9.11.9's stderr and -p for `--cb_explore_adf --epsilon 0.1 -d cb_test.ldf --noconstant -p P` (same file as
+# sample_data/cb/cb_test.ldf; run 2026-11-27): the table rows and the summary lines.
+VW_TABLE = """\
+average  since         example        example        current        current  current
+loss     last          counter         weight          label        predict features
+0.666667 0.666667            1            1.0        0:1:0.5         0:0.33       15
+0.333333 0.000000            2            2.0        1:0:0.5         1:0.95        6
+
+finished run
+number of examples = 3
+weighted example sum = 3.000000
+weighted label sum = 0.000000
+average loss = 0.333333
+total feature number = 27
+"""
+VW_PMFS = "0:0.333333,1:0.333333,2:0.333333\n\n1:0.95,0:0.05\n\n1:0.95,0:0.05\n\n"
+# VW 9.11.9, `--cb_adf -d cb_test.ldf -p P` (constant on)
+VW_ADF_TABLE = """\
+2.000000 2.000000            1            1.0        0:1:0.5            0:0       18
+1.000000 0.000000            2            2.0        1:0:0.5         1:0.11        8
+"""
+VW_ADF_SUMMARY = "number of examples = 3\nweighted example sum = 3.000000\nweighted label sum = 0.000000\n" \
+                 "average loss = 1.000000\ntotal feature number = 31\n"
+
+
+def test_table_summary_and_predictions_as_vw_prints_them(cli):
+    code, out, err = cli("vw", "--cb_explore_adf", "--epsilon", "0.1", "-d", CB / "cb_test.ldf", "--noconstant",
+                         "-p", "p.txt")
+    assert code == 0, err
+    assert err.endswith(VW_TABLE), err
+    assert "Input label = CB\nOutput pred = ACTION_PROBS\n" in err
+    assert Path("p.txt").read_text() == VW_PMFS
+    assert out == b""
+    code, out, err = cli("vw", "--cb_adf", "-d", CB / "cb_test.ldf", "-p", "q.txt")
+    assert code == 0, err
+    assert VW_ADF_TABLE in err and err.endswith(VW_ADF_SUMMARY), err
+    assert Path("q.txt").read_text() == "0\n\n1\n\n1\n\n"
+
+
+def test_quiet_prints_nothing(cli):
+    code, out, err = cli("vw", "--cb_explore_adf", "-d", CB / "cb_test.ldf", "--quiet")
+    assert (code, out, err) == (0, b"", "")
+
+
+def test_standard_input_equals_the_file(cli):
+    text, _ = generated(seed=8)
+    Path("d.txt").write_text(text)
+    code, _, err_file = cli("vw", "--cb_explore_adf", "--softmax", "-d", "d.txt", "-p", "a.txt")
+    assert code == 0, err_file
+    code, _, err_pipe = cli("vw", "--cb_explore_adf", "--softmax", "-p", "b.txt", stdin=text.encode())
+    assert code == 0, err_pipe
+    assert Path("a.txt").read_text() == Path("b.txt").read_text()
+    assert summary(err_file) == summary(err_pipe)
+
+
+@pytest.mark.parametrize("rule_args", [["--epsilon", "0.1"], ["--squarecb"], ["--first", "20"], ["--bag", "2"],
+                                       ["--cb_type", "dr"], ["--cb_type", "ips", "--softmax"]])
+def test_resume_equals_one_continuous_run(cli, rule_args):
+    """-f after the first half, -i for the second: the second half's PMFs and a final test pass equal one
+    run over the whole stream (the model keeps squarecb's counter, first's tau, bag's random state, mtr's
+    totals)."""
+    text, _ = generated(n=40, seed=21)
+    blocks = text.strip("\n").split("\n\n")
+    Path("all.txt").write_text(text)
+    Path("a.txt").write_text("\n\n".join(blocks[:17]) + "\n\n")
+    Path("b.txt").write_text("\n\n".join(blocks[17:]) + "\n\n")
+    base = ["vw", "--cb_explore_adf", *rule_args, "--noconstant"]
+    assert cli(*base, "-d", "all.txt", "-p", "whole.p", "-f", "whole.m")[0] == 0
+    code, _, err = cli(*base, "-d", "a.txt", "-p", "a.p", "-f", "half.m")
+    assert code == 0, err
+    code, _, err = cli("vw", "--cb_explore_adf", "--noconstant", "-i", "half.m", "-d", "b.txt", "-p", "b.p",
+                       "-f", "resumed.m")
+    assert code == 0, err
+    assert read_pmfs("a.p") + read_pmfs("b.p") == read_pmfs("whole.p")
+    for m in ("whole.m", "resumed.m"):
+        code, _, err = cli("vw", "--cb_explore_adf", "--noconstant", "-t", "-i", m, "-d", "all.txt", "-p", m + ".p")
+        assert code == 0, err
+    assert Path("whole.m.p").read_text() == Path("resumed.m.p").read_text()
+
+
+def test_testonly_learns_nothing(cli):
+    text, _ = generated(seed=3)
+    Path("d.txt").write_text(text)
+    assert cli("vw", "--cb_explore_adf", "-d", "d.txt", "-f", "m")[0] == 0
+    before = Path("m").read_bytes()
+    code, _, err = cli("vw", "--cb_explore_adf", "-t", "-i", "m", "-d", "d.txt", "-p", "1.p")
+    assert code == 0 and "only testing" in err
+    code, _, err = cli("vw", "--cb_explore_adf", "-t", "-i", "m", "-d", "d.txt", "-p", "2.p")
+    assert code == 0
+    assert Path("1.p").read_text() == Path("2.p").read_text() and Path("m").read_bytes() == before
+
+
+def test_bad_input_is_named_and_what_was_learned_is_kept(cli):
+    text, _ = generated(n=12, seed=5)
+    blocks = text.strip("\n").split("\n\n")
+    good = "\n\n".join(blocks[:7]) + "\n\n"
+    bad_line = "0:oops:0.5 |a x1:1"
+    Path("bad.txt").write_text(good + "shared |u s1\n" + bad_line + "\n|a x2\n\n" + "\n\n".join(blocks[7:]) + "\n")
+    Path("good.txt").write_text(good)
+    line = good.count("\n") + 2
+    code, out, err = cli("vw", "--cb_explore_adf", "-d", "bad.txt", "-f", "m", "-p", "p")
+    assert code == 1
+    assert f"bad.txt, line {line}" in err and "0:oops:0.5" in err, err
+    assert "written to m" in err and "Traceback" not in err
+    assert len(read_pmfs("p")) == 7
+    assert cli("vw", "--cb_explore_adf", "-d", "good.txt", "-f", "g")[0] == 0
+    for m in ("m", "g"):
+        assert cli("vw", "--cb_explore_adf", "-t", "-i", m, "-d", "good.txt", "-p", m + ".probe")[0] == 0
+    assert Path("m.probe").read_text() == Path("g.probe").read_text()
+
+
+def test_two_costs_in_one_event_are_refused_with_the_line(cli):
+    Path("d.txt").write_text("shared |u a\n0:1:0.5 |a x\n1:0:0.5 |a y\n\n")
+    code, _, err = cli("vw", "--cb_adf", "-d", "d.txt")
+    assert code == 1 and "d.txt, line" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cb_explore_adf", "--cover", "3"], "--cover: not supported"),
+    (["--cb_explore_adf", "-q", "ua"], "-q: not supported on a contextual-bandit line yet"),
+    (["--cb_adf", "--cb_type", "sm"], "--cb_type sm: not supported; olcli's cb_types: mtr, ips, dm, dr"),
+    (["--cb_explore_adf", "--bag", "2"], "--bag without --noconstant: not supported yet"),
+    (["--cb_explore_adf", "--dsjson"], "--dsjson: not supported"),
+    (["--cb_explore_adf", "--loss_function", "logistic"], "--loss_function logistic: not supported"),
+    (["--cb_explore_adf", "--softmax", "--squarecb"], "--softmax and --squarecb: one exploration rule at a time"),
+    (["--cb_adf", "--epsilon", "0.1"], "--epsilon: an exploration option; it needs --cb_explore_adf"),
+])
+def test_refused_by_name_before_anything_is_written(cli, args, message):
+    code, out, err = cli("vw", *args, "-d", CB / "cb_test.ldf", "-f", "m", "-p", "p")
+    assert code == 2
+    assert err.startswith("Error: " + message) and len(err.strip().splitlines()) == 1, err
+    assert not Path("m").exists() and not Path("p").exists() and out == b""
+
+
+def test_a_plain_model_is_not_a_cb_model(cli):
+    Path("r.txt").write_text("1 | a\n0 | b\n")
+    assert cli("train", "r.txt", "-f", "plain.m")[0] == 0
+    code, _, err = cli("vw", "--cb_explore_adf", "-i", "plain.m", "-d", CB / "cb_test.ldf")
+    assert code == 1 and "not a contextual-bandit model" in err, err
