@@ -1,11 +1,13 @@
 """CLI wall time before and after the Learner refactor (6efe182), same files, same run.
 
-    python -m benchmarks.refactor_before_after [--baseline /work/baseline] [--current REPO]
+    python -m benchmarks.refactor_before_after [--baseline TREE] [--current REPO]
                                                [--revisions REV ...] [--runs 7] [--cold]
                                                [--data DIR] [--work DIR] [--out FILE]
 
 Times ``python -m olcli train FILE --loss logistic -b 18 --quiet [FLAGS]`` of source trees
-with the same interpreter (this one): the baseline, the current working tree, and with
+with the same interpreter (this one), each run by ``benchmarks.harness.run_olcli``: the
+baseline (``--baseline TREE``, a folder holding an ``olcli/``; by default a snapshot of
+6efe182's parent, the code before the refactor), the current working tree, and with
 ``--revisions`` snapshots of committed revisions of this repository (``git archive`` into
 --work: immune to edits in progress in the working tree, which make Numba recompile and
 add whatever is half-done). Each tree's command runs with the tree as its
@@ -15,7 +17,8 @@ the tree), PYTHONPATH removed. Each tree has its own NUMBA_CACHE_DIR and its own
 cache (PYTHONPYCACHEPREFIX), both under --work, so neither tree reads the other's compiled
 kernels or .pyc files and neither source tree is written to.
 
-Cases: the generated click log (1M lines, and 4M), sst2, a9a (default algorithm), the click
+Cases (the data sets from the harness's data folder: ``--data``, ``OLCLI_BENCH_DATA``; the
+click logs from ``olcli.datagen``): the generated click log (1M lines, and 4M), sst2, a9a (default algorithm), the click
 log with --scinol2, and letter with --oaa 26 and --oaa 26 --scinol2 (the multiclass kernel),
 plus a start-up case (the first 100 lines of a9a) that shows the fixed cost. Warm-up: every
 case runs once per tree with ``-f MODEL`` (compiling into the tree's empty caches), then once
@@ -56,6 +59,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TARGET = 1.03
+BEFORE = "6efe182~1"   # the code before the Learner refactor, the default baseline
 # The lifetime counters models had before the refactor (later versions may add more).
 COUNTERS = ("rounds", "examples", "labeled_examples", "weighted_examples", "weighted_labels", "loss_sum",
             "total_features")
@@ -64,14 +68,16 @@ RETRIES, RETRY_WAIT = 6, 20  # a failed run (a tree broken mid-edit) is retried
 
 def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default="/work/baseline")
+    parser.add_argument("--baseline", help="the baseline tree (a folder with olcli/; default: a snapshot of "
+                                           f"{BEFORE}, the parent of the refactor)")
     parser.add_argument("--current", default=ROOT, help="the working tree to compare (default: this one)")
     parser.add_argument("--revisions", nargs="*", default=[],
                         help="also compare snapshots of these revisions of the current repository")
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared", "data"))
+    parser.add_argument("--data", default=None, help="the data folder (default: the harness's)")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "olcli-bench"))
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "refactor_before_after.md"))
+    parser.add_argument("--out", default=None, help="the results file (default: refactor_before_after.md "
+                                                    "in the harness's results folder)")
     parser.add_argument("--only", nargs="*", help="case labels to run (default: all)")
     parser.add_argument("--kernel-rounds", type=int, default=5,
                         help="rounds of the kernel-only measurement (0: skip it)")
@@ -140,17 +146,13 @@ class Tree:
                    *flags]
         if model:
             command += ["-f", model]
+        from benchmarks import harness
+
         for attempt in range(RETRIES + 1):
-            with tempfile.TemporaryFile() as errors:
-                started = time.perf_counter()
-                process = subprocess.Popen(command, cwd=self.path, env=self.env, stdout=subprocess.DEVNULL,
-                                           stderr=errors)
-                _, status, usage = os.wait4(process.pid, 0)
-                elapsed = time.perf_counter() - started
-                if os.waitstatus_to_exitcode(status) == 0:
-                    return elapsed, usage.ru_utime + usage.ru_stime
-                errors.seek(0)
-                message = errors.read().decode(errors="replace").strip().splitlines()[-1:]
+            result = harness.run_olcli(command[3:], cwd=self.path, env=self.env, check=False, separate_stderr=True)
+            if result.returncode == 0:
+                return result.wall, result.cpu
+            message = result.stderr.strip().splitlines()[-1:]
             # A working tree someone is editing can be broken for a moment (half-saved edits):
             # wait and retry, and say so in the report.
             self.failures.append(f"{os.path.basename(path)} {' '.join(flags)}: {' '.join(message)}")
@@ -160,7 +162,7 @@ class Tree:
         sys.exit(f"{self.name}: {' '.join(command)} failed {RETRIES + 1} times")
 
 
-def snapshot(revision, work):
+def snapshot(revision, work, name=None):
     """A revision's olcli/ (``git archive``) under ``work``, and its description."""
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", revision], capture_output=True, text=True,
                             check=True).stdout.strip()
@@ -172,7 +174,7 @@ def snapshot(revision, work):
             tar.extractall(path, filter="data")
     subject = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%h %s", commit], capture_output=True,
                              text=True).stdout.strip()
-    return Tree(commit, path, work, f"{subject} (snapshot of olcli/ by git archive)")
+    return Tree(name or commit, path, work, f"{subject} (snapshot of olcli/ by git archive)")
 
 
 # --- kernel-only: the learning kernel's own time, in each tree's process ---------------------------
@@ -267,22 +269,24 @@ def kernel_rows(trees, cases, rounds, reps):
     (the first warms the caches and is dropped)."""
     import json
 
+    from benchmarks import harness
+
     results = {tree.name: [] for tree in trees}
     for number in range(rounds + 1):
         shift = number % len(trees)
         for tree in trees[shift:] + trees[:shift]:
             env = dict(tree.env, PYTHONPATH=tree.path)
             for attempt in range(RETRIES + 1):
-                done = subprocess.run([sys.executable, os.path.abspath(__file__), "--kernel-worker",
-                                       json.dumps(cases), "--kernel-reps", str(reps)], cwd=tree.path, env=env,
-                                      capture_output=True, text=True)
+                done = harness.measure([harness.PY, os.path.abspath(__file__), "--kernel-worker", json.dumps(cases),
+                                        "--kernel-reps", reps], cwd=tree.path, env=env, check=False,
+                                       separate_stderr=True)
                 if done.returncode == 0:
                     break
                 tree.failures.append("kernel worker: " + " ".join(done.stderr.strip().splitlines()[-1:]))
                 time.sleep(RETRY_WAIT)
             else:
                 sys.exit(f"{tree.name}: kernel worker failed:\n{done.stderr}")
-            result = json.loads(done.stdout)
+            result = json.loads(done.output)
             if not result.pop("olcli").startswith(tree.path + os.sep):
                 sys.exit(f"{tree.name}: the kernel worker did not import the tree's olcli")
             if number:
@@ -313,12 +317,17 @@ def main():
         import json
 
         return kernel_worker(json.loads(args.kernel_worker), args.kernel_reps)
-    from benchmarks.setup_data import click_log  # olcli.datagen: imported only here, the baseline has none
+    from benchmarks import harness  # the kernel worker above runs in the baseline's tree: not there
 
-    data = args.data
-    startup = os.path.join(args.work, "a9a_100.vw")
-    with open(os.path.join(data, "a9a", "train.vw"), "rb") as f, open(startup, "wb") as out:
-        out.writelines(line for _, line in zip(range(100), f))
+    data = args.data = args.data or harness.DATA
+    args.out = args.out or os.path.join(harness.RESULTS, "refactor_before_after.md")
+    harness.require([os.path.join(data, "a9a", "train.vw")])
+    startup = harness.head(os.path.join(data, "a9a", "train.vw"), 100, os.path.join(args.work, "a9a_100.vw"))
+
+    def click_log(_, lines):   # generated only when a click-log case will run
+        wanted = not args.only or any(label.startswith("click log") for label in args.only)
+        return harness.click_log(args.work, lines) if wanted else ""
+
     cases = [
         ("start-up: a9a, first 100 lines", startup, []),
         ("click log 1M", click_log(args, 1_000_000), []),
@@ -331,11 +340,11 @@ def main():
     ]
     if args.only:
         cases = [c for c in cases if c[0] in args.only]
-    missing = [path for _, path, _ in cases if not os.path.exists(path)]
-    if missing:
-        sys.exit(f"missing data: {', '.join(missing)}")
+    harness.require(path for _, path, _ in cases)
 
-    baseline, current = Tree("baseline", args.baseline, args.work), Tree("current", args.current, args.work)
+    baseline = (Tree("baseline", args.baseline, args.work) if args.baseline
+                else snapshot(BEFORE, args.work, name="baseline"))
+    current = Tree("current", args.current, args.work)
     trees = [baseline, current] + [snapshot(revision, args.work) for revision in args.revisions]
     if args.cold:
         import shutil
