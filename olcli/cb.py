@@ -32,8 +32,7 @@ collisions (not the semantics) can differ. The learner's constant feature is one
 so dr and bag take a learner without it (VW's ``--noconstant``); a constant per copy is still to do.
 
 The oracle for all of this is ``tests/naive_cb.py``; ``tests/test_cb.py`` checks this module step by
-step against it. Not here yet: ``--cb K``/``--cbify`` (VW's per-action hashed
-index placement), interactions.
+step against it. Not here yet: ``--cb K``/``--cbify`` (VW's per-action hashed index placement).
 """
 
 import math
@@ -59,10 +58,17 @@ def merand48(state):
 
 def copy_features(text, copy):
     """Features text moved to weight copy ``copy`` (VW: a feature offset per copy; here: the namespace
-    names get the prefix ``#<copy>~``, so copies are disjoint features of the one model)."""
+    names get the suffix ``~<copy>``, so copies are disjoint features of the one model, hashed under
+    another namespace name, while the first letter, which interactions select by, is kept; the default
+    namespace becomes ``~<copy>``)."""
     if copy == 0:
         return text
-    return " ".join(f"|#{copy}~{tok[1:]}" if tok.startswith("|") else tok for tok in text.split(" "))
+    return " ".join(_copied(tok, copy) if tok.startswith("|") else tok for tok in text.split(" "))
+
+
+def _copied(tok, copy):
+    name, colon, scale = tok[1:].partition(":")
+    return f"|{name}~{copy}{colon}{scale}"
 
 
 def enforce_minimum_probability(probs, epsilon):
@@ -87,8 +93,8 @@ def enforce_minimum_probability(probs, epsilon):
 class CbExploreAdf:
     """VW's ``--cb_explore_adf`` (one exploration rule, cb_type mtr/ips/dm) on top of a ``Learner``.
 
-    ``learner`` must learn squared loss, without interactions (their features are made inside the
-    kernel, so the unclipped score below could not see them). ``step(event)`` returns (pmf, loss):
+    ``learner`` must learn squared loss (interactions, n-grams and skips are scored by the kernel: see
+    ``scores``). ``step(event)`` returns (pmf, loss):
     the PMF as (action position, probability) pairs in ranked order, computed before learning the
     event, and VW's progress loss of the event.
     """
@@ -103,8 +109,6 @@ class CbExploreAdf:
             raise UsageError(f"cb_type must be one of {', '.join(CB_TYPES)} here (got {cb_type!r})")
         if learner.loss != "squared":
             raise UsageError(f"contextual bandits regress costs with squared loss; the learner has {learner.loss}")
-        if learner.model.interactions:
-            raise UsageError("contextual bandits over a Learner do not take interactions yet")
         if (cb_type == "dr" or rule == "bag") and learner.model.constant:
             raise UsageError(f"{'cb_type dr' if cb_type == 'dr' else 'bag'} needs a learner built with "
                              "constant=False (VW's --noconstant): its weight copies would share the learner's "
@@ -152,8 +156,25 @@ class CbExploreAdf:
         return out
 
     def scores(self, event: CbEvent, member=0):
-        """Unclipped linear scores of the actions (of one bag member), and VW's feature count of the event."""
-        batch, _ = self.learner.to_batch(self.action_lines(event, copy=member * self.copies))
+        """Unclipped linear scores of the actions (of one bag member), and VW's feature count of the event.
+
+        Without interactions, n-grams or skips: the dot products of the parsed lines with the weights. With
+        them (features the engine makes inside its kernel): one predict-only kernel call with the clipping
+        range opened to (−∞, ∞), so the kernel returns the raw score, and the features it counted."""
+        lines = self.action_lines(event, copy=member * self.copies)
+        batch, _ = self.learner.to_batch(lines)
+        m = self.learner.model
+        if m.interactions or m.ngram or m.skips:
+            from olcli.engine.records import S_FEATURES, new_tally
+
+            tally = new_tally()
+            held = m.min_prediction, m.max_prediction
+            m.min_prediction, m.max_prediction = -math.inf, math.inf
+            try:
+                done = self.learner.process(batch, False, tally)
+            finally:
+                m.min_prediction, m.max_prediction = held
+            return np.asarray(done.predictions, dtype=np.float64).copy(), int(tally.stats[S_FEATURES])
         used = int(batch.row_ptr[-1])   # the parser's arrays have spare room past the last feature
         w = self.learner.weights_at(batch.index[:used].astype(np.int64))
         contrib = w * batch.value[:used]

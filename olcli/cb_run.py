@@ -54,7 +54,9 @@ OPTIONS = {
     "--sgd": ("sgd", False), "--adaptive": ("adaptive", False), "--normalized": ("normalized", False),
     "--invariant": ("invariant", False),
     "--noconstant": ("noconstant", False), "--hash": ("hash", True),
-    "--loss_function": ("loss", True), "--random_seed": ("random_seed", True),
+    "--loss_function": ("loss", True),
+    "--quadratic": ("interactions", True), "-q": ("interactions", True), "--cubic": ("interactions", True),
+    "--interactions": ("interactions", True), "--random_seed": ("random_seed", True),
     "--quiet": ("quiet", False), "--predict_only_model": ("predict_only", False),
     # accepted, nothing to do: the CB run reads its text input each time (no example cache is written),
     # keeps the optimizer state in every model, and its results do not depend on threads or the table kind
@@ -67,13 +69,9 @@ RULE_FLAGS = ("epsilon", "first", "bag", "softmax", "squarecb")
 
 # What to say about options olcli vw takes on other lines but not (yet) on a CB line.
 NOT_ON_CB = {
-    "--quadratic": "the actions' ranking needs the unclipped scores of the interaction features, which the "
-                   "engine makes inside its kernels",
-    "--cubic": None, "--interactions": None, "-q": None,
     "--passes": "a CB run makes one pass over its input", "--audit": None, "--invert_hash": None,
     "--readable_model": None, "--progress": None, "-P": None,
 }
-NOT_ON_CB["--cubic"] = NOT_ON_CB["--interactions"] = NOT_ON_CB["-q"] = NOT_ON_CB["--quadratic"]
 
 
 def parse(args) -> tuple:
@@ -105,6 +103,8 @@ def parse(args) -> tuple:
                 data.append(value)
             elif key == "noop":
                 pass
+            elif key == "interactions":
+                given.setdefault(key, (name, []))[1].append(value)
             else:
                 given.setdefault(key, (name, value))
             continue
@@ -205,6 +205,12 @@ CB_KEYS = ("cb_type", "epsilon", "first", "bag", "softmax", "lambda", "squarecb"
            "gamma_exponent", "first_only", "greedify", "random_seed")
 
 
+def _interactions(given) -> tuple:
+    """-q/--quadratic/--cubic/--interactions values as the Learner's interaction specs (VW's ':' is any
+    namespace, which the engine expands as VW does)."""
+    return tuple(given.get("interactions", (None, []))[1])
+
+
 def _learner(given):
     """(learner, settings, policy state or None): a new one, or the model of -i with its CB settings."""
     import olcli
@@ -216,6 +222,7 @@ def _learner(given):
     if "initial" not in given:
         settings = cb_settings(given)
         learner = olcli.Learner("gd", loss="squared", bits=_number(given, "bits", int, 18, low=1),
+                                interactions=_interactions(given),
                                 constant="noconstant" not in given,
                                 hash=given.get("hash", (None, "strings"))[1], **_gd_params(given))
         return learner, settings, None
@@ -248,6 +255,9 @@ def _learner(given):
                          f"{'with' if learner.model.constant else 'without'} the constant feature")
     changed = [given[k][0] for k in ("eta", "power_t", "initial_t", "l1", "l2", "adaptive", "normalized",
                                       "invariant", "sgd", "hash") if k in given]
+    if "interactions" in given and list(_interactions(given)) != list(learner.model.interactions):
+        raise UsageError(f"{given['interactions'][0]} {' '.join(_interactions(given))}: the model of -i {path} has "
+                         f"interactions {' '.join(learner.model.interactions) or 'none'}")
     if changed:
         raise UsageError(f"{changed[0]} with -i: not supported on a contextual-bandit line yet (the model's "
                          "learner settings are used)")

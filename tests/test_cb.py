@@ -154,4 +154,5 @@ def test_enforce_minimum_probability_agrees_with_the_oracle():
 
 def test_copies_are_disjoint_namespaces():
     assert cb.copy_features("| a b |u s", 0) == "| a b |u s"
-    assert cb.copy_features("| a b |u s:2", 3) == "|#3~ a b |#3~u s:2"
+    assert cb.copy_features("| a b |u s:2", 3) == "|~3 a b |u~3 s:2"
+    assert cb.copy_features("|u:0.5 s", 1) == "|u~1:0.5 s"   # a namespace's scale stays its scale

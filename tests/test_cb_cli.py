@@ -182,6 +182,27 @@ def test_table_summary_and_predictions_as_vw_prints_them(cli):
     assert Path("q.txt").read_text() == "0\n\n1\n\n1\n\n"
 
 
+# VW 9.11.9 (default learner) on generated(n=40, seed=21) with --noconstant, run 2026-11-27:
+# (average loss, total feature number); the interaction features are counted as VW counts them.
+VW_INTERACTIONS = [
+    (["--epsilon", "0.1", "-q", "ua"], "0.982049", "1287"),
+    (["--epsilon", "0.1", "-q", "ua", "-q", "uu"], "0.861919", "1638"),
+    (["--squarecb", "-q", "ua"], "1.017285", "1287"),
+    (["--squarecb", "-q", "ua", "-q", "uu"], "0.912065", "1638"),
+    (["--bag", "2", "-q", "ua"], "0.875576", "1287"),
+    (["--bag", "2", "-q", "ua", "-q", "uu"], "1.064748", "1638"),
+]
+
+
+@pytest.mark.parametrize("args, loss, features", VW_INTERACTIONS)
+def test_interactions_as_vw(cli, args, loss, features):
+    """-q on a CB line: the ranking uses the kernel's raw scores of the crossed features (VW's numbers)."""
+    Path("d.txt").write_text(generated(n=40, seed=21)[0])
+    code, _, err = cli("vw", "--cb_explore_adf", *args, "-d", "d.txt", "--noconstant")
+    assert code == 0, err
+    assert summary(err) == ("40", features, loss)
+
+
 def test_quiet_prints_nothing(cli):
     code, out, err = cli("vw", "--cb_explore_adf", "-d", CB / "cb_test.ldf", "--quiet")
     assert (code, out, err) == (0, b"", "")
@@ -262,7 +283,7 @@ def test_two_costs_in_one_event_are_refused_with_the_line(cli):
 
 @pytest.mark.parametrize("args, message", [
     (["--cb_explore_adf", "--cover", "3"], "--cover: not supported"),
-    (["--cb_explore_adf", "-q", "ua"], "-q: not supported on a contextual-bandit line yet"),
+    (["--cb_explore_adf", "--audit"], "--audit: not supported on a contextual-bandit line yet"),
     (["--cb_adf", "--cb_type", "sm"], "--cb_type sm: not supported; olcli's cb_types: mtr, ips, dm, dr"),
     (["--cb_explore_adf", "--bag", "2"], "--bag without --noconstant: not supported yet"),
     (["--cb_explore_adf", "--dsjson"], "--dsjson: not supported"),
