@@ -1,45 +1,30 @@
-"""The commands behind the CLI: build or load a model, check paths, run, save, report.
+"""The train and test commands: build or load a model, check paths, run.
 
 Everything that can be refused is refused before any data is read: options,
 inputs (missing, unreadable, a directory), outputs (unwritable, a directory, a
 read-only file system) and outputs that are the same file as an input or as
-another output (olcli/paths.py). Then a run ends, whatever happens — an error, a
-full disk, a closed pipe, SIGINT/SIGTERM/SIGHUP at any moment — with the model
-learned so far saved atomically (or the previous file untouched when nothing
-was learned), the report saying whether the run was complete, and one line on
-stderr saying what was saved (docs, "What olcli guarantees when things go
-wrong").
+another output (olcli/paths.py). The run itself is a ``Session``
+(olcli/session.py): whatever stops it, what was learned is saved and reported.
 """
 
 import dataclasses
-import io
-import json
 import os
-import re
-import signal
 import sys
 
 import numpy as np
 
 from olcli import model as model_file
 from olcli import signals, startup
-from olcli.atomic import atomic_write
 from olcli.engine import registry
-from olcli.engine.records import C_EXAMPLES, new_tally
-from olcli.errors import DataError, Diverged, OlcliError, UsageError
+from olcli.errors import DataError, UsageError
 from olcli.inputs import check_readable
-from olcli.learner import Learner, check_tau, empty_batch, new_model
+from olcli.learner import Learner, check_tau, new_model
 from olcli.names import FeatureNames
-from olcli.paths import (
-    CLOSED_STREAMS, OutputError, PipeClosed, check_distinct, check_input, check_output, error_name)
+from olcli.paths import CLOSED_STREAMS, check_distinct, check_input, check_output
 from olcli.pipeline import default_cache_path
-from olcli.report import render_summary
-from olcli.run import RunOptions, RunResult, run
+from olcli.run import RunOptions
+from olcli.session import Session
 from olcli.settings import BY_NAME, RunSettings, conflicts, run_settings
-from olcli.signals import RunStopped
-from olcli.sinks import PredictionWriter
-
-PIPE_CLOSED = "the program reading the predictions closed the pipe"
 
 
 def _role_output(path, role, outputs, stdout_users=None):
@@ -186,18 +171,16 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
         run = _run_settings(run, scale_out)
         prediction_output = _train_outputs(sources, initial_model, final_model, predictions, report, run,
                                            text_outputs)
-    session = _Session("train", sources, report, final_model, quiet)
+    run_options = RunOptions(sources=sources, learn=learn, input_format=input_format, strict=strict, quiet=quiet,
+                             progress=progress, audit=bool(text_outputs.get("audit")), **dataclasses.asdict(run))
+    session = Session("train", sources, report, final_model, quiet)
     session.predict_only_model = bool(settings.get("predict_only"))
     startup.prepare_kernels(quiet)
     with session:
         with signals.immediate():  # loading and compiling: nothing to lose, a signal stops at once
             session.learner = learner = _train_learner(session, initial_model, algorithm, options, settings, run,
                                                        multiclass, input_format)
-        names = FeatureNames(learner.model.block_rows) if text_outputs.get("invert_hash") else None
-        run_options = RunOptions(sources=sources, learn=learn, input_format=input_format, strict=strict, quiet=quiet,
-                                 progress=progress, audit=bool(text_outputs.get("audit")), names=names,
-                                 **dataclasses.asdict(run))
-        extra = _text_outputs(text_outputs, names)
+        extra = _text_outputs(text_outputs, run_options, learner)
         if scale_out:  # --workers/--scheduler: the passes run on a Dask cluster
             from olcli import scaleout
 
@@ -261,8 +244,11 @@ def _train_learner(session, initial_model, algorithm, options, settings, run, mu
     return Learner.from_model(model, input_format)
 
 
-def _text_outputs(text_outputs: dict, names) -> list:
-    """--readable-model and --invert-hash: (path, role, names) written after the run."""
+def _text_outputs(text_outputs: dict, run_options: RunOptions, learner) -> list:
+    """--readable-model and --invert-hash: (path, role, names) written after the run
+    (--invert-hash: the run collects the names in ``run_options.names``)."""
+    names = FeatureNames(learner.model.block_rows) if text_outputs.get("invert_hash") else None
+    run_options.names = names
     extra = []
     if text_outputs.get("readable_model"):
         extra.append((text_outputs["readable_model"], "readable model (--readable-model)", None))
@@ -294,7 +280,7 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
         _role_output(report, "report (--report)", outputs)
         _stdout_for(audit, outputs)
         check_distinct(inputs, outputs)
-    session = _Session("test", sources, report, None, quiet)
+    session = Session("test", sources, report, None, quiet)
     startup.prepare_kernels(quiet)
     with session:
         with signals.immediate():
@@ -312,292 +298,3 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
         if vw_header and not quiet:
             _write_vw_header(learner.model, run_options, None, predictions, probabilities, link)
         session.execute(run_options, prediction_output, link or learner.model.link, probabilities, [])
-
-
-def _warm_up(learner, learn: bool, writer, audit: bool) -> None:
-    """Compile or load the kernels the run will call, while a signal can still stop
-    olcli at once (a first compilation takes seconds; in the run it could not be
-    interrupted until it ended). Learns nothing and changes nothing."""
-    learner.process(empty_batch(), learn, new_tally())
-    if audit:
-        learner.weights_at(np.zeros(0, np.int64))
-    if writer is not None:
-        from olcli.engine.format import format_predictions
-
-        format_predictions(np.empty(0), 0, np.zeros((0, 2), np.int64), np.frombuffer(b"", np.uint8),
-                           bool(learner.model.classes))
-        if learner.model.classes and writer.probabilities:
-            from olcli.engine.multiclass import log_probabilities
-
-            log_probabilities(np.zeros(learner.model.classes), learner.model.multiclass == "softmax",
-                              np.zeros(learner.model.classes))
-
-
-class _Session:
-    """One train or test run from the moment its options are accepted: whatever
-    stops it, the model learned so far is saved (when anything was learned), the
-    report written, and one line says what happened."""
-
-    def __init__(self, command, sources, report_path, model_path, quiet):
-        self.command, self.sources = command, list(sources)
-        self.report_path, self.model_path, self.quiet = report_path, model_path, quiet
-        self.learner = None
-        self.finished = False
-        self.predict_only_model = False   # -f writes the weights only (--predict-only-model)
-        self.algorithm_note = None        # why the learner is not the default one (implied_algorithm)
-
-    def __enter__(self):
-        return self  # a signal during start-up (imports, options, checks) stops the first immediate phase
-
-    def __exit__(self, kind, exc, trace):
-        if self.finished or exc is None:
-            return False
-        if isinstance(exc, (RunStopped, KeyboardInterrupt)):
-            # Stopped before the run started (loading a model, compiling): nothing
-            # was learned, nothing is saved; the report says so.
-            stopped = exc if isinstance(exc, RunStopped) else RunStopped(signal.SIGINT)
-            with signals.finishing():
-                message = str(stopped)
-                if self.model_path:
-                    message += f" before any example was learned; {self.model_path} was not written"
-                self._write_report({"complete": False, "stopped_by": message, "model_out": None,
-                                    "examples": 0, "model_examples": self._model_examples()})
-            if isinstance(exc, KeyboardInterrupt):
-                raise RunStopped(signal.SIGINT, message) from None
-            exc.args = (message,)
-        return False
-
-    def _model_examples(self) -> int:
-        return int(self.learner.model.counters[C_EXAMPLES]) if self.learner is not None else 0
-
-    def _write_report(self, report: dict) -> None:
-        if not self.report_path:
-            return
-        report = {"olcli_version": __import__("olcli").__version__, "command": self.command,
-                  "inputs": self.sources, **report}
-        atomic_write(self.report_path, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode("utf-8"),
-                     role="report (--report)")
-
-    def execute(self, options: RunOptions, prediction_output, link, probabilities, extra) -> None:
-        """Run, then always keep what was learned: the model is saved (atomically)
-        even when the run stops on an error, a signal or a failed output, and the
-        report says so."""
-        self.finished = True  # from here on this method reports whatever happens
-        learner = self.learner
-        model = learner.model
-        if probabilities and not model.classes:
-            link = "logistic"  # binary: --probabilities is --link logistic
-        started_examples = float(model.counters[C_EXAMPLES])
-        outcome = None
-        result = RunResult(report={})
-        writer = None
-        ran = False
-        try:
-            with signals.immediate():
-                if prediction_output is not None:  # opening a FIFO waits for its reader
-                    writer = PredictionWriter(prediction_output, link, model.classes,
-                                              model.multiclass == "softmax", probabilities)
-                _warm_up(learner, options.learn, writer, options.audit)
-            ran = True
-            with signals.deferred():
-                run(learner, options, writer, result=result)
-        except RunStopped as exc:
-            outcome = exc
-        except KeyboardInterrupt:  # a library caller's SIGINT, without olcli's handlers
-            outcome = RunStopped(signal.SIGINT)
-        except BrokenPipeError:  # --audit's reader went away
-            outcome = PipeClosed(PIPE_CLOSED.replace("predictions", "audit output"))
-        except OlcliError as exc:
-            outcome = exc
-        except MemoryError:
-            outcome = OlcliError("out of memory: the process could not allocate what this run needs; use a "
-                                 "smaller -b, fewer interactions or fewer classes")
-        except OSError as exc:  # not an input (those are DataErrors) nor -p: standard output (--audit)
-            outcome = OutputError(f"cannot write standard output: {error_name(exc)}")
-        with signals.finishing():
-            self._finish(outcome, result, writer, started_examples, ran, extra)
-
-    def _finish(self, outcome, result, writer, started_examples, ran, extra) -> None:
-        learner, model, model_path = self.learner, self.learner.model, self.model_path
-        if writer is not None:
-            try:
-                writer.close()
-            except OlcliError as exc:
-                outcome = outcome or exc
-        report = dict(result.report) or {"examples": 0, "bad_lines": 0}  # stopped before the run began
-        read = int(report.get("examples") or 0)
-        bad = int(report.get("bad_lines") or 0)
-        if outcome is None and not model_file.all_finite(model.state):
-            outcome = Diverged(f"the model's weights are not finite numbers; {learner.divergence_advice()}")
-        if outcome is None and read == 0 and bad > 0:
-            first = result.bad_line_samples[0] if result.bad_line_samples else "?"
-            hint = "" if "interactions would generate" in first else "; is the data in the format you think (--format)?"
-            if re.search(r"is not a number: '\d+:[-+.\deE]+' in ", first):
-                # VW's cost-sensitive labels (class:cost); VW's simple-label parser reads '1:1' as 1
-                hint = ("; that label looks like a cost-sensitive one (class:cost): olcli's labels are numbers (a class "
-                        "number with --oaa), and VW's cost-sensitive reductions (--csoaa, --csoaa_ldf, --wap_ldf) "
-                        "are not supported")
-            outcome = DataError(f"no example could be read: all {bad} non-blank lines were bad (first: {first}){hint}")
-        warnings = []
-        if bad > 0 and bad > read:  # most lines: more than half of the non-blank lines (MostlySkipped)
-            warnings.append(f"WARNING: {bad} of {bad + read} lines ({100 * bad / (bad + read):.1f}%) were bad and "
-                            "skipped; is this the right data, in the right --format?")
-            if outcome is None:
-                first = result.bad_line_samples[0] if result.bad_line_samples else "?"
-                outcome = MostlySkipped(f"most lines were bad and skipped ({bad} of {bad + read}), so the run "
-                                        f"exits 1 (first: {first})")
-        learned = float(model.counters[C_EXAMPLES]) - started_examples
-        if outcome is None and signals.pending():
-            outcome = RunStopped(signals.pending())
-        write_model = bool(model_path) and not isinstance(outcome, Diverged) and (outcome is None or learned > 0)
-        if write_model:
-            try:
-                saved = model
-                if self.predict_only_model:  # --predict-only-model: the weights, without the optimizer's state
-                    saved = model_file.weights_only(model, learner.weights_at(np.arange(model.rows, dtype=np.int64)))
-                atomic_write(model_path, model_file.encode(saved), role="model (-f)")
-            except OlcliError as exc:
-                write_model = False
-                if outcome is None:
-                    outcome = exc
-                else:
-                    outcome.args = (f"{outcome}; and {exc}",)
-        for path, role, names in extra:
-            try:
-                from olcli.readable import write_readable  # only for --readable-model/--invert-hash
-
-                stream = io.StringIO()
-                write_readable(learner, stream, names.names if names is not None else None)
-                atomic_write(path, stream.getvalue().encode("utf-8"), role=role)
-            except OlcliError as exc:
-                outcome = outcome or exc
-        if outcome is None and signals.pending():
-            outcome = RunStopped(signals.pending())
-        examples = int(model.counters[C_EXAMPLES])
-        outcome = _explained(outcome, write_model, model_path, examples, learned, self.command, read)
-        finished = outcome is None or isinstance(outcome, MostlySkipped)  # the whole input was read
-        report.update({"complete": finished, "stopped_by": None if finished else str(outcome),
-                       "error": None if outcome is None else str(outcome),
-                       "command": self.command, "inputs": self.sources,
-                       "model_out": model_path if write_model else None, "model_examples": examples,
-                       "warnings": warnings, "algorithm_note": self.algorithm_note})
-        try:
-            self._write_report(report)
-            if outcome is None and signals.pending():  # arrived while the report was written
-                outcome = RunStopped(signals.pending(), f"interrupted by {signals.NAMES.get(signals.pending())} "
-                                     "after the run (everything was written)")
-                report.update({"complete": False, "stopped_by": str(outcome)})
-                self._write_report(report)
-        except OlcliError as exc:
-            outcome = outcome or exc
-        signals.commit()  # the outcome accounts for any signal so far; a later one comes after the work
-        if ran and not self.quiet and result.report:
-            sys.stderr.write(render_summary(report))
-        for line in warnings:
-            sys.stderr.write(line + "\n")
-        if outcome is not None:
-            raise outcome
-
-
-class MostlySkipped(DataError):
-    """A run that read its whole input but skipped most lines as bad (more than half of
-    the non-blank lines): the model and report are written, and the run exits 1, so
-    that a scheduled job (cron) notices the mistake (the wrong data, --format, --oaa K)."""
-
-
-def _explained(outcome, write_model: bool, model_path, examples: int, learned: float, command: str, read: int):
-    """The outcome's message completed with what happened to the model: one line
-    that says what was saved."""
-    if outcome is None:
-        return None
-    stopped = isinstance(outcome, RunStopped)
-    if isinstance(outcome, Diverged):
-        outcome.args = (f"{outcome}. No model was written" + (f" ({model_path} is unchanged)" if model_path else ""),)
-    elif write_model and isinstance(outcome, MostlySkipped):
-        outcome.args = (f"{outcome}; the model ({examples} examples) was written to {model_path}",)
-    elif write_model:
-        outcome.args = (f"{outcome}; the model learned so far ({examples} examples) was written to {model_path}",)
-    elif "cannot write model" in str(outcome):
-        pass
-    elif model_path and learned <= 0:
-        outcome.args = ((f"{outcome} before any example was learned; " if stopped else f"{outcome}; nothing was "
-                         f"learned, so ") + f"{model_path} was not written",)
-    elif stopped and command == "train":
-        outcome.args = (f"{outcome} after {int(learned)} examples (no -f given: no model was saved)",)
-    elif stopped:
-        outcome.args = (f"{outcome} after {read} examples",)
-    return outcome
-
-
-def inspect(path: str, top: int, readable: bool = False, invert_hash: list | None = None) -> None:
-    startup.prepare_kernels(quiet=False)
-    with signals.immediate():  # read-only: a signal stops it at once
-        if "stdout" in CLOSED_STREAMS:
-            raise UsageError("standard output is closed: inspect prints to it")
-        if invert_hash:
-            check_readable(invert_hash)
-        learner = load_learner(path)
-        try:
-            _inspect(learner, path, top, readable, invert_hash)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            raise PipeClosed("the program reading inspect's output closed the pipe") from None
-        except OSError as exc:
-            raise OutputError(f"cannot write standard output: {error_name(exc)}") from None
-
-
-def _inspect(learner, path, top, readable, invert_hash) -> None:
-    model = learner.model
-    if readable or invert_hash:
-        from olcli.readable import write_readable
-
-        names = None
-        if invert_hash:
-            collected = FeatureNames(model.block_rows)
-            run(learner, RunOptions(sources=list(invert_hash), learn=False, quiet=True, names=collected),
-                stderr=io.StringIO())
-            names = collected.names
-        write_readable(learner, sys.stdout, names)
-        return
-    header = model.file_header
-    touched = model_file.nonzero_rows(model.state)  # an all-zero row's weight is 0
-    touched_weights = learner.weights_at(touched)
-    nonzero = touched[touched_weights != 0.0]
-    weights = dict(zip(nonzero.tolist(), touched_weights[touched_weights != 0.0].tolist()))
-    out = sys.stdout
-    out.write(f"model: {path}\n")
-    out.write(f"format version: {header['format_version']} (olcli {header['olcli_version']})\n")
-    out.write(f"algorithm: {model.algorithm}  ({registry.get(model.algorithm).paper})\n")
-    out.write("hyper-parameters: " + ", ".join(f"{k}={v:g}" for k, v in model.params.items()) + "\n")
-    out.write(f"bits: {model.bits}  loss: {model.loss}  link: {model.link}  "
-              f"input format: {model.input_format}  constant: {'yes' if model.constant else 'no'}\n")
-    if model.interactions or model.ignore or model.keep or model.ignore_linear:
-        out.write(f"interactions: {' '.join(model.interactions) or '-'}  ignore: {model.ignore or '-'}  "
-                  f"keep: {model.keep or '-'}  ignore-linear: {model.ignore_linear or '-'}\n")
-    extras = [f"ngram: {' '.join(model.ngram)}" if model.ngram else "",
-              f"skips: {' '.join(model.skips)}" if model.skips else "",
-              f"hash-seed: {model.hash_seed}" if model.hash_seed else "",
-              f"hash: {model.hash}" if model.hash != "all" else "",
-              "permutations" if model.permutations else "",
-              "leave-duplicate-interactions" if model.leave_duplicate_interactions else "",
-              f"predict-only (weights of --{model.predict_only})" if model.predict_only else ""]
-    if any(extras):
-        out.write("  ".join(e for e in extras if e) + "\n")
-    out.write(f"state slots: {', '.join(model.slots)}  rows: {model.rows} "
-              f"(constant at row {model.rows - 1})\n")
-    out.write("counters: " + ", ".join(f"{k}={v:g}" for k, v in learner.counters.items()) + "\n")
-    if model.scalars.size:
-        names = [name for name, _ in registry.get(model.algorithm).scalars]
-        out.write("scalars: " + ", ".join(f"{k}={v:g}" for k, v in zip(names, model.scalars.tolist())) + "\n")
-    if model.min_prediction is not None or model.max_prediction is not None:
-        ends = ["labels seen" if v is None else f"{v:g}" for v in (model.min_prediction, model.max_prediction)]
-        out.write(f"prediction range: [{ends[0]}, {ends[1]}] (--min-prediction, --max-prediction)\n")
-    out.write(f"non-zero weights: {nonzero.size}\n")
-    order = nonzero[np.argsort(-np.abs(touched_weights[touched_weights != 0.0]), kind="stable")][:top]
-    if order.size:
-        out.write("largest weights (index: weight):\n")
-        for row in order:
-            block, index = divmod(int(row), model.block_rows)
-            name = " (constant)" if index == model.block_rows - 1 else ""
-            where = f"class {block + 1} index {index}" if model.classes else str(index)
-            out.write(f"  {where}: {weights[row]:.6g}{name}\n")

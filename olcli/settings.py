@@ -38,6 +38,8 @@ MULTICLASS_MODES = ("", "oaa", "softmax")
 # --oaa/--softmax labels (VW's oaa.cc indexing): 1..K until a 0 or K is learned from
 INDEXING_ZERO, INDEXING_ONE, INDEXING_UNDECIDED = 0, 1, 2
 MAX_HASH_SEED = 2 ** 32 - 1
+# --initial-weight and --constant: the algorithms whose first slot "w" is the weight itself
+INITIAL_WEIGHT_ALGORITHMS = ("gd", "adagrad", "sgd")
 
 # Help panels of olcli train --help
 HYPER = "Hyper-parameters"
@@ -92,6 +94,14 @@ class Setting:
     keyword: bool = True       # a keyword of Learner/new_model (False: the model file's only)
     choices: tuple = ()        # the values it takes, when a few names
     learning_only: bool = False  # acts only when learning: VW's test mode (-t) takes it and does nothing
+    # --- how olcli's commands spell it (olcli/cli_options.py) ---
+    role: str = ""             # COMMAND_OPTIONS: output | text | scale_out | spelling | vw (settings: their table's)
+    many: str = ""             # a repeatable option: "join" (the values joined: --ignore a --ignore b = "ab") or "list"
+    spells: str = ""           # COMMAND_OPTIONS: the setting this option gives a value to (-q -> interactions)
+    hidden: bool = False       # not listed by --help (VW's spellings)
+    minimum: int | None = None  # the command line refuses a smaller number
+    cli_default: object = None  # the command's value when not given, shown by --help (None: not given)
+    test: bool = False         # olcli test takes it too, with this help (test_help: with its own)
 
     @property
     def field(self) -> str:
@@ -132,7 +142,7 @@ MODEL_SETTINGS = (
            test_help="Transform of -p output (default: the model's, identity)."),
     _model("input_format", "str|null", None, "Input format; auto decides from the first non-empty line.",
            flags=("--format",), check=one_of(None, "vw", "libsvm"), stored="input.format", on_continue="run",
-           typer=False, keyword=False,
+           typer=False, keyword=False, choices=FORMATS, cli_default="auto", role="output", test=True,
            merge="known"),  # -i and merge: --format must agree with the model's once both are known (Learner)
     _model("constant", "bool", True, "No constant (bias) feature.", flags=("--noconstant",),
            vw=("--noconstant",), switch=True, stored="input.constant", typer=False),
@@ -140,18 +150,20 @@ MODEL_SETTINGS = (
            flags=("-q", "--quadratic"), vw=("--quadratic", "-q"), panel=FEATURES, check=_interactions,
            stored="input.interactions", typer=False, older_files=True, file_default=[]),
     _model("ignore", "str", "", "Drop the namespaces starting with these letters.", flags=("--ignore",),
-           vw=("--ignore",), panel=FEATURES, stored="input.ignore", typer=False, older_files=True, file_default=""),
+           vw=("--ignore",), panel=FEATURES, stored="input.ignore", typer=False, older_files=True, file_default="",
+           many="join"),
     _model("keep", "str", "", "Use only the namespaces starting with these letters.", flags=("--keep",),
-           vw=("--keep",), panel=FEATURES, stored="input.keep", typer=False, older_files=True, file_default=""),
+           vw=("--keep",), panel=FEATURES, stored="input.keep", typer=False, older_files=True, file_default="",
+           many="join"),
     _model("ignore_linear", "str", "", "Use these namespaces only inside interactions.",
            flags=("--ignore-linear",), vw=("--ignore_linear",), panel=FEATURES, stored="input.ignore_linear",
-           typer=False, older_files=True, file_default=""),
-    _model("ngram", "list", (), "N-grams of the tokens of every namespace (N) or of one (aN), N 2-7, as VW.",
-           flags=("--ngram",), vw=("--ngram",), panel=FEATURES, stored="input.ngram", typer=False, older_files=True,
-           file_default=[]),
+           typer=False, older_files=True, file_default="", many="join"),
+    _model("ngram", "list", (), "N-grams of the tokens of every namespace (N) or of one (aN), N 2-7, as VW. "
+           "Repeatable.", flags=("--ngram",), vw=("--ngram",), panel=FEATURES, stored="input.ngram", typer=False,
+           older_files=True, file_default=[], many="list"),
     _model("skips", "list", (), "Skip-grams: up to K tokens skipped inside an n-gram (K or aK, 0-16), as VW.",
            flags=("--skips",), vw=("--skips",), panel=FEATURES, stored="input.skips", typer=False, older_files=True,
-           file_default=[]),
+           file_default=[], many="list"),
     _model("hash_seed", "int", 0, "Seed of the namespace hashes (VW's --hash_seed; default 0).",
            flags=("--hash-seed",), vw=("--hash_seed",), panel=FEATURES, check=in_range(0, MAX_HASH_SEED),
            stored="input.hash_seed", older_files=True, file_default=0),
@@ -223,10 +235,12 @@ RUN_SETTINGS = (
             ("--cache",), ("--cache_file",), PASSES, learning_only=True),
     Setting("kill_cache", "bool", False, "Rebuild the example cache even if it looks current.",
             ("-k", "--kill-cache"), ("--kill_cache", "-k"), PASSES, switch=True, learning_only=True),
-    Setting("threads", "int", 2, "Read and parse up to N chunks ahead on threads while one is learned.",
-            ("--threads",), typer=False, check=lambda v: None if v >= 1 else "--threads must be at least 1"),
+    Setting("threads", "int", 2, "Read and parse up to N chunks ahead on threads while one is learned (both cores "
+            "busy); 1: read, parse and learn on one thread. The results are the same.",
+            ("--threads",), typer=False, check=lambda v: None if v >= 1 else "--threads must be at least 1",
+            minimum=1, test=True),
     Setting("progress_every", "str|null", None, "VW's -P/--progress interval.", ("--vw-progress",),
-            ("--progress", "-P"), typer=False),
+            ("--progress", "-P"), typer=False, hidden=True, test=True),
 )
 
 BY_NAME = {setting.name: setting for setting in MODEL_SETTINGS + RUN_SETTINGS}
@@ -234,6 +248,76 @@ STORED = tuple(setting for setting in MODEL_SETTINGS if setting.stored)
 MUST_MATCH = tuple(setting for setting in STORED if setting.on_continue == "match")
 MERGE_EQUAL = tuple(setting for setting in STORED if setting.merge == "equal")
 KEYWORDS = tuple(setting for setting in MODEL_SETTINGS if setting.keyword)   # Learner's and new_model's
+# the starts of the weights (--initial-weight, then --constant): INITIAL_WEIGHT_ALGORITHMS take them
+STARTS = tuple(setting for setting in STORED if setting.stored in ("initial_weight", "initial_constant"))
+
+
+def _command(name, kind, help, flags, role, panel=None, **more) -> Setting:
+    return Setting(name, kind, False if kind == "bool" else None, help, flags, panel=panel, role=role,
+                   switch=kind == "bool", typer=False, keyword=False, **more)
+
+
+# The options of olcli train that are not a setting of their own: the run's inputs and outputs
+# (role "output", "text": the text copies of the model), what it shows, scale-out, VW's spellings
+# that set nothing here ("vw"), and options that give a setting its value ("spelling": -q, --oaa).
+# In train --help's order; a name is a row of the tables above, placed there.
+_TRAIN_OPTIONS = (
+    _command("final_model", "str|null", "Write the model here at the end (atomically).", ("-f", "--final-model"),
+             "output", learning_only=True),
+    _command("initial_model", "str|null", "Continue from this model (all its options and optimizer state).",
+             ("-i", "--initial-model"), "output"),
+    _command("predictions", "str|null", "Write one prediction per line here ('-' = stdout).", ("-p", "--predictions"),
+             "output", test=True),
+    _command("quadratic", "list", "Pair the features of two namespaces (first letters; ':' = any), e.g. -q ab. "
+             "Repeatable.", ("-q", "--quadratic"), "spelling", FEATURES, spells="interactions", many="list"),
+    _command("cubic", "list", "Triples of three namespaces, e.g. --cubic abc. Repeatable.", ("--cubic",), "spelling",
+             FEATURES, spells="interactions", many="list"),
+    _command("interactions", "list", "Products over 2-7 namespaces, e.g. --interactions abcd. Repeatable.",
+             ("--interactions",), "spelling", FEATURES, spells="interactions", many="list"),
+    "ignore", "keep", "ignore_linear", "ngram", "skips",
+    _command("holdout_off", "bool", "With --passes > 1: learn from every example; report progressive loss.",
+             ("--holdout-off",), "spelling", PASSES, spells="holdout_period", learning_only=True),
+    _command("oaa", "int|null", "K classes (labels 1..K), one against all with the chosen loss.", ("--oaa",),
+             "spelling", MULTICLASS, spells="classes"),
+    _command("softmax", "int|null", "K classes (labels 1..K), multinomial logistic loss.", ("--softmax",),
+             "spelling", MULTICLASS, spells="classes"),
+    _command("probabilities", "bool", "-p writes probabilities: K of them for multiclass (1:p1 2:p2 ...), else the "
+             "logistic link.", ("--probabilities",), "output", test=True),
+    _command("audit", "bool", "Print every example's prediction and features as name:index:value:weight (stdout; "
+             "slow).", ("--audit",), "text", READABLE, test=True),
+    _command("invert_hash", "str|null", "Also write the model as text with the feature names seen in this run.",
+             ("--invert-hash",), "text", READABLE),
+    _command("readable_model", "str|null", "Also write the model as text: index:weight and the optimizer state.",
+             ("--readable-model",), "text", READABLE),
+    "input_format", "constant",
+    _command("report", "str|null", "Write the run's numbers as JSON here (schema: docs, Formats).", ("--report",),
+             "output", test=True),
+    _command("quiet", "bool", "No progress table or summary on stderr (VW's --quiet; -q is --quadratic).",
+             ("--quiet",), "output", test=True),
+    _command("progress", "bool", "A progress bar instead of the table, when stderr is a terminal (percent done "
+             "when the input size is known); the summary still follows.", ("--progress",), "output", test=True),
+    _command("strict", "bool", "At a malformed line: stop with exit 1, or skip it, count it and warn.",
+             ("--strict/--skip-bad-lines",), "output", test=True),
+    "threads",
+    _command("workers", "int|null", r"Learn on a local Dask cluster of N worker processes (needs olcli\[dask]).",
+             ("--workers",), "scale_out", SCALE_OUT),
+    _command("scheduler", "str|null", "Learn on the Dask cluster of this scheduler (e.g. tcp://host:8786).",
+             ("--scheduler",), "scale_out", SCALE_OUT),
+    _command("shards", "int|null", "With --workers/--scheduler: cut the data into about K shards (default: one per "
+             "worker thread, at least one per file).", ("--shards",), "scale_out", SCALE_OUT),
+    _command("testonly", "bool", "VW's -t: test mode.", ("--testonly",), "vw", hidden=True, learning_only=True,
+             test=True),
+    _command("vw_cache", "bool", "VW's -c: the example cache beside the data.", ("--vw-cache",), "vw", hidden=True,
+             learning_only=True),
+    "progress_every",
+    _command("vw_header", "bool", "olcli vw: VW's header lines before the table.", ("--vw-header",), "vw",
+             hidden=True, learning_only=True),
+    _command("sparse_weights", "bool", "VW's --sparse_weights.", ("--sparse-weights",), "vw", hidden=True,
+             learning_only=True),
+)
+COMMAND_OPTIONS = tuple(row for row in _TRAIN_OPTIONS if not isinstance(row, str))
+# train's options in --help's order: these, the algorithms' (engine/registry.py), then the settings' own
+TRAIN_OPTIONS = tuple(BY_NAME[row] if isinstance(row, str) else row for row in _TRAIN_OPTIONS)
 
 
 def _frozen(name: str, rows: tuple, doc: str):

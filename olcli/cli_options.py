@@ -1,0 +1,214 @@
+"""The options of olcli train and test, made from the table of settings (olcli/settings.py)
+and the engine's registry, and the values they give turned back into the keywords of
+``commands.train`` and ``commands.test``.
+
+Each row becomes one Typer option: a switch (``--noconstant``), a repeatable option
+(``many``: ``-q``, ``--ignore``), a choice (an Enum of the row's ``choices``) or a value of
+the row's kind. A model's setting not given is None, so that ``-i``'s model decides; a
+run's setting shows its default. The order of the options (and so of ``--help``) is
+``settings.TRAIN_OPTIONS``, then one flag per algorithm and one option per
+hyper-parameter (engine/registry.py), then the settings the table's rows spell
+themselves (``typer``).
+"""
+
+from enum import Enum
+from inspect import Parameter, signature
+from typing import List, Optional
+
+import typer
+
+from olcli import settings
+from olcli.engine.registry import ALGORITHMS, OPTIONS, option_help
+from olcli.errors import UsageError
+
+
+def _choices(name: str, values: tuple) -> type:
+    """An option's few values as the Enum typer lists in --help."""
+    return Enum(name, {value: value for value in values}, type=str, module=__name__)
+
+
+Loss = _choices("Loss", settings.LOSSES)
+Link = _choices("Link", settings.LINKS)
+HashRule = _choices("HashRule", settings.HASHES)
+Format = _choices("Format", settings.FORMATS)
+_CHOICES = {settings.LOSSES: Loss, settings.LINKS: Link, settings.HASHES: HashRule, settings.FORMATS: Format}
+_TYPES = {"int": int, "int|null": int, "number": float, "number|null": float, "str|null": str}
+_SETTING_ROWS = settings.MODEL_SETTINGS + settings.RUN_SETTINGS
+
+
+def rows(command_name: str) -> tuple:
+    """The table's rows that are options of ``command_name`` (train or test), in its order."""
+    own = tuple(row for row in _SETTING_ROWS if row.typer)
+    if command_name == "test":
+        return tuple(row for row in settings.TRAIN_OPTIONS if row.test) + tuple(
+            row for row in settings.MODEL_SETTINGS if row.test_help)
+    return settings.TRAIN_OPTIONS + own
+
+
+def _option(row, command_name: str) -> tuple:
+    """(annotation, typer.Option) of one row."""
+    common = dict(help=row.test_help if command_name == "test" and row.test_help else row.help,
+                  rich_help_panel=row.panel, hidden=row.hidden)
+    if row.switch:
+        return bool, typer.Option(False, *row.flags, **common)
+    if row.many:
+        return Optional[List[str]], typer.Option(None, *row.flags, show_default=False, **common)
+    annotation = _CHOICES[row.choices] if row.choices else _TYPES[row.kind]
+    if row.cli_default is not None:
+        return annotation, typer.Option(annotation(row.cli_default), *row.flags, min=row.minimum, **common)
+    # a model's setting not given is None (-i's model decides); a run's shows its default
+    shown = row.stored is None and row.default not in (None, 0)
+    option = typer.Option(row.default if shown else None, *row.flags, show_default=shown, min=row.minimum, **common)
+    return (annotation if shown else Optional[annotation]), option
+
+
+def command(command_name: str):
+    """Add to a command its options from the table (``rows``) and, for train, the
+    algorithms' flags and hyper-parameters (after the table's placed rows, before the
+    settings' own); the command receives them in ``**flags``."""
+    def decorate(function):
+        original = signature(function)
+        parameters = [p for p in original.parameters.values() if p.kind != p.VAR_KEYWORD]
+        table = rows(command_name)
+        if command_name == "train":
+            placed = len(settings.TRAIN_OPTIONS)
+            table, own = table[:placed], table[placed:]
+        for row in table:
+            annotation, option = _option(row, command_name)
+            parameters.append(Parameter(row.name, Parameter.KEYWORD_ONLY, annotation=annotation, default=option))
+        if command_name == "train":
+            parameters += _algorithm_parameters()
+            for row in own:
+                annotation, option = _option(row, command_name)
+                parameters.append(Parameter(row.name, Parameter.KEYWORD_ONLY, annotation=annotation, default=option))
+        function.__signature__ = original.replace(parameters=parameters)
+        return function
+    return decorate
+
+
+def _algorithm_parameters() -> list:
+    """One boolean flag per algorithm (--adagrad, --ftrl, ...) and one option per
+    hyper-parameter option (-l, --l1, ...), from the registry."""
+    parameters = []
+    for algorithm in ALGORITHMS.values():
+        parameters.append(Parameter(
+            algorithm.name.replace("-", "_"), Parameter.KEYWORD_ONLY, annotation=bool,
+            default=typer.Option(False, f"--{algorithm.name}", help=algorithm.summary,
+                                 rich_help_panel="Algorithm (one of)")))
+    for name, option in OPTIONS.items():
+        if option.switch:  # a flag: given = on; not given = the algorithm's rules decide
+            parameters.append(Parameter(
+                name, Parameter.KEYWORD_ONLY, annotation=bool,
+                default=typer.Option(False, *option.flags, help=option_help(name), rich_help_panel=settings.HYPER)))
+            continue
+        parameters.append(Parameter(
+            name, Parameter.KEYWORD_ONLY, annotation=Optional[float],
+            default=typer.Option(None, *option.flags, help=option_help(name), show_default=False,
+                                 rich_help_panel=settings.HYPER)))
+    return parameters
+
+
+def value(row, given):
+    """The value an option gives its row: an Enum's value; for a setting, None when not
+    given (so that -i can tell), a switch given the opposite of the row's default, a
+    repeatable option's values joined or listed."""
+    given = given.value if isinstance(given, Enum) else given
+    if settings.BY_NAME.get(row.name) is not row:   # a command's option (settings.COMMAND_OPTIONS)
+        return given
+    if row.switch:
+        return (row.default is not True) if given else None
+    if row.many == "join":
+        return "".join(given) if given else None
+    if row.many == "list":
+        return list(given) if given else None
+    return given
+
+
+def test_keywords(data, initial_model, flags: dict) -> dict:
+    """commands.test's keywords from the options of test (or of train's -t)."""
+    keywords = {"sources": data or ["-"], "initial_model": initial_model}
+    for row in rows("test"):
+        if row.role != "vw":
+            keywords[row.name] = value(row, flags[row.name])
+    return keywords
+
+
+def train_keywords(data, flags: dict) -> dict:
+    """commands.train's keywords from train's options: the outputs by name, and the
+    ``settings``, ``run``, ``text_outputs`` and ``scale_out`` groups."""
+    groups = {"output": {"sources": data or ["-"]}, "text": {}, "scale_out": {}, "settings": {}, "run": {}}
+    for row in rows("train"):
+        role = row.role or ("run" if row in settings.RUN_SETTINGS else "settings")
+        if role in groups:
+            groups[role][row.name] = value(row, flags[row.name])
+    run = groups["run"]
+    if flags["holdout_off"]:
+        run["holdout_period"] = 0
+    if flags["vw_cache"] and run["cache_path"] is None and data:
+        from olcli.pipeline import default_cache_path
+
+        run["cache_path"] = default_cache_path(data)
+    scale_out = groups["scale_out"]
+    return dict(
+        groups["output"], algorithm=chosen_algorithm(flags), options=hyper_options(flags), run=run,
+        settings=dict(groups["settings"], **_interactions(flags)), multiclass=_multiclass(flags["oaa"], flags["softmax"]),
+        scale_out=scale_out if any(value is not None for value in scale_out.values()) else None,
+        text_outputs=groups["text"], learn=not flags["testonly"], vw_header=flags["vw_header"])
+
+
+def hyper_options(flags: dict) -> dict:
+    """The hyper-parameter options as given (None: not given; a switch given: 1)."""
+    return {name: (1.0 if flags.get(name) else None) if option.switch else flags.get(name)
+            for name, option in OPTIONS.items()}
+
+
+def chosen_algorithm(flags: dict) -> str | None:
+    """The algorithm flag given (None: none, the default or the learner the options imply
+    decides: commands.implied_algorithm, which knows whether -i's model decides instead)."""
+    chosen = [name for name in ALGORITHMS if flags.get(name.replace("-", "_"))]
+    if len(chosen) > 1:
+        raise UsageError("choose one algorithm, not " + " and ".join(f"--{name}" for name in chosen))
+    return chosen[0] if chosen else None
+
+
+def _multiclass(oaa, softmax) -> tuple:
+    """(mode, classes) from --oaa K or --softmax K."""
+    if oaa is not None and softmax is not None:
+        raise UsageError("choose --oaa or --softmax, not both")
+    if oaa is not None:
+        return "oaa", oaa
+    if softmax is not None:
+        return "softmax", softmax
+    return "", 0
+
+
+_LETTERS = {"quadratic": 2, "cubic": 3}   # namespaces in one -q, --cubic (--interactions: 2 to 7)
+
+
+def _interactions(flags: dict) -> dict:
+    """The interactions setting from -q, --cubic and --interactions (None: none given)."""
+    specs = []
+    for row in settings.COMMAND_OPTIONS:
+        if row.spells != "interactions":
+            continue
+        length = _LETTERS.get(row.name)
+        for spec in flags[row.name] or []:
+            if (length and len(spec) != length) or not 2 <= len(spec) <= settings.MAX_INTERACTION:
+                wanted = f"{length} namespace letters" if length else f"2 to {settings.MAX_INTERACTION} namespace letters"
+                raise UsageError(f"{row.flags[0]} {spec!r}: expected {wanted} (first letters of namespaces, ':' for any)")
+            specs.append(spec)
+    return {"interactions": specs or None}
+
+
+def given_here(ctx) -> list:
+    """The names of the options given on the command line (not left at their defaults)."""
+    return [name for name in ctx.params if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"]
+
+
+# What VW's test mode (-t) under train may be given besides what olcli test takes:
+# options about learning, which have nothing to do when nothing is learned (VW
+# accepts them too). The others would change the model's features or outputs and
+# are refused: the model's own settings apply.
+TEST_MODE_ALLOWED = {"ctx", "data", "initial_model", *(row.name for row in rows("train") if row.learning_only),
+                     *(name.replace("-", "_") for name in ALGORITHMS), *OPTIONS,
+                     *(row.name for row in rows("test"))}

@@ -1,0 +1,91 @@
+"""olcli inspect: a model's header, settings, counters and largest weights as text on
+stdout (or the whole model, with --readable / --invert-hash)."""
+
+import io
+import sys
+
+import numpy as np
+
+from olcli import model as model_file
+from olcli import signals, startup
+from olcli.commands import load_learner
+from olcli.engine import registry
+from olcli.errors import UsageError
+from olcli.inputs import check_readable
+from olcli.names import FeatureNames
+from olcli.paths import CLOSED_STREAMS, OutputError, PipeClosed, error_name
+from olcli.run import RunOptions, run
+
+
+def inspect(path: str, top: int, readable: bool = False, invert_hash: list | None = None) -> None:
+    startup.prepare_kernels(quiet=False)
+    with signals.immediate():  # read-only: a signal stops it at once
+        if "stdout" in CLOSED_STREAMS:
+            raise UsageError("standard output is closed: inspect prints to it")
+        if invert_hash:
+            check_readable(invert_hash)
+        learner = load_learner(path)
+        try:
+            _inspect(learner, path, top, readable, invert_hash)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise PipeClosed("the program reading inspect's output closed the pipe") from None
+        except OSError as exc:
+            raise OutputError(f"cannot write standard output: {error_name(exc)}") from None
+
+
+def _inspect(learner, path, top, readable, invert_hash) -> None:
+    model = learner.model
+    if readable or invert_hash:
+        from olcli.readable import write_readable
+
+        names = None
+        if invert_hash:
+            collected = FeatureNames(model.block_rows)
+            run(learner, RunOptions(sources=list(invert_hash), learn=False, quiet=True, names=collected),
+                stderr=io.StringIO())
+            names = collected.names
+        write_readable(learner, sys.stdout, names)
+        return
+    header = model.file_header
+    touched = model_file.nonzero_rows(model.state)  # an all-zero row's weight is 0
+    touched_weights = learner.weights_at(touched)
+    nonzero = touched[touched_weights != 0.0]
+    weights = dict(zip(nonzero.tolist(), touched_weights[touched_weights != 0.0].tolist()))
+    out = sys.stdout
+    out.write(f"model: {path}\n")
+    out.write(f"format version: {header['format_version']} (olcli {header['olcli_version']})\n")
+    out.write(f"algorithm: {model.algorithm}  ({registry.get(model.algorithm).paper})\n")
+    out.write("hyper-parameters: " + ", ".join(f"{k}={v:g}" for k, v in model.params.items()) + "\n")
+    out.write(f"bits: {model.bits}  loss: {model.loss}  link: {model.link}  "
+              f"input format: {model.input_format}  constant: {'yes' if model.constant else 'no'}\n")
+    if model.interactions or model.ignore or model.keep or model.ignore_linear:
+        out.write(f"interactions: {' '.join(model.interactions) or '-'}  ignore: {model.ignore or '-'}  "
+                  f"keep: {model.keep or '-'}  ignore-linear: {model.ignore_linear or '-'}\n")
+    extras = [f"ngram: {' '.join(model.ngram)}" if model.ngram else "",
+              f"skips: {' '.join(model.skips)}" if model.skips else "",
+              f"hash-seed: {model.hash_seed}" if model.hash_seed else "",
+              f"hash: {model.hash}" if model.hash != "all" else "",
+              "permutations" if model.permutations else "",
+              "leave-duplicate-interactions" if model.leave_duplicate_interactions else "",
+              f"predict-only (weights of --{model.predict_only})" if model.predict_only else ""]
+    if any(extras):
+        out.write("  ".join(e for e in extras if e) + "\n")
+    out.write(f"state slots: {', '.join(model.slots)}  rows: {model.rows} "
+              f"(constant at row {model.rows - 1})\n")
+    out.write("counters: " + ", ".join(f"{k}={v:g}" for k, v in learner.counters.items()) + "\n")
+    if model.scalars.size:
+        names = [name for name, _ in registry.get(model.algorithm).scalars]
+        out.write("scalars: " + ", ".join(f"{k}={v:g}" for k, v in zip(names, model.scalars.tolist())) + "\n")
+    if model.min_prediction is not None or model.max_prediction is not None:
+        ends = ["labels seen" if v is None else f"{v:g}" for v in (model.min_prediction, model.max_prediction)]
+        out.write(f"prediction range: [{ends[0]}, {ends[1]}] (--min-prediction, --max-prediction)\n")
+    out.write(f"non-zero weights: {nonzero.size}\n")
+    order = nonzero[np.argsort(-np.abs(touched_weights[touched_weights != 0.0]), kind="stable")][:top]
+    if order.size:
+        out.write("largest weights (index: weight):\n")
+        for row in order:
+            block, index = divmod(int(row), model.block_rows)
+            name = " (constant)" if index == model.block_rows - 1 else ""
+            where = f"class {block + 1} index {index}" if model.classes else str(index)
+            out.write(f"  {where}: {weights[row]:.6g}{name}\n")
