@@ -17,10 +17,7 @@ No pickle. Float state is stored bit for bit, so continuing from a file is exact
 import hashlib
 import json
 import math
-import mmap
-import os
 import struct
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,15 +26,18 @@ from olcli import __version__
 from olcli.atomic import atomic_write
 from olcli.engine.records import COUNTER_NAMES, N_COUNTERS
 from olcli.engine.registry import ALGORITHMS
-from olcli.errors import ModelError, UsageError
-from olcli.settings import BY_NAME as SETTINGS
-from olcli.settings import MAX_CLASSES, STORED
+from olcli.errors import ModelError
+# the header's checks (olcli/header.py) and the table in memory (olcli/state.py); the model
+# file's readers use these through it too
+from olcli.header import (  # noqa: F401
+    FORMAT_VERSION, HEADER_FIELDS, INITIAL_WEIGHT_ALGORITHMS, SLOT_RULES, check_memory, check_state, header_value,
+    validate)
+from olcli.settings import STORED
+from olcli.state import (  # noqa: F401
+    all_finite, copy_state, nonzero_rows, restore, snapshot, table_rows, zeroed_state)
 
 
 MAGIC = b"OLCLIMDL"
-FORMAT_VERSION = 4   # 2: counters min_label/max_label, prediction range, algorithm scalars;
-                     # 3: n-grams, hash seed, interaction flags, predict-only models;
-                     # 4: the hash rule (input.hash_rule: VW's --hash all or strings)
 _HASH_TEXT = {"all": "murmur3_x86_32(name, seed=hash(namespace)) & (2**bits - 1)",
               "strings": "a name of digits only: its integer + seed; else murmur3_x86_32(name, seed); "
                          "seed = hash(namespace) for a feature, hash_seed for a namespace; & (2**bits - 1)"}
@@ -123,65 +123,6 @@ def _put(header: dict, path: str, value) -> None:
     header[name] = value
 
 
-def table_rows(bits: int) -> int:
-    """2**bits hashed rows plus one row for the constant, so it never collides."""
-    return (1 << bits) + 1
-
-
-# --- the table in memory: pay for the rows that are touched ---
-#
-# Every algorithm's state is all zeros in a row no example has touched (each
-# initialises a row at its first touch: gd.py's G, scinol_common.raise_max's eps,
-# coin's wealth stored without alpha). The table is an anonymous private mapping
-# made with MAP_NORESERVE: the kernel hands out a page (4 KiB) only when it is
-# first written, and does not count the whole mapping against the machine's memory
-# up front, so a -b 28 table of 26 GiB costs what its touched pages cost.
-# Everything that walks the table (saving, checking a loaded file, merging,
-# inspect) walks its touched pages only: on Linux /proc/self/pagemap says which
-# pages of the mapping were ever written (present or swapped); a page never
-# written reads as zeros. Elsewhere, or for an array olcli did not map, the rows
-# are found by a scan in blocks (no temporary as large as the table).
-
-_MAP_NORESERVE = 0x4000            # Linux's value on x86 and arm (mmap(2)); Python's mmap lacks the name before 3.13
-_MAPPED_FROM = 1 << 20             # smaller tables: np.zeros (calloc); the scan is cheap for them
-_SCAN_ROWS = 1 << 16               # rows per block of the fallback scan
-
-
-class _ZeroedMapping(mmap.mmap):
-    """An anonymous private mapping made by ``zeroed_state``: its pages never
-    written are zeros (what ``nonzero_rows`` relies on)."""
-
-
-def zeroed_state(rows: int, slots: int, dtype=np.float64) -> np.ndarray:
-    """A (rows, slots) table of zeros whose pages cost memory only once written."""
-    nbytes = rows * slots * np.dtype(dtype).itemsize
-    if nbytes < _MAPPED_FROM or not sys.platform.startswith("linux"):
-        return np.zeros((rows, slots), dtype)
-    mapping = _ZeroedMapping(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
-    return np.frombuffer(mapping, dtype).reshape(rows, slots)
-
-
-def _root(state: np.ndarray):
-    base = state
-    while isinstance(base, (np.ndarray, memoryview)):
-        base = base.base if isinstance(base, np.ndarray) else base.obj
-    return base
-
-
-def _mapped(state: np.ndarray) -> bool:
-    return isinstance(_root(state), _ZeroedMapping)
-
-
-def _shared_rows(state: np.ndarray):
-    """The non-zero rows of a whole read-only shared table (olcli/shared_table.py), or None."""
-    module = sys.modules.get("olcli.shared_table")   # not imported: no shared table exists
-    base = _root(state)
-    if (module is not None and isinstance(base, module.SharedTable) and state.nbytes == len(base)
-            and state.__array_interface__["data"][0] == np.frombuffer(base, np.uint8).__array_interface__["data"][0]):
-        return base.rows.copy()
-    return None
-
-
 def _table(rows: int, slots: int, given: np.ndarray, values: np.ndarray, raw, shared_by) -> np.ndarray:
     """A decoded table: private (``zeroed_state``), or, with ``shared_by`` (olcli serve's
     supervisor pid), the read-only table its workers share (olcli/shared_table.py),
@@ -195,110 +136,6 @@ def _table(rows: int, slots: int, given: np.ndarray, values: np.ndarray, raw, sh
     state = zeroed_state(rows, slots)
     state[given] = values
     return state
-
-
-def _written_pages(state: np.ndarray):
-    """Byte offsets (from the table's start) of the pages of a ``zeroed_state``
-    table that were ever written, from /proc/self/pagemap (bit 63: present, bit 62:
-    swapped); None when that cannot be read."""
-    page = mmap.PAGESIZE
-    start = state.__array_interface__["data"][0]
-    first, last = start // page, (start + state.nbytes - 1) // page
-    found = []
-    try:
-        fd = os.open("/proc/self/pagemap", os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        step = 1 << 18
-        for at in range(first, last + 1, step):
-            count = min(step, last + 1 - at)
-            raw = os.pread(fd, count * 8, at * 8)
-            if len(raw) != count * 8:
-                return None
-            entries = np.frombuffer(raw, np.uint64)
-            found.append(np.flatnonzero(entries >> np.uint64(62)).astype(np.int64) + at)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    pages = np.concatenate(found) if found else np.zeros(0, np.int64)
-    return pages * page - start
-
-
-def nonzero_rows(state: np.ndarray) -> np.ndarray:
-    """The rows (int64, increasing) of a 2-d table that hold a non-zero value: for a
-    ``zeroed_state`` table, found among its written pages only."""
-    rows, slots = state.shape
-    shared = _shared_rows(state)
-    if shared is not None:
-        return shared
-    aligned = state.__array_interface__["data"][0] % mmap.PAGESIZE == 0
-    offsets = (_written_pages(state) if _mapped(state) and aligned and state.flags.c_contiguous and state.size
-               else None)
-    if offsets is None:
-        found = [np.flatnonzero(np.any(state[a:a + _SCAN_ROWS] != 0, axis=1)) + a
-                 for a in range(0, rows, _SCAN_ROWS)]
-        return np.concatenate(found).astype(np.int64) if found else np.zeros(0, np.int64)
-    flat = state.reshape(-1)
-    per_page = mmap.PAGESIZE // state.itemsize
-    pages = offsets // mmap.PAGESIZE   # the mapping starts on a page: whole pages of the table
-    whole = flat.size // per_page
-    by_page = flat[:whole * per_page].reshape(whole, per_page)
-    step = 512                         # pages (2 MiB) copied at a time into one reused buffer
-    buffer = np.empty((step, per_page), state.dtype)
-    found = []
-    for a in range(0, len(pages), step):
-        chunk = pages[a:a + step]
-        inside = chunk[chunk < whole]
-        copied = buffer[:len(inside)]
-        np.take(by_page, inside, axis=0, out=copied)
-        page_at, column = np.nonzero(copied != 0)
-        hit = inside[page_at] * per_page + column
-        tail = chunk[chunk >= whole]
-        if tail.size:   # the last, partial page
-            rest = np.arange(whole * per_page, flat.size)
-            hit = np.concatenate([hit, rest[flat[rest] != 0]])
-        row = hit // slots   # increasing within a page: a row's values are neighbours
-        if row.size:
-            found.append(row[np.concatenate(([True], row[1:] != row[:-1]))])
-    return _unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
-
-
-def _unique(values: np.ndarray) -> np.ndarray:
-    """np.unique of an integer array, without NumPy's np.unique (which imports numpy.ma,
-    ~22 ms that a train run otherwise never pays: tests/test_startup.py)."""
-    values = np.sort(values)
-    if values.size:
-        values = values[np.concatenate(([True], values[1:] != values[:-1]))]
-    return values
-
-
-def all_finite(state: np.ndarray) -> bool:
-    """Every number of the table is finite (only non-zero rows can fail)."""
-    rows = nonzero_rows(state)
-    return bool(np.isfinite(state[rows]).all())
-
-
-def snapshot(state: np.ndarray) -> tuple:
-    """(rows, their values): what ``restore`` needs to put the table back as it is now."""
-    rows = nonzero_rows(state)
-    return rows, state[rows]
-
-
-def restore(state: np.ndarray, saved: tuple) -> None:
-    """Put a ``snapshot`` back, in place: the rows non-zero now are cleared first."""
-    state[nonzero_rows(state)] = 0.0
-    rows, values = saved
-    state[rows] = values
-
-
-def copy_state(state: np.ndarray) -> np.ndarray:
-    """An independent copy that writes only the source's non-zero rows."""
-    out = zeroed_state(*state.shape, dtype=state.dtype)
-    rows = nonzero_rows(state)
-    out[rows] = state[rows]
-    return out
 
 
 def encode(model: Model) -> bytes:
@@ -348,344 +185,6 @@ def read_header(raw: bytes, path: str) -> tuple[dict, int]:
     return header, _PREFIX.size + header_size
 
 
-# --- validation: the header is checked field by field, then against the payload ---
-#
-# A model file is validated, not trusted: a file whose checksum is right may still
-# have been written by a buggy or hostile program. Every field below is checked
-# for its type and its constraints, in this order (a check may rely on the fields
-# before it), before anything is allocated or any kernel runs. Adding a header
-# field is one line here (and its writer in Model.header).
-
-
-class _Invalid(Exception):
-    """A field that fails its check (turned into a ModelError naming the file)."""
-
-
-@dataclass(frozen=True)
-class Field:
-    path: str                  # dotted: "input.constant"
-    kind: str                  # int | number | str | bool | list | dict | str|null
-    check: object = None       # (value, header) -> problem string, or None when fine
-    required: bool = True      # False: a missing field takes ``default`` (older files)
-    default: object = None
-
-
-def _get(header: dict, path: str, default=KeyError):
-    value = header
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
-            if default is KeyError:
-                raise KeyError(path)
-            return default
-        value = value[part]
-    return value
-
-
-def _one_of(*allowed):
-    return lambda v, h: None if v in allowed else f"{v!r:.80} is not one of {', '.join(map(repr, allowed))}"
-
-
-def _algorithm(value, header):
-    if value not in ALGORITHMS:
-        raise ModelError(f"{{path}} uses algorithm {value!r}, unknown to this olcli (it knows: {', '.join(ALGORITHMS)})")
-
-
-def _params(value, header):
-    algorithm = ALGORITHMS[header["algorithm"]]
-    required = {p.name for p in algorithm.params if not p.added}  # an added one may be missing (older file)
-    if not required <= set(value) <= set(algorithm.defaults):
-        return f"hyper-parameters {sorted(value)} do not match --{algorithm.name}'s {sorted(algorithm.defaults)}"
-    for name, number in value.items():
-        if type(number) not in (int, float):
-            return f"{name} is not a number"
-    try:
-        algorithm.resolve(value)
-    except UsageError as exc:
-        return str(exc)
-
-
-def _grams(what, largest):
-    def check(value, header):
-        from olcli.parsing import gram_table
-
-        if not all(isinstance(spec, str) for spec in value):
-            return "expected a list of strings such as \"2\" or \"a3\""
-        try:
-            gram_table(value, what, largest)
-        except UsageError as exc:
-            return str(exc)
-    return check
-
-
-def _skips(value, header):
-    from olcli.parsing import MAX_SKIPS, check_grams
-
-    problem = _grams("skips", MAX_SKIPS)(value, header)
-    if problem:
-        return problem
-    try:
-        check_grams(header["input"]["ngram"], value)
-    except UsageError as exc:
-        return str(exc)
-
-
-def _predict_only(value, header):
-    if value is None:
-        return None
-    if set(value) != {"trained_with"} or not isinstance(value["trained_with"], str) \
-            or value["trained_with"] not in ALGORITHMS:
-        return f"{value!r:.80} is not null or {{\"trained_with\": an algorithm}}"
-    if header["algorithm"] != "sgd":
-        return f"a predict-only model holds weights (algorithm sgd), not --{header['algorithm']} state"
-
-
-# --initial-weight: the algorithms whose first slot "w" is the weight itself
-INITIAL_WEIGHT_ALGORITHMS = ("gd", "adagrad", "sgd")
-
-
-def _initial_weight(value, header):
-    if value != 0.0 and header["algorithm"] not in INITIAL_WEIGHT_ALGORITHMS:
-        return f"{value} with --{header['algorithm']} (only {', '.join(INITIAL_WEIGHT_ALGORITHMS)} start from one)"
-
-
-def _initial_constant(value, header):
-    if value != 0.0 and header["algorithm"] not in INITIAL_WEIGHT_ALGORITHMS:
-        return f"{value} with --{header['algorithm']} (only {', '.join(INITIAL_WEIGHT_ALGORITHMS)} start from one)"
-
-
-def _classes(value, header):
-    mode = header["multiclass"]["mode"]
-    if mode == "" and value != 0:
-        return f"{value} classes, but multiclass.mode is empty (it must be 0)"
-    if mode and not 2 <= value <= MAX_CLASSES:
-        return f"{value} classes: --{mode} takes 2 to {MAX_CLASSES}"
-    if mode == "softmax" and header["loss"] != "logistic":
-        return "--softmax needs loss logistic"
-
-
-def _block_rows(header) -> int:
-    return (1 << header["bits"]) + 1
-
-
-def _constant_index(value, header):
-    if value != _block_rows(header) - 1:
-        return f"{value}, but the constant's row is {_block_rows(header) - 1} with -b {header['bits']}"
-
-
-_INTEGRAL_COUNTERS = ("rounds", "examples", "labeled_examples", "total_features")
-
-
-_LABEL_RANGE = ("min_label", "max_label")
-
-
-def _counters(value, header):
-    for name, number in value.items():
-        if name not in COUNTER_NAMES:
-            continue
-        if name in _LABEL_RANGE:  # a range read from format 1 is (-inf, inf): no clipping
-            if type(number) not in (int, float) or math.isnan(number):
-                return f"{name} is not a number"
-            continue
-        if type(number) not in (int, float) or not math.isfinite(number):
-            return f"{name} is not a finite number"
-        if name != "weighted_labels" and number < 0:
-            return f"{name} is negative"
-        if name in _INTEGRAL_COUNTERS and number != math.floor(number):
-            return f"{name} is not a whole number"
-    get = lambda name: float(value.get(name, 0.0))
-    if not get("rounds") <= get("labeled_examples") <= get("examples"):
-        return "rounds <= labeled_examples <= examples does not hold"
-    if get("min_label") > get("max_label"):
-        return "min_label > max_label"
-
-
-def _scalars(value, header):
-    expected = [name for name, _ in ALGORITHMS[header["algorithm"]].scalars]
-    if sorted(value) != sorted(expected):
-        return f"{sorted(value)!r:.80} are not --{header['algorithm']}'s {expected}"
-    for name, number in value.items():
-        if type(number) not in (int, float) or not math.isfinite(number):
-            return f"{name} is not a finite number"
-
-
-def _prediction_range(value, header):
-    ends = [value.get("min"), value.get("max")]
-    if set(value) - {"min", "max"} or any(v is not None and (type(v) not in (int, float) or not math.isfinite(v))
-                                          for v in ends):
-        return "expected {\"min\": number or null, \"max\": number or null}"
-    if None not in ends and ends[0] > ends[1]:
-        return "min above max"
-
-
-def _slots(value, header):
-    expected = list(ALGORITHMS[header["algorithm"]].slots)
-    if value != expected:
-        return f"state slots {value!r:.80} do not match --{header['algorithm']}'s {expected}"
-
-
-def _rows(value, header):
-    expected = _block_rows(header) * max(1, header["multiclass"]["classes"])
-    if value != expected:
-        return f"{value} rows, but -b {header['bits']} needs {expected}" + (
-            f" and {header['multiclass']['classes']} classes" if header["multiclass"]["classes"] else "")
-
-
-def _nonzero_rows(value, header):
-    if not 0 <= value <= header["state"]["rows"]:
-        return f"{value} is not between 0 and {header['state']['rows']}"
-
-
-# The checks of stored settings that need more than the value (the header's other fields,
-# the registry, the parser's limits); the others are the table's own (settings.Setting.check).
-_CHECKS = {"algorithm": _algorithm, "params": _params, "ngram": _grams("ngram", 7), "skips": _skips,
-           "predict_only": _predict_only, "initial_weight": _initial_weight,
-           "initial_constant": _initial_constant, "classes": _classes}
-
-
-def _setting_fields(*names) -> tuple:
-    """The header fields of stored settings, from the table: path, kind, check, and the
-    value an older file that lacks the field reads as."""
-    fields = []
-    for name in names:
-        setting = SETTINGS[name]
-        check = _CHECKS.get(name) or (setting.check and (lambda v, h, s=setting: s.problem(v)))
-        fields.append(Field(setting.stored, setting.kind, check, required=not setting.older_files,
-                            default=setting.file_default))
-    return tuple(fields)
-
-
-HEADER_FIELDS = (
-    Field("format_version", "int", lambda v, h: None if 1 <= v <= FORMAT_VERSION else f"unknown format {v}"),
-    Field("olcli_version", "str"),
-    *_setting_fields("algorithm"),
-    Field("state", "dict"),
-    Field("state.slots", "list", _slots),
-    *_setting_fields("params", "bits", "loss", "quantile_tau", "link"),
-    Field("input", "dict"),
-    *_setting_fields("input_format", "constant", "interactions", "ignore", "keep", "ignore_linear", "ngram",
-                     "skips", "hash_seed", "permutations", "leave_duplicate_interactions", "hash",
-                     "predict_only", "initial_weight", "initial_constant"),
-    Field("multiclass", "dict", required=False, default={"mode": "", "classes": 0, "indexing": 2}),
-    *_setting_fields("multiclass", "classes", "indexing"),
-    Field("input.constant_index", "int", _constant_index, required=False),
-    Field("counters", "dict", _counters),
-    Field("scalars", "dict", _scalars, required=False, default={}),
-    Field("prediction_range", "dict", _prediction_range, required=False, default={"min": None, "max": None}),
-    Field("state.rows", "int", _rows),
-    Field("state.dtype", "str", _one_of("<f8")),
-    Field("state.storage", "str", _one_of("dense", "sparse")),
-    Field("state.nonzero_rows", "int", _nonzero_rows, required=False),
-    *_setting_fields("cb"),
-)
-
-_KINDS = {
-    "int": lambda v: type(v) is int,
-    "number": lambda v: type(v) in (int, float) and math.isfinite(v),
-    "str": lambda v: type(v) is str,
-    "bool": lambda v: type(v) is bool,
-    "list": lambda v: type(v) is list,
-    "dict": lambda v: type(v) is dict,
-    "str|null": lambda v: v is None or type(v) is str,
-    "dict|null": lambda v: v is None or type(v) is dict,
-}
-_KIND_NAMES = {"int": "a whole number", "number": "a finite number", "str": "a string", "bool": "true or false",
-               "list": "a list", "dict": "an object", "str|null": "a string or null",
-               "dict|null": "an object or null"}
-
-# Per-coordinate state that the formulas need in range (square roots, the lazy
-# shrinkage's exponent): (algorithm, slot) -> rule.
-SLOT_RULES = {
-    ("adagrad", "G"): "nonnegative", ("adagrad", "last"): "round",
-    ("adagrad-dual", "G"): "nonnegative",
-    ("ftrl", "n"): "nonnegative",
-    ("scinol1", "S2"): "nonnegative", ("scinol1", "M"): "nonnegative", ("scinol1", "beta"): "nonnegative",
-    ("scinol2", "S2"): "nonnegative", ("scinol2", "M"): "nonnegative",
-    ("mix", "scinol2.S2"): "nonnegative", ("mix", "scinol2.M"): "nonnegative",
-}
-
-
-def validate(header: dict, path: str) -> None:
-    """Check every HEADER_FIELDS entry (ModelError naming the file and the field)."""
-    for field in HEADER_FIELDS:
-        try:
-            value = _get(header, field.path)
-        except KeyError:
-            if field.required:
-                raise ModelError(f"{path} is corrupted (header field {field.path} is missing)") from None
-            if field.default is None:
-                continue
-            parent, _, name = field.path.rpartition(".")
-            holder = _get(header, parent) if parent else header
-            if not isinstance(holder, dict):
-                raise ModelError(f"{path} is corrupted (header field {parent} is not an object)") from None
-            holder[name] = field.default
-            value = field.default
-        if not _KINDS[field.kind](value):
-            raise ModelError(f"{path} is corrupted (header field {field.path} is {value!r:.80}, "
-                             f"not {_KIND_NAMES[field.kind]})")
-        if field.check is not None:
-            try:
-                problem = field.check(value, header)
-            except ModelError as exc:
-                raise ModelError(str(exc).replace("{path}", path)) from None
-            if problem:
-                raise ModelError(f"{path} is corrupted (header field {field.path}: {problem})")
-
-
-def _check_state(values: np.ndarray, rows: np.ndarray, header: dict, path: str) -> None:
-    """The payload against the header: finite numbers, slots in their ranges, and
-    counters that fit (a table that learned has rounds >= 1). ``values`` are the
-    rows ``rows`` of the table (increasing); every other row is all zeros."""
-    algorithm = header["algorithm"]
-    total = header["state"]["rows"]
-    finite = np.isfinite(values)
-    if not finite.all():
-        row = int(rows[np.flatnonzero(~finite.all(axis=1))[0]])
-        raise ModelError(f"{path} is corrupted (row {row} of the state holds a number that is not finite)")
-    rounds = float(header["counters"].get("rounds", 0.0))
-    for column, slot in enumerate(header["state"]["slots"]):
-        rule = SLOT_RULES.get((algorithm, slot))
-        column_values = values[:, column]
-        if rule == "nonnegative" and (column_values < 0).any():
-            raise ModelError(f"{path} is corrupted (state slot {slot} must be >= 0)")
-        if rule == "round" and ((column_values < 0) | (column_values > rounds)
-                                | (column_values != np.floor(column_values))).any():
-            raise ModelError(f"{path} is corrupted (state slot {slot} must be a round number 0..{rounds:g})")
-    start = float(header.get("initial_weight", 0.0))
-    constant_start = float(header.get("initial_constant", 0.0))
-    zero_rows = len(rows) < total   # rows not given: all zeros
-    # --initial-weight: a table that never learned holds it in slot w; --constant: the
-    # constant's row of the first block holds that
-    if constant_start != 0.0:
-        weights = values[:, 0].copy()
-        constant_row = _block_rows(header) - 1
-        at = np.searchsorted(rows, constant_row)
-        given = at < len(rows) and rows[at] == constant_row
-        if given:
-            weights[at] = start if weights[at] == constant_start else np.nan
-        # a zero row differs from the start unless the start is 0; the constant's row
-        # must hold constant_start, so a zero there is a change too
-        missing_rows = total - len(rows) - (0 if given else 1)
-        learned = bool((weights != start).any() or values[:, 1:].any()
-                       or (missing_rows > 0 and start != 0.0) or not given)
-    elif start != 0.0:
-        learned = bool((values[:, 0] != start).any() or values[:, 1:].any() or zero_rows)
-    else:
-        learned = bool(values.any())
-    if rounds < 1 and learned:
-        raise ModelError(f"{path} is corrupted (the state is not empty, but counters.rounds is {rounds:g})")
-
-
-def _check_memory(nbytes: int, path: str) -> None:
-    from olcli.memory import available_memory
-
-    available = available_memory()
-    if available is not None and nbytes > available:
-        gib = 1 << 30
-        raise ModelError(f"{path} needs {nbytes / gib:.1f} GiB of memory for its table, but only "
-                         f"{available / gib:.1f} GiB is available")
-
-
 def decode(raw: bytes, path: str, shared_by: int | None = None) -> Model:
     header, offset = read_header(raw, path)
     validate(header, path)
@@ -700,7 +199,7 @@ def decode(raw: bytes, path: str, shared_by: int | None = None) -> Model:
         expected = count * (4 + 8 * n_slots)
         if len(payload) != expected:
             raise ModelError(f"{path} is corrupted (state has {len(payload)} bytes, expected {expected})")
-        _check_memory(count * n_slots * 8, path)   # the rows it writes (the others stay unmapped)
+        check_memory(count * n_slots * 8, path)   # the rows it writes (the others stay unmapped)
         nonzero = np.frombuffer(payload, "<u4", count)
         if count and (int(nonzero[-1]) >= rows or (count > 1 and (np.diff(nonzero.astype(np.int64)) <= 0).any())):
             raise ModelError(f"{path} is corrupted (row numbers out of range or out of order)")
@@ -710,13 +209,13 @@ def decode(raw: bytes, path: str, shared_by: int | None = None) -> Model:
         if len(payload) != rows * n_slots * 8:
             raise ModelError(f"{path} is corrupted (state has {len(payload)} bytes, "
                              f"expected {rows * n_slots * 8})")
-        _check_memory(rows * n_slots * 8, path)
+        check_memory(rows * n_slots * 8, path)
         dense = np.frombuffer(payload, "<f8").reshape(rows, n_slots)
         given = nonzero_rows(dense)
         values = dense[given]
-    _check_state(values, given, header, path)
+    check_state(values, given, header, path)
     state = _table(rows, n_slots, given, values, raw, shared_by)
-    settings = {setting.field: _READ.get(setting.name, _same)(_get(header, setting.stored, None))
+    settings = {setting.field: _READ.get(setting.name, _same)(header_value(header, setting.stored, None))
                 for setting in STORED}
     settings["params"] = {k: float(v) for k, v in _header_params(header).items()}
     return Model(

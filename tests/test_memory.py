@@ -22,6 +22,7 @@ import pytest
 import olcli
 from olcli import model as model_file
 from olcli import run as run_module
+from olcli import state as table_state
 from olcli.cli import main
 from olcli.engine.registry import ALGORITHMS
 from olcli.learner import Learner, MemoryGuard
@@ -57,7 +58,7 @@ def scan(state):
 def test_untouched_pages_cost_nothing_and_written_rows_are_found():
     rows, slots = (1 << 24) + 1, 13   # 1.7 GB of address space
     state = model_file.zeroed_state(rows, slots)
-    assert model_file._mapped(state)
+    assert table_state._mapped(state)
     assert _resident_kib(state) < 1024
     rng = np.random.default_rng(1)
     picked = np.unique(np.concatenate([rng.integers(0, rows, 300), [0, rows - 1]]))
@@ -174,7 +175,7 @@ def test_a_large_table_saves_and_loads_its_touched_rows_only(tmp_path):
     row_bytes = 4 + 8 * len(learner.model.slots)
     assert os.path.getsize(path) < 20000 + rows.size * row_bytes   # sparse: header + touched rows
     loaded = olcli.load(path)
-    assert model_file._mapped(loaded.model.state) or not sys.platform.startswith("linux")
+    assert table_state._mapped(loaded.model.state) or not sys.platform.startswith("linux")
     np.testing.assert_array_equal(model_file.nonzero_rows(loaded.model.state), rows)
     np.testing.assert_array_equal(loaded.model.state[rows], learner.model.state[rows])
     assert loaded.to_bytes() == learner.to_bytes()

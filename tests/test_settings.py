@@ -165,7 +165,7 @@ def test_every_stored_setting_is_written_and_read_back():
                       initial_constant=0.25, min_prediction=-1.0, max_prediction=2.0, l1=1e-3)
     header = model.header()
     for setting in settings.STORED:
-        value = model_file._get(header, setting.stored)
+        value = model_file.header_value(header, setting.stored)
         held = getattr(model, setting.field)
         expected = {"trained_with": held} if setting.name == "predict_only" and held else (
             None if setting.name == "predict_only" else held)

@@ -1,0 +1,173 @@
+"""The weight table in memory: a model's state (rows x slots of float64), made zeroed
+without paying for rows no example touches, and walked by its touched rows only
+(saving, checking a loaded file, merging, inspect).
+"""
+
+import mmap
+import os
+import sys
+
+import numpy as np
+
+
+def table_rows(bits: int) -> int:
+    """2**bits hashed rows plus one row for the constant, so it never collides."""
+    return (1 << bits) + 1
+
+
+# --- the table in memory: pay for the rows that are touched ---
+#
+# Every algorithm's state is all zeros in a row no example has touched (each
+# initialises a row at its first touch: gd.py's G, scinol_common.raise_max's eps,
+# coin's wealth stored without alpha). The table is an anonymous private mapping
+# made with MAP_NORESERVE: the kernel hands out a page (4 KiB) only when it is
+# first written, and does not count the whole mapping against the machine's memory
+# up front, so a -b 28 table of 26 GiB costs what its touched pages cost.
+# Everything that walks the table (saving, checking a loaded file, merging,
+# inspect) walks its touched pages only: on Linux /proc/self/pagemap says which
+# pages of the mapping were ever written (present or swapped); a page never
+# written reads as zeros. Elsewhere, or for an array olcli did not map, the rows
+# are found by a scan in blocks (no temporary as large as the table).
+
+_MAP_NORESERVE = 0x4000            # Linux's value on x86 and arm (mmap(2)); Python's mmap lacks the name before 3.13
+_MAPPED_FROM = 1 << 20             # smaller tables: np.zeros (calloc); the scan is cheap for them
+_SCAN_ROWS = 1 << 16               # rows per block of the fallback scan
+
+
+class _ZeroedMapping(mmap.mmap):
+    """An anonymous private mapping made by ``zeroed_state``: its pages never
+    written are zeros (what ``nonzero_rows`` relies on)."""
+
+
+def zeroed_state(rows: int, slots: int, dtype=np.float64) -> np.ndarray:
+    """A (rows, slots) table of zeros whose pages cost memory only once written."""
+    nbytes = rows * slots * np.dtype(dtype).itemsize
+    if nbytes < _MAPPED_FROM or not sys.platform.startswith("linux"):
+        return np.zeros((rows, slots), dtype)
+    mapping = _ZeroedMapping(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+    return np.frombuffer(mapping, dtype).reshape(rows, slots)
+
+
+def _root(state: np.ndarray):
+    base = state
+    while isinstance(base, (np.ndarray, memoryview)):
+        base = base.base if isinstance(base, np.ndarray) else base.obj
+    return base
+
+
+def _mapped(state: np.ndarray) -> bool:
+    return isinstance(_root(state), _ZeroedMapping)
+
+
+def _shared_rows(state: np.ndarray):
+    """The non-zero rows of a whole read-only shared table (olcli/shared_table.py), or None."""
+    module = sys.modules.get("olcli.shared_table")   # not imported: no shared table exists
+    base = _root(state)
+    if (module is not None and isinstance(base, module.SharedTable) and state.nbytes == len(base)
+            and state.__array_interface__["data"][0] == np.frombuffer(base, np.uint8).__array_interface__["data"][0]):
+        return base.rows.copy()
+    return None
+
+
+def _written_pages(state: np.ndarray):
+    """Byte offsets (from the table's start) of the pages of a ``zeroed_state``
+    table that were ever written, from /proc/self/pagemap (bit 63: present, bit 62:
+    swapped); None when that cannot be read."""
+    page = mmap.PAGESIZE
+    start = state.__array_interface__["data"][0]
+    first, last = start // page, (start + state.nbytes - 1) // page
+    found = []
+    try:
+        fd = os.open("/proc/self/pagemap", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        step = 1 << 18
+        for at in range(first, last + 1, step):
+            count = min(step, last + 1 - at)
+            raw = os.pread(fd, count * 8, at * 8)
+            if len(raw) != count * 8:
+                return None
+            entries = np.frombuffer(raw, np.uint64)
+            found.append(np.flatnonzero(entries >> np.uint64(62)).astype(np.int64) + at)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    pages = np.concatenate(found) if found else np.zeros(0, np.int64)
+    return pages * page - start
+
+
+def nonzero_rows(state: np.ndarray) -> np.ndarray:
+    """The rows (int64, increasing) of a 2-d table that hold a non-zero value: for a
+    ``zeroed_state`` table, found among its written pages only."""
+    rows, slots = state.shape
+    shared = _shared_rows(state)
+    if shared is not None:
+        return shared
+    aligned = state.__array_interface__["data"][0] % mmap.PAGESIZE == 0
+    offsets = (_written_pages(state) if _mapped(state) and aligned and state.flags.c_contiguous and state.size
+               else None)
+    if offsets is None:
+        found = [np.flatnonzero(np.any(state[a:a + _SCAN_ROWS] != 0, axis=1)) + a
+                 for a in range(0, rows, _SCAN_ROWS)]
+        return np.concatenate(found).astype(np.int64) if found else np.zeros(0, np.int64)
+    flat = state.reshape(-1)
+    per_page = mmap.PAGESIZE // state.itemsize
+    pages = offsets // mmap.PAGESIZE   # the mapping starts on a page: whole pages of the table
+    whole = flat.size // per_page
+    by_page = flat[:whole * per_page].reshape(whole, per_page)
+    step = 512                         # pages (2 MiB) copied at a time into one reused buffer
+    buffer = np.empty((step, per_page), state.dtype)
+    found = []
+    for a in range(0, len(pages), step):
+        chunk = pages[a:a + step]
+        inside = chunk[chunk < whole]
+        copied = buffer[:len(inside)]
+        np.take(by_page, inside, axis=0, out=copied)
+        page_at, column = np.nonzero(copied != 0)
+        hit = inside[page_at] * per_page + column
+        tail = chunk[chunk >= whole]
+        if tail.size:   # the last, partial page
+            rest = np.arange(whole * per_page, flat.size)
+            hit = np.concatenate([hit, rest[flat[rest] != 0]])
+        row = hit // slots   # increasing within a page: a row's values are neighbours
+        if row.size:
+            found.append(row[np.concatenate(([True], row[1:] != row[:-1]))])
+    return _unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+
+
+def _unique(values: np.ndarray) -> np.ndarray:
+    """np.unique of an integer array, without NumPy's np.unique (which imports numpy.ma,
+    ~22 ms that a train run otherwise never pays: tests/test_startup.py)."""
+    values = np.sort(values)
+    if values.size:
+        values = values[np.concatenate(([True], values[1:] != values[:-1]))]
+    return values
+
+
+def all_finite(state: np.ndarray) -> bool:
+    """Every number of the table is finite (only non-zero rows can fail)."""
+    rows = nonzero_rows(state)
+    return bool(np.isfinite(state[rows]).all())
+
+
+def snapshot(state: np.ndarray) -> tuple:
+    """(rows, their values): what ``restore`` needs to put the table back as it is now."""
+    rows = nonzero_rows(state)
+    return rows, state[rows]
+
+
+def restore(state: np.ndarray, saved: tuple) -> None:
+    """Put a ``snapshot`` back, in place: the rows non-zero now are cleared first."""
+    state[nonzero_rows(state)] = 0.0
+    rows, values = saved
+    state[rows] = values
+
+
+def copy_state(state: np.ndarray) -> np.ndarray:
+    """An independent copy that writes only the source's non-zero rows."""
+    out = zeroed_state(*state.shape, dtype=state.dtype)
+    rows = nonzero_rows(state)
+    out[rows] = state[rows]
+    return out
