@@ -1,8 +1,8 @@
 """``olcli vw`` for VW's contextual-bandit command lines: ``--cb_explore_adf`` and ``--cb_adf``.
 
 A VW line naming ``--cb_explore_adf`` or ``--cb_adf`` runs here instead of through ``olcli train``:
-the ADF blocks of the data files (or standard input) are read by ``olcli.cb_format.read_adf`` and
-stepped through ``olcli.cb.CbExploreAdf`` / ``olcli.cb.CbAdf`` over a ``Learner`` with VW's default
+the ADF blocks of the data files (or standard input) are read by ``olcli.cb_format.read_adf`` (with
+``--dsjson``: the Decision Service JSON lines, ``read_dsjson``) and stepped through ``olcli.cb.CbExploreAdf`` / ``olcli.cb.CbAdf`` over a ``Learner`` with VW's default
 learner (``gd``: adaptive, normalized, invariant unless one of them is named; ``-l`` 0.5,
 ``--power_t`` 0.5). What is printed is VW 9's (``shared_data.cc``, ``cb.cc``):
 
@@ -16,8 +16,15 @@ learner (``gd``: adaptive, normalized, invariant unless one of them is named; ``
   ``--cb_explore_adf``, the IPS or DR estimate of the greedy action for ``--cb_adf``), ``total
   feature number`` (``--cb_adf``: every line's own features, the shared line once).
 
+The table's rows come at each doubling of the weight, or as ``-P`` says (VW's: an integer N, a row every
+N; a number with a '.', a factor). ``-q``/``--cubic``/``--interactions`` cross namespaces as for other
+lines (the ranking takes the kernel's raw scores); ``--passes N --holdout_off`` replays the events N
+times (the summary then gives VW's per-pass count); ``-c``/``-k``/``--cache_file`` are accepted and write
+no cache (the events of a multi-pass run are held in memory).
+
 ``-p`` writes, per event, the PMF as ``action:probability,...`` in ranked order
-(``--cb_explore_adf``) or the best action's position (``--cb_adf``), then a blank line. ``-f`` writes
+(``--cb_explore_adf``), the best action's position (``--cb_adf``) or every ``action:score`` ranked
+(``--cb_adf --rank_all``), then a blank line. ``-f`` writes
 the learner with the reduction's settings and state (``Model.cb``: rule, cb_type, ε...; mtr's totals,
 squarecb's counter, first's τ, bag's random state), so ``-i`` continues as one run would; ``-t``
 predicts and scores without learning. Bad input stops the run with the file, line and text; the
@@ -31,7 +38,7 @@ import math
 import sys
 
 from olcli import cb, vw
-from olcli.cb_format import read_adf
+from olcli.cb_format import read_adf, read_dsjson
 from olcli.errors import DataError, ModelError, OlcliError, UsageError
 
 # VW option -> (its key here, takes a value). Spellings of one option share the key.
@@ -62,16 +69,15 @@ OPTIONS = {
     # keeps the optimizer state in every model, and its results do not depend on threads or the table kind
     "--cache": ("cache", False), "-c": ("cache", False), "--kill_cache": ("cache", False), "-k": ("cache", False),
     "--cache_file": ("cache_file", True), "--save_resume": ("noop", False), "--onethread": ("noop", False),
-    "--sparse_weights": ("noop", False), "--holdout_off": ("noop", False),
+    "--sparse_weights": ("noop", False), "--holdout_off": ("holdout_off", False),
+    "--dsjson": ("dsjson", False), "--rank_all": ("rank_all", False), "--passes": ("passes", True),
+    "--progress": ("progress", True), "-P": ("progress", True),
 }
 CB_TYPES = ("mtr", "ips", "dm", "dr")
 RULE_FLAGS = ("epsilon", "first", "bag", "softmax", "squarecb")
 
 # What to say about options olcli vw takes on other lines but not (yet) on a CB line.
-NOT_ON_CB = {
-    "--passes": "a CB run makes one pass over its input", "--audit": None, "--invert_hash": None,
-    "--readable_model": None, "--progress": None, "-P": None,
-}
+NOT_ON_CB = {"--audit": None, "--invert_hash": None, "--readable_model": None}
 
 
 def parse(args) -> tuple:
@@ -264,14 +270,14 @@ def _learner(given):
     return learner, settings, stored["state"]
 
 
-def _sources(data):
+def _sources(data, dsjson=False):
     from olcli.inputs import display_name, open_source
 
     for path in data or ["-"]:
         stream, _ = open_source(path)
         try:
             text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None)
-            yield from read_adf(text, display_name(path))
+            yield from (read_dsjson if dsjson else read_adf)(text, display_name(path))
         finally:
             if path != "-":
                 stream.close()
@@ -281,15 +287,25 @@ def _g(x) -> str:
     return f"{float(x):g}"
 
 
+def _short(x, digits) -> str:
+    """A number as VW's CB output writes it: ``digits`` decimals without trailing zeros (0.0833333 with 6 is
+    0.083333, 0.95 is 0.95, 1 is 1; the table's prediction column uses 2; its label column is %.2g)."""
+    return f"{float(x):.{digits}f}".rstrip("0").rstrip(".")
+
+
 class Table:
     """VW's progress table (rows at each doubling of the weighted example sum) and summary, on stderr."""
 
     HEADER = ("average  since         example        example        current        current  current\n"
               "loss     last          counter         weight          label        predict features\n")
 
-    def __init__(self, stream, quiet):
+    def __init__(self, stream, quiet, progress=None):
+        from olcli.vw import progress_spacing
+
         self.stream, self.quiet = stream, quiet
-        self.dump_at, self.weight = 1.0, 0.0
+        # VW's -P: an integer N is a row every N of weight (the first at N), a number with '.' a factor
+        self.factor, self.step = progress_spacing(progress) if progress is not None else (2.0, 0.0)
+        self.dump_at, self.weight = self.step or 1.0, 0.0
         self.last_loss, self.last_weight = 0.0, 0.0
         self.started = False
 
@@ -297,27 +313,28 @@ class Table:
         self.weight += event.weight
         if self.quiet or self.weight < self.dump_at:
             return
-        self.dump_at *= 2.0
+        self.dump_at = self.dump_at + self.step if self.step else self.dump_at * self.factor
         if not self.started:
             self.stream.write(self.HEADER)
             self.started = True
         labelled = policy.labelled_weight
-        average = _fixed(policy.sum_loss / labelled) if labelled else "n.a."
-        since = (_fixed((policy.sum_loss - self.last_loss) / (labelled - self.last_weight))
+        average = _fixed8(policy.sum_loss / labelled) if labelled else "n.a."
+        since = (_fixed8((policy.sum_loss - self.last_loss) / (labelled - self.last_weight))
                  if labelled > self.last_weight else "n.a.")
         self.last_loss, self.last_weight = policy.sum_loss, labelled
-        label = (f"{event.chosen}:{_g(event.cost)}:{_g(event.probability)}" if event.labelled else "unknown")
+        label = f"{event.chosen}:{event.cost:.2g}:{event.probability:.2g}" if event.labelled else "unknown"
         self.stream.write(f"{average:<8} {since:<8} {policy.examples:>12} {self.weight:>14.1f} {label:>14} "
                           f"{prediction:>14} {policy.current_features:>8}\n")
         self.stream.flush()
 
-    def summary(self, policy):
+    def summary(self, policy, passes=1):
         if self.quiet:
             return
         labelled = policy.labelled_weight
+        counted = (f"number of examples per pass = {policy.examples // passes}\npasses used = {passes}\n"
+                   if passes > 1 else f"number of examples = {policy.examples}\n")
         self.stream.write(
-            "\nfinished run\n"
-            f"number of examples = {policy.examples}\n"
+            "\nfinished run\n" + counted +
             f"weighted example sum = {self.weight:.6f}\n"
             "weighted label sum = 0.000000\n"
             f"average loss = {_fixed(policy.sum_loss / labelled) if labelled else 'n.a.'}\n"
@@ -327,6 +344,11 @@ class Table:
 
 def _fixed(x):
     return f"{x:.6f}"
+
+
+def _fixed8(x):
+    """A loss column as VW prints it: 6 decimals, cut to 8 characters (-0.0408163 is -0.04081)."""
+    return f"{x:.6f}"[:8]
 
 
 def _header(given, data, learner, settings, testing):
@@ -371,25 +393,34 @@ def run(args) -> None:
     if state is not None:
         policy.restore(state)
     explore = settings["reduction"] == "cb_explore_adf"
+    passes = _number(given, "passes", int, 1, low=1)
+    if passes > 1 and "holdout_off" not in given:
+        raise UsageError("--passes without --holdout_off: not supported on a contextual-bandit line yet (olcli has "
+                         "no CB holdout; give --holdout_off)")
+    if "rank_all" in given and explore:
+        raise UsageError("--rank_all: an option of --cb_adf (--cb_explore_adf always writes the PMF)")
     quiet = "quiet" in given
+    table = Table(sys.stderr, quiet, given.get("progress", (None, None))[1])
     if not quiet:
         sys.stderr.write(_header(given, data, learner, settings, testing))
-    table = Table(sys.stderr, quiet)
     out = open(given["predictions"][1], "w", encoding="utf-8") if "predictions" in given else None
     final = given.get("final", (None, None))[1]
     stopped = None
     try:
-        for event in _sources(data):
-            result, _ = policy.step(event, learn=not testing)
-            if explore:
-                first = f"{result[0][0]}:{result[0][1]:.2g}"
-                text = ",".join(f"{a}:{_g(p)}" for a, p in result)
-            else:
-                first = f"{result[0][0]}:{result[0][1]:.2g}"
-                text = str(result[0][0])
-            if out is not None:
-                out.write(text + "\n\n")
-            table.row(policy, event, first)
+        events = _sources(data, "dsjson" in given)
+        if passes > 1:
+            events = list(events)   # VW's cache: the later passes read the events again
+        for _ in range(passes):
+            for event in events:
+                result, _ = policy.step(event, learn=not testing)
+                first = f"{result[0][0]}:{_short(result[0][1], 2)}"
+                if explore or "rank_all" in given:
+                    text = ",".join(f"{a}:{_short(p, 6)}" for a, p in result)
+                else:
+                    text = str(result[0][0])
+                if out is not None:
+                    out.write(text + "\n\n")
+                table.row(policy, event, first)
     except (DataError, OlcliError) as exc:
         stopped = exc
     finally:
@@ -406,4 +437,4 @@ def run(args) -> None:
             stopped.args = (f"{stopped}; the model learned so far ({policy.examples} events, {learned} labelled) "
                             f"was written to {final}",)
         raise stopped
-    table.summary(policy)
+    table.summary(policy, passes)

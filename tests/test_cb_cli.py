@@ -286,7 +286,8 @@ def test_two_costs_in_one_event_are_refused_with_the_line(cli):
     (["--cb_explore_adf", "--audit"], "--audit: not supported on a contextual-bandit line yet"),
     (["--cb_adf", "--cb_type", "sm"], "--cb_type sm: not supported; olcli's cb_types: mtr, ips, dm, dr"),
     (["--cb_explore_adf", "--bag", "2"], "--bag without --noconstant: not supported yet"),
-    (["--cb_explore_adf", "--dsjson"], "--dsjson: not supported"),
+    (["--cb_explore_adf", "--regcb"], "--regcb: not supported; olcli vw runs --cb_explore_adf"),
+    (["--cb_explore_adf", "--rank_all"], "--rank_all: an option of --cb_adf"),
     (["--cb_explore_adf", "--loss_function", "logistic"], "--loss_function logistic: not supported"),
     (["--cb_explore_adf", "--softmax", "--squarecb"], "--softmax and --squarecb: one exploration rule at a time"),
     (["--cb_adf", "--epsilon", "0.1"], "--epsilon: an exploration option; it needs --cb_explore_adf"),
@@ -303,3 +304,73 @@ def test_a_plain_model_is_not_a_cb_model(cli):
     assert cli("train", "r.txt", "-f", "plain.m")[0] == 0
     code, _, err = cli("vw", "--cb_explore_adf", "-i", "plain.m", "-d", CB / "cb_test.ldf")
     assert code == 1 and "not a contextual-bandit model" in err, err
+
+
+# VW 9.11.9 on sample_data/cb's Decision Service JSON files (run 2026-11-27): examples, features, average loss
+VW_DSJSON = [
+    (["--cb_explore_adf", "--dsjson", "-d", "dsjson_cb_3.json"], ("3", "120", "-0.098039"),
+     "-0.14705 -0.29411            2            2.0      0:-1:0.85         0:0.25       40\n"),
+    (["--cb_adf", "--dsjson", "-d", "cb_features_w_zero_vals.dsjson"], ("2", "6", "-2.000000"),
+     "-2.00000 -2.00000            2            2.0       0:-1:0.5        0:-0.39        2\n"),
+    (["--cb_explore_adf", "--dsjson", "-d", "cb_simple.json"], ("1", "6", "-1.000000"),
+     "-1.00000 -1.00000            1            1.0       1:-1:0.5          0:0.5        6\n"),
+]
+
+
+@pytest.mark.parametrize("args, numbers, row", VW_DSJSON)
+def test_dsjson_as_vw(cli, monkeypatch, args, numbers, row):
+    monkeypatch.chdir(CB)   # the files are read, nothing is written
+    code, _, err = cli("vw", *args)
+    assert code == 0, err
+    assert summary(err) == numbers and row in err, err
+
+
+# VW 9.11.9, `--cb_explore_adf -P 10 --noconstant` on generated(n=40, seed=21): the table (its label column
+# writes cost and probability with 2 significant digits, the loss columns are cut to 8 characters)
+VW_P10 = """\
+0.517503 0.517503           10           10.0       0:1:0.35         1:0.97       10
+1.335257 2.255230           20           20.0     2:1.5:0.31         2:0.96       20
+1.385973 1.493745           30           30.0        unknown         1:0.97       10
+1.159618 0.530853           40           40.0      1:1.2:0.2         1:0.97       15
+
+finished run
+number of examples = 40
+weighted example sum = 40.000000
+weighted label sum = 0.000000
+average loss = 1.159618
+total feature number = 585
+"""
+
+
+def test_progress_interval_as_vw(cli):
+    Path("d.txt").write_text(generated(n=40, seed=21)[0])
+    code, _, err = cli("vw", "--cb_explore_adf", "-P", "10", "--noconstant", "-d", "d.txt")
+    assert code == 0, err
+    assert err.endswith(VW_P10), err
+
+
+def test_passes_as_vw(cli):
+    """VW 9.11.9, `--cb_adf -c -k --passes 3 --holdout_off --noconstant` on generated(n=40, seed=21)."""
+    Path("d.txt").write_text(generated(n=40, seed=21)[0])
+    code, _, err = cli("vw", "--cb_adf", "-c", "-k", "--passes", "3", "--holdout_off", "--noconstant", "-d", "d.txt")
+    assert code == 0, err
+    assert err.endswith("number of examples per pass = 40\npasses used = 3\nweighted example sum = 120.000000\n"
+                        "weighted label sum = 0.000000\naverage loss = 1.016003\ntotal feature number = 1293\n"), err
+    code, _, err = cli("vw", "--cb_adf", "--passes", "3", "--noconstant", "-d", "d.txt")
+    assert code == 2 and "--passes without --holdout_off" in err
+
+
+def test_rank_all_writes_every_score(cli):
+    """--cb_adf --rank_all -p: 'action:score,...' ranked; VW 9.11.9's first events on generated(n=40, seed=21)
+    (VW scores in float32: compared to 1e-5)."""
+    Path("d.txt").write_text(generated(n=40, seed=21)[0])
+    code, _, err = cli("vw", "--cb_adf", "--rank_all", "--noconstant", "-d", "d.txt", "-p", "p.txt")
+    assert code == 0, err
+    vw = ["0:0,1:0", "3:-0.010232,0:0,1:0,2:0.172403", "0:0.067188,1:0.335438", "0:-0.032494,1:-0.011917,2:0.130681",
+          "1:-0.370547,3:-0.326352,0:0.481855,2:0.549816"]
+    got = Path("p.txt").read_text().split("\n\n")[:5]
+    for ours, theirs in zip(got, vw):
+        ours, theirs = [w.split(":") for w in ours.split(",")], [w.split(":") for w in theirs.split(",")]
+        assert [a for a, _ in ours] == [a for a, _ in theirs]
+        assert [float(s) for _, s in ours] == pytest.approx([float(s) for _, s in theirs], abs=2e-6)
+    assert summary(err) == ("40", "431", "1.219638")
