@@ -217,8 +217,45 @@ def _interactions(given) -> tuple:
     return tuple(given.get("interactions", (None, []))[1])
 
 
-def _learner(given):
-    """(learner, settings, policy state or None): a new one, or the model of -i with its CB settings."""
+# olcli train's own spellings on a CB line -> the VW spellings above
+TRAIN_SPELLINGS = {"--final-model": "-f", "--initial-model": "-i", "--bits": "-b", "--learning-rate": "-l",
+                   "--power-t": "--power_t", "--initial-t": "--initial_t", "--kill-cache": "-k",
+                   "--holdout-off": "--holdout_off", "--format": None}
+
+
+def train_arguments(args) -> tuple:
+    """``olcli train`` arguments of a CB run -> (VW-spelled arguments, the algorithm flag or None).
+
+    olcli's spellings (``--cb-explore-adf``, ``--final-model``, ``--learning-rate``...) become VW's; an
+    algorithm flag (``--gd``, ``--ftrl``, ``--mix``...) chooses the base learner (olcli's default
+    otherwise); positional words are data files."""
+    from olcli.engine import registry
+
+    out, algorithm = [], None
+    for token in args:
+        if not vw.is_option(token) or not token.startswith("--"):
+            out.append(token)
+            continue
+        name, equals, value = token.partition("=")
+        if name[2:] in registry.ALGORITHMS:
+            if algorithm is not None and algorithm != name[2:]:
+                raise UsageError(f"--{algorithm} and {name}: one algorithm at a time")
+            algorithm = name[2:]
+            continue
+        if name in TRAIN_SPELLINGS:
+            if TRAIN_SPELLINGS[name] is None:
+                raise UsageError(f"{name}: not supported on a contextual-bandit line (the input is ADF text or "
+                                 "--dsjson)")
+            name = TRAIN_SPELLINGS[name]
+        elif name not in OPTIONS and "--" + name[2:].replace("-", "_") in OPTIONS:
+            name = "--" + name[2:].replace("-", "_")
+        out.append(name + equals + value)
+    return out, algorithm
+
+
+def _learner(given, algorithm=None):
+    """(learner, settings, policy state or None): a new one, or the model of -i with its CB settings.
+    ``algorithm``: olcli train's base learner (None: VW's gd with VW's rules, as olcli vw runs it)."""
     import olcli
 
     loss = given.get("loss", (None, "squared"))[1]
@@ -227,11 +264,27 @@ def _learner(given):
                          "the costs with squared loss, VW's default)")
     if "initial" not in given:
         settings = cb_settings(given)
-        learner = olcli.Learner("gd", loss="squared", bits=_number(given, "bits", int, 18, low=1),
+        if algorithm is None:
+            name, hyper = "gd", _gd_params(given)
+        else:
+            from olcli import commands
+            from olcli.engine import registry
+
+            name = algorithm or registry.DEFAULT_ALGORITHM
+            hyper = commands.hyper_parameters(name, {
+                "learning_rate": _number(given, "eta"), "power_t": _number(given, "power_t"),
+                "initial_t": _number(given, "initial_t"), "l1": _number(given, "l1"), "l2": _number(given, "l2")})
+            switches = [given[s][0] for s in ("adaptive", "normalized", "invariant", "sgd") if s in given]
+            if switches:
+                raise UsageError(f"{switches[0]}: a VW gd switch; under olcli train choose the learner by its flag "
+                                 "(--gd, --adagrad, ...)")
+        learner = olcli.Learner(name, loss="squared", bits=_number(given, "bits", int, 18, low=1),
                                 interactions=_interactions(given),
                                 constant="noconstant" not in given,
-                                hash=given.get("hash", (None, "strings"))[1], **_gd_params(given))
+                                hash=given.get("hash", (None, "strings"))[1], **hyper)
         return learner, settings, None
+    if algorithm:
+        raise UsageError(f"--{algorithm} with -i: the model's learner continues")
     from olcli import commands
 
     path = given["initial"][1]
@@ -384,11 +437,16 @@ def _save(learner, policy, settings, path, predict_only):
         learner.save(path)
 
 
-def run(args) -> None:
-    """Run a VW --cb_explore_adf / --cb_adf command line (see the module's docstring)."""
+def run(args, command="vw") -> None:
+    """Run a VW --cb_explore_adf / --cb_adf command line (see the module's docstring). ``command="train"``:
+    ``olcli train``'s spellings, and olcli's default learner unless an algorithm flag names another."""
+    algorithm = None
+    if command == "train":
+        args, algorithm = train_arguments(args)
+        algorithm = algorithm or ""
     given, data = parse(args)
     testing = "testonly" in given
-    learner, settings, state = _learner(given)
+    learner, settings, state = _learner(given, algorithm)
     policy = _policy(learner, settings)
     if state is not None:
         policy.restore(state)

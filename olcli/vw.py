@@ -147,8 +147,12 @@ CB_FAMILY = ("--cb_explore_adf", "--cb_adf")   # the contextual-bandit lines olc
 
 
 def is_cb_line(args) -> bool:
-    """Does this VW command line enable --cb_explore_adf or --cb_adf?"""
-    return any(_split(token)[0] in CB_FAMILY for token in args if is_option(token))
+    """Does this command line enable --cb_explore_adf or --cb_adf (also spelled --cb-explore-adf, --cb-adf)?"""
+    return any(_cb_name(_split(token)[0]) in CB_FAMILY for token in args if is_option(token))
+
+
+def _cb_name(name: str) -> str:
+    return "--" + name[2:].replace("-", "_") if name.startswith("--") else name   # olcli's --cb-adf too
 
 
 def advice(name: str) -> str:

@@ -374,3 +374,25 @@ def test_rank_all_writes_every_score(cli):
         assert [a for a, _ in ours] == [a for a, _ in theirs]
         assert [float(s) for _, s in ours] == pytest.approx([float(s) for _, s in theirs], abs=2e-6)
     assert summary(err) == ("40", "431", "1.219638")
+
+
+def test_olcli_train_takes_cb_lines(cli):
+    """olcli train --cb-explore-adf: olcli's spellings; --gd is VW's learner (VW 9.11.9 prints average loss
+    1.159618 and 585 features for `--cb_explore_adf --noconstant` on generated(n=40, seed=21)); without an
+    algorithm flag the base learner is olcli's default, kept in the model for -i."""
+    Path("d.txt").write_text(generated(n=40, seed=21)[0])
+    code, _, err = cli("train", "--cb-explore-adf", "--gd", "--noconstant", "d.txt", "--final-model", "gd.olm")
+    assert code == 0, err
+    assert summary(err) == ("40", "585", "1.159618")
+    code, _, err = cli("train", "--cb-explore-adf", "--softmax", "d.txt", "-f", "default.olm", "-p", "p.txt")
+    assert code == 0, err
+    assert len(read_pmfs("p.txt")) == 40
+    from olcli import commands
+    from olcli.engine import registry
+
+    model = commands.load_learner("default.olm").model
+    assert model.algorithm == registry.DEFAULT_ALGORITHM and model.cb["settings"]["rule"] == "softmax"
+    code, _, err = cli("vw", "--cb_explore_adf", "-t", "-i", "default.olm", "-d", "d.txt")
+    assert code == 0, err
+    code, _, err = cli("train", "--cb-adf", "--ftrl", "--adaptive", "d.txt")
+    assert code == 2 and "--adaptive: a VW gd switch" in err
