@@ -32,16 +32,15 @@ from olcli import model as model_file
 from olcli.engine import registry
 from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, NONNEGATIVE_LOSSES, UNBOUNDED_LOSSES
 from olcli.engine.records import (
-    ADDITIVE_COUNTERS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, N_COUNTERS,
-    H_SEEN, S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
-from olcli.errors import DataError, Diverged, OlcliError, UsageError
-from olcli.memory import available_memory, meminfo
-from olcli.settings import KEYWORDS, merge_difference
-
-KEYWORD_NAMES = frozenset(row.name for row in KEYWORDS)
-
-from olcli.settings import (  # noqa: F401  (the limits, re-exported for the library's users)
-    FORMATS, HASHES, INDEXING_ONE, INDEXING_UNDECIDED, INDEXING_ZERO, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION)
+    ADDITIVE_COUNTERS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, H_SEEN,
+    S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
+from olcli.errors import DataError, Diverged, UsageError
+from olcli.memory import MemoryGuard  # noqa: F401  (the runs' guard, re-exported)
+# new_model and check_tau: re-exported, the library's door to a new model
+from olcli.new_model import check_tau, new_model, spelled_out  # noqa: F401
+from olcli.settings import (  # noqa: F401  (the keywords and limits, re-exported for the library's users)
+    FORMATS, HASHES, INDEXING_ONE, INDEXING_UNDECIDED, INDEXING_ZERO, KEYWORDS, LINKS, MAX_BITS, MAX_CLASSES,
+    MAX_INTERACTION, merge_difference)
 
 
 @dataclass
@@ -85,191 +84,6 @@ class Summary:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def _interaction_specs(interactions) -> list:
-    if interactions is None:
-        return []
-    specs = [interactions] if isinstance(interactions, str) else list(interactions)
-    for spec in specs:
-        if not isinstance(spec, str) or not 2 <= len(spec) <= MAX_INTERACTION:
-            raise UsageError(f"interaction {spec!r}: expected 2 to {MAX_INTERACTION} namespace letters "
-                             "(first letters of namespaces, ':' for any)")
-    return specs
-
-
-def _letters(what: str, value) -> str:
-    value = value or ""
-    if not isinstance(value, str):
-        value = "".join(value)
-    return value  # any Unicode letter: engine.features.namespace_letters maps it to its namespace byte
-
-
-# What a run needs besides the rows it touches (the interpreter, the compiled kernels,
-# the parser's buffers): a run starts only with this much available, and is stopped
-# (what it learned written) when less than MEMORY_RESERVE is left (MemoryGuard).
-MEMORY_FLOOR = 256 << 20
-MEMORY_RESERVE = 512 << 20
-
-
-def check_memory(bits: int, n_slots: int, classes: int, copies: int = 1) -> None:
-    """Refuse a run that cannot start. The table is mapped without reserving memory
-    (model.zeroed_state): it costs the pages its examples touch, not 2^bits rows x
-    slots, so what is judged here is what the run touches before its first example
-    (MEMORY_FLOOR) and the table's address space; MemoryGuard watches the rest.
-    ``copies`` is accepted for the callers' sake (a kept best pass now copies only
-    its touched rows)."""
-    rows = max(1, classes) * model_file.table_rows(bits)
-    available = available_memory()
-    gib = 1 << 30
-    if available is not None and available < MEMORY_FLOOR:
-        raise UsageError(f"only {available / gib:.2f} GiB of memory is available; a run needs at least "
-                         f"{MEMORY_FLOOR / gib:.2f} GiB besides the rows of -b {bits}'s table it touches")
-    table = rows * n_slots * 8
-    total = meminfo("MemTotal")
-    limit = TABLE_SPACE_FACTOR * total if total else 1 << 46
-    if table > limit:
-        raise UsageError(f"-b {bits}{f' with {classes} classes' if classes else ''} is a table of {rows:,} rows x "
-                         f"{n_slots} slots ({table / gib:,.0f} GiB of address space), more than "
-                         f"{TABLE_SPACE_FACTOR} x this machine's {total / gib:.0f} GiB of memory that olcli maps: "
-                         "use a smaller -b")
-
-
-# A table may span at most this many times the machine's memory: its untouched pages cost
-# nothing, but every save walks its page map (about 0.15 s per 26 GiB) and a touched page
-# costs a page-table entry besides its 4 KiB.
-TABLE_SPACE_FACTOR = 16
-
-
-class MemoryGuard:
-    """Stops a run before the machine runs out of memory: ``check()`` (after each
-    kernel call; it reads /proc/meminfo at most every ``every`` seconds) raises
-    OlcliError when less than ``reserve`` bytes are available, so that the run ends
-    the way an interrupted one does, with what it learned written (saving needs
-    memory for the touched rows only, which the reserve leaves)."""
-
-    def __init__(self, reserve: int = MEMORY_RESERVE, every: float = 0.05):
-        self.reserve, self.every, self._next = reserve, every, 0.0
-
-    def check(self) -> None:
-        now = time.monotonic()
-        if now < self._next:
-            return
-        self._next = now + self.every
-        available = available_memory()
-        if available is not None and available < self.reserve:
-            raise OlcliError(f"out of memory: only {available / (1 << 20):.0f} MiB of memory is left (the "
-                             f"rows this run touched, at {self.reserve >> 20} MiB kept in reserve); stopped "
-                             "before the system would kill it: use a smaller -b, fewer interactions or "
-                             "fewer classes")
-
-
-def check_tau(quantile_tau) -> float:
-    tau = 0.5 if quantile_tau is None else float(quantile_tau)
-    if not 0.0 < tau < 1.0:
-        raise UsageError(f"quantile_tau (--quantile-tau) must be between 0 and 1 (got {tau:g})")
-    return tau
-
-
-# VW's initial label range (shared_data): [0, 0], widened by the labels seen;
-# [-50, 50] for the logistic loss, whose labels are -1/+1 but whose scores are not.
-INITIAL_LABEL_RANGE = {"logistic": (-50.0, 50.0), "poisson": (-50.0, 50.0)}
-
-
-def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None, softmax=None, copies: int = 1,
-              **options) -> model_file.Model:
-    """A fresh model, every option checked (the messages name the CLI spelling too).
-
-    ``options``: the settings table's keywords (settings.KEYWORDS; None or not given: the
-    row's default) and the algorithm's hyper-parameters by their registry names."""
-    from olcli.parsing import check_grams
-
-    hyper = {name: value for name, value in options.items() if name not in KEYWORD_NAMES}
-    given = {**options, "loss": loss, "bits": bits, "interactions": interactions}
-    s = {row.name: row.default if given.get(row.name) is None else given[row.name] for row in KEYWORDS}
-    loss, bits, interactions, link, constant = s["loss"], s["bits"], s["interactions"], s["link"], s["constant"]
-    ignore, keep, ignore_linear, quantile_tau = s["ignore"], s["keep"], s["ignore_linear"], s["quantile_tau"]
-    ngram, skips, hash_seed, hash, indexing = s["ngram"], s["skips"], s["hash_seed"], s["hash"], s["indexing"]
-    permutations, leave_duplicate_interactions = s["permutations"], s["leave_duplicate_interactions"]
-    min_prediction, max_prediction = s["min_prediction"], s["max_prediction"]
-    initial_weight, initial_constant = s["initial_weight"], s["initial_constant"]
-
-    ngram, skips = [str(v) for v in ngram or ()], [str(v) for v in skips or ()]
-    check_grams(ngram, skips)
-    if hash not in HASHES:
-        raise UsageError(f"hash (--hash) must be one of {', '.join(HASHES)} (got {hash!r})")
-    if not isinstance(hash_seed, (int, np.integer)) or not 0 <= hash_seed < 2 ** 32:
-        raise UsageError(f"hash_seed (--hash-seed) must be a whole number 0 to 2^32-1 (got {hash_seed})")
-    spec = registry.get(algorithm or registry.DEFAULT_ALGORITHM)
-    params = spec.resolve(hyper)
-    if oaa is not None and softmax is not None:
-        raise UsageError("choose oaa (--oaa) or softmax (--softmax), not both")
-    mode, classes = ("oaa", oaa) if oaa is not None else ("softmax", softmax) if softmax is not None else ("", 0)
-    if mode and (not isinstance(classes, (int, np.integer)) or not 2 <= classes <= MAX_CLASSES):
-        raise UsageError(f"--{mode} takes the number of classes, 2 to {MAX_CLASSES} (got {classes})")
-    if mode == "softmax":
-        if loss not in (None, "logistic"):
-            raise UsageError("--softmax learns the multinomial logistic loss; drop --loss (or use --oaa)")
-        loss = "logistic"
-    loss = loss or "squared"
-    if loss not in LOSS_CODES:
-        raise UsageError(f"loss (--loss) must be one of {', '.join(LOSS_CODES)} (got {loss!r})")
-    link = link or "identity"
-    if link not in LINKS:
-        raise UsageError(f"link (--link) must be one of {', '.join(LINKS)} (got {link!r})")
-    bits = 18 if bits is None else bits
-    if not isinstance(bits, (int, np.integer)) or not 1 <= bits <= MAX_BITS:
-        raise UsageError(f"bits (-b/--bits) must be between 1 and {MAX_BITS} (got {bits})")
-    check_memory(bits, len(spec.slots), classes, copies)
-    counters = np.zeros(N_COUNTERS)
-    counters[C_MIN_LABEL], counters[C_MAX_LABEL] = INITIAL_LABEL_RANGE.get(loss, (0.0, 0.0))
-    for name, value in (("min_prediction (--min-prediction)", min_prediction),
-                        ("max_prediction (--max-prediction)", max_prediction)):
-        if value is not None and not math.isfinite(value):
-            raise UsageError(f"{name} must be a finite number (got {value})")
-    if min_prediction is not None and max_prediction is not None and min_prediction > max_prediction:
-        raise UsageError(f"min_prediction ({min_prediction:g}) is above max_prediction ({max_prediction:g})")
-    if indexing not in (None, 0, 1):
-        raise UsageError(f"indexing (--indexing) must be 0 or 1 (got {indexing!r})")
-    if indexing is not None and not mode:
-        raise UsageError("--indexing is for --oaa/--softmax labels")
-    initial_weight = 0.0 if initial_weight is None else initial_weight
-    if not isinstance(initial_weight, (int, float, np.number)) or not math.isfinite(initial_weight):
-        raise UsageError(f"initial_weight (--initial-weight) must be a finite number (got {initial_weight})")
-    if initial_weight != 0.0 and spec.name not in model_file.INITIAL_WEIGHT_ALGORITHMS:
-        raise UsageError(f"--initial-weight: --{spec.name} does not keep its weights as state (they follow from "
-                         f"its sums); it works with --{', --'.join(model_file.INITIAL_WEIGHT_ALGORITHMS)}")
-    initial_constant = 0.0 if initial_constant is None else initial_constant
-    if not isinstance(initial_constant, (int, float, np.number)) or not math.isfinite(initial_constant):
-        raise UsageError(f"initial_constant (--constant) must be a finite number (got {initial_constant})")
-    if initial_constant != 0.0 and spec.name not in model_file.INITIAL_WEIGHT_ALGORITHMS:
-        raise UsageError(f"--constant with --{spec.name}: not supported; --{spec.name} keeps no weights to start "
-                         f"from (they follow from its sums; VW's --constant sets the weight of its gd learners "
-                         f"only); olcli takes it with --{', --'.join(model_file.INITIAL_WEIGHT_ALGORITHMS)}")
-    if initial_constant != 0.0 and not constant:
-        raise UsageError("--constant with --noconstant: there is no constant feature to start at "
-                         f"{initial_constant:g}")
-    state = model_file.zeroed_state(max(1, classes) * model_file.table_rows(bits), len(spec.slots))
-    if initial_weight != 0.0:
-        state[:, 0] = float(initial_weight)  # VW: every weight, the constant's included
-    if initial_constant != 0.0:
-        # VW's --constant: the constant's weight (after --initial_weight); with --oaa that of
-        # the first class only, as VW sets the one weight at the constant's index
-        state[model_file.table_rows(bits) - 1, 0] = float(initial_constant)
-    return model_file.Model(
-        counters=counters, scalars=np.array(spec.initial_scalars(params), dtype=np.float64),
-        min_prediction=None if min_prediction is None else float(min_prediction),
-        max_prediction=None if max_prediction is None else float(max_prediction),
-        algorithm=spec.name, params=params, bits=int(bits), loss=loss, loss_tau=check_tau(quantile_tau),
-        link=link, input_format=None, constant=bool(constant),
-        state=state, slots=spec.slots, initial_weight=float(initial_weight),
-        initial_constant=float(initial_constant),
-        indexing=INDEXING_UNDECIDED if indexing is None else int(indexing),
-        interactions=_interaction_specs(interactions), ignore=_letters("ignore (--ignore)", ignore),
-        keep=_letters("keep (--keep)", keep), ignore_linear=_letters("ignore_linear (--ignore-linear)", ignore_linear),
-        classes=int(classes), multiclass=mode, ngram=ngram, skips=skips, hash_seed=int(hash_seed),
-        permutations=bool(permutations), leave_duplicate_interactions=bool(leave_duplicate_interactions),
-        hash=hash)
 
 
 class Learner:
@@ -742,22 +556,7 @@ def empty_batch() -> Batch:
                  np.empty(0), np.empty(0, np.int64))
 
 
-def _spelled_out(function):
-    """``function``'s signature with the settings table's keywords (settings.KEYWORDS) and
-    their defaults spelled out, for help() and the docs; the rest of ``**options`` are the
-    algorithm's hyper-parameters (``**hyper``)."""
-    from inspect import Parameter, signature
-
-    original = signature(function)
-    named = [p for p in original.parameters.values() if p.kind != p.VAR_KEYWORD]
-    present = {p.name for p in named}
-    keywords = [Parameter(row.name, Parameter.KEYWORD_ONLY, default=row.default)
-                for row in KEYWORDS if row.name not in present]
-    return original.replace(parameters=named + keywords + [Parameter("hyper", Parameter.VAR_KEYWORD)])
-
-
-Learner.__init__.__signature__ = _spelled_out(Learner.__init__)
-new_model.__signature__ = _spelled_out(new_model)
+Learner.__init__.__signature__ = spelled_out(Learner.__init__)
 
 
 def _restore(raw: bytes, input_format: str, tally) -> Learner:

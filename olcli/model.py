@@ -18,7 +18,7 @@ import hashlib
 import json
 import math
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field, make_dataclass
 
 import numpy as np
 
@@ -32,52 +32,22 @@ from olcli.errors import ModelError
 from olcli.header import (  # noqa: F401
     FORMAT_VERSION, HEADER_FIELDS, INITIAL_WEIGHT_ALGORITHMS, SLOT_RULES, check_memory, check_state, header_value,
     validate)
-from olcli.settings import STORED
+from olcli.settings import HASH_TEXT, MODEL_SETTINGS, STORED
 from olcli.state import (  # noqa: F401
     all_finite, copy_state, nonzero_rows, restore, snapshot, table_rows, zeroed_state)
 
 
 MAGIC = b"OLCLIMDL"
-_HASH_TEXT = {"all": "murmur3_x86_32(name, seed=hash(namespace)) & (2**bits - 1)",
-              "strings": "a name of digits only: its integer + seed; else murmur3_x86_32(name, seed); "
-                         "seed = hash(namespace) for a feature, hash_seed for a namespace; & (2**bits - 1)"}
 _PREFIX = struct.Struct("<8sII")
 _CHECKSUM_BYTES = 32
 
-@dataclass
-class Model:
-    algorithm: str
-    params: dict
-    bits: int
-    loss: str
-    loss_tau: float            # quantile level (used by --loss quantile)
-    link: str
-    input_format: str | None   # None until the first data decides ('auto')
-    constant: bool
-    state: np.ndarray          # (2**bits + 1, len(slots)) float64; last row: the constant
-    slots: tuple
-    interactions: list = field(default_factory=list)   # e.g. ["Tf", "ff", "::"]
-    ignore: str = ""           # namespace letters dropped entirely
-    keep: str = ""             # if set, only these namespace letters are used
-    ignore_linear: str = ""    # namespace letters used only inside interactions
-    classes: int = 0           # K for --oaa/--softmax K (state: K blocks of block_rows), else 0
-    multiclass: str = ""       # "oaa" or "softmax"
-    counters: np.ndarray = field(default_factory=lambda: np.zeros(N_COUNTERS))  # records.C_* slots
-    scalars: np.ndarray = field(default_factory=lambda: np.zeros(0))   # the algorithm's (registry scalars)
-    min_prediction: float | None = None   # --min-prediction: a fixed clipping range (None: labels seen)
-    max_prediction: float | None = None
-    ngram: list = field(default_factory=list)   # VW's --ngram values: ["2"] (every namespace), ["a3", "b2"]
-    skips: list = field(default_factory=list)   # VW's --skips values, same form
-    hash_seed: int = 0                          # --hash-seed: seeds the namespace hashes (VW's --hash_seed)
-    permutations: bool = False                  # --permutations: equal namespaces pair every feature with every one
-    leave_duplicate_interactions: bool = False  # --leave-duplicate-interactions
-    hash: str = "all"                           # --hash: VW's "all" (murmur) or "strings" (digits as numbers)
-    predict_only: str = ""     # --predict-only-model: the algorithm the weights came from (state: weights, --sgd)
-    initial_weight: float = 0.0   # --initial-weight: every weight's start (VW's --initial_weight)
-    initial_constant: float = 0.0  # --constant: the (first class's) constant weight's start (VW's --constant)
-    indexing: int = 2          # multiclass labels: 0 (0..K-1), 1 (1..K), 2 (1..K until a 0 or K is learned), VW's
-    cb: dict | None = None     # contextual bandits (olcli/cb_run.py): the reduction's settings and state
-    file_header: dict | None = None   # the header as read from a file, for inspect
+class _Model:
+    """A model: its settings (one field per row of settings.MODEL_SETTINGS, by the row's
+    ``field``: the algorithm, hyper-parameters, bits, loss, link, input options, multiclass
+    mode, prediction range, ...), the state table (``state``: (2**bits + 1) x len(slots)
+    float64 per class block, the last row of a block the constant's), the lifetime
+    counters (records.C_* slots), the algorithm's scalars (registry scalars) and, for a
+    model read from a file, its header (``file_header``, for inspect)."""
 
     @property
     def rows(self) -> int:
@@ -94,7 +64,7 @@ class Model:
         header = {"format_version": FORMAT_VERSION, "olcli_version": __version__}
         explained = {
             "constant": {"input.constant_index": self.block_rows - 1},
-            "hash": {"input.hash": _HASH_TEXT[self.hash]},
+            "hash": {"input.hash": HASH_TEXT[self.hash]},
             "indexing": {"counters": dict(zip(COUNTER_NAMES, self.counters.tolist())),
                          "scalars": dict(zip((name for name, _ in getattr(ALGORITHMS.get(self.algorithm),
                                                                           "scalars", ())), self.scalars.tolist()))},
@@ -105,6 +75,24 @@ class Model:
             for path, value in explained.get(setting.name, {}).items():
                 _put(header, path, value)
         return header
+
+
+def _setting_field(row) -> tuple:
+    """A Model field of a setting: its default is what an older file lacking it reads as
+    (``file_default``), or the row's default."""
+    default = row.file_default if row.older_files and row.file_default is not None else row.default
+    if row.kind == "list":
+        return row.field, list, field(default_factory=list)
+    return row.field, object, field(default=default)
+
+
+Model = make_dataclass(
+    "Model", [*(_setting_field(row) for row in MODEL_SETTINGS), ("state", np.ndarray), ("slots", tuple),
+              ("counters", np.ndarray, field(default_factory=lambda: np.zeros(N_COUNTERS))),
+              ("scalars", np.ndarray, field(default_factory=lambda: np.zeros(0))),
+              ("file_header", dict, field(default=None))],
+    bases=(_Model,), kw_only=True)
+Model.__doc__, Model.__module__ = _Model.__doc__, __name__
 
 
 def _same(value):
@@ -229,10 +217,9 @@ def decode(raw: bytes, path: str, shared_by: int | None = None) -> Model:
 
 
 # How a stored setting is read from a validated header (others: as they are).
-_READ = {"quantile_tau": float, "interactions": list, "ngram": list, "skips": list,
-         "predict_only": lambda value: (value or {}).get("trained_with", ""),
-         "initial_weight": float, "initial_constant": float,
-         "min_prediction": lambda value: _optional_float(value), "max_prediction": lambda value: _optional_float(value)}
+_READ = {**{row.name: {"number": float, "list": list, "number|null": lambda value: _optional_float(value)}[row.kind]
+            for row in STORED if row.kind in ("number", "list", "number|null")},
+         "predict_only": lambda value: (value or {}).get("trained_with", "")}
 
 
 def weights_only(model: Model, weights: np.ndarray) -> Model:

@@ -34,6 +34,9 @@ LOSSES = ("squared", "logistic", "hinge", "absolute", "quantile", "poisson")  # 
 LINKS = ("identity", "logistic", "poisson")
 FORMATS = ("auto", "vw", "libsvm")
 HASHES = ("all", "strings")    # VW's --hash values (engine/parse.py name_hash); files before format 4: "all"
+HASH_TEXT = {"all": "murmur3_x86_32(name, seed=hash(namespace)) & (2**bits - 1)",   # the header's input.hash
+             "strings": "a name of digits only: its integer + seed; else murmur3_x86_32(name, seed); "
+                        "seed = hash(namespace) for a feature, hash_seed for a namespace; & (2**bits - 1)"}
 MULTICLASS_MODES = ("", "oaa", "softmax")
 # --oaa/--softmax labels (VW's oaa.cc indexing): 1..K until a 0 or K is learned from
 INDEXING_ZERO, INDEXING_ONE, INDEXING_UNDECIDED = 0, 1, 2

@@ -222,7 +222,7 @@ def test_the_memory_guard_stops_the_run_and_writes_what_was_learned(tmp_path, mo
 
 def test_guard_reads_at_most_every_interval(monkeypatch):
     calls = []
-    monkeypatch.setattr("olcli.learner.available_memory", lambda: calls.append(1) or (1 << 40))
+    monkeypatch.setattr("olcli.memory.available_memory", lambda: calls.append(1) or (1 << 40))
     guard = MemoryGuard(reserve=1, every=3600.0)
     for _ in range(100):
         guard.check()
