@@ -29,7 +29,8 @@ Weight copies (dr's cost model, bag's members) live in the same ``Learner`` as f
 namespace names carry a copy prefix (``copy_features``), so all copies share one label range and the
 learner's global state, as VW's copies do; VW places copies at index offsets instead, so hash
 collisions (not the semantics) can differ. The learner's constant feature is one row for all copies,
-so dr and bag take a learner without it (VW's ``--noconstant``); a constant per copy is still to do.
+so dr and bag take a learner without it: either VW's ``--noconstant``, or ``copy_constants=True``, which
+gives every copy its own constant feature (namespace ``~k<copy>``, value 1, on every line), as VW does.
 
 The oracle for all of this is ``tests/naive_cb.py``; ``tests/test_cb.py`` checks this module step by
 step against it. Not here yet: ``--cb K``/``--cbify`` (VW's per-action hashed index placement).
@@ -45,6 +46,8 @@ from olcli.errors import UsageError
 RULES = ("epsilon", "first", "softmax", "squarecb", "bag")
 CB_TYPES = ("mtr", "ips", "dm", "dr")
 FLT_EPSILON = 1.1920929e-07
+# copy_constants: weight copy c's constant is feature "c" of namespace "~k<c>" (the learner's own constant off)
+COPY_CONSTANT = "~k"
 # bs.cc weight_gen: Poisson(1) CDF; the draw is the first k with u <= CDF[k] (8 beyond the table's tail)
 POISSON_CDF = (0.3678794411714423, 0.7357588823428846, 0.9196986029286058, 0.9810118431238462,
                0.9963401531726563, 0.9994058151824183, 0.9999167588507120, 0.9999897508033254)
@@ -100,7 +103,8 @@ class CbExploreAdf:
     """
 
     def __init__(self, learner, rule="epsilon", *, epsilon=None, tau=0, lam=1.0, gamma_scale=10.0,
-                 gamma_exponent=0.5, cb_type="mtr", first_only=False, bag=0, greedify=False, random_seed=0):
+                 gamma_exponent=0.5, cb_type="mtr", first_only=False, bag=0, greedify=False, random_seed=0,
+                 copy_constants=False):
         if rule not in RULES:
             raise UsageError(f"exploration rule must be one of {', '.join(RULES)} (got {rule!r})")
         if rule == "squarecb":
@@ -109,7 +113,7 @@ class CbExploreAdf:
             raise UsageError(f"cb_type must be one of {', '.join(CB_TYPES)} here (got {cb_type!r})")
         if learner.loss != "squared":
             raise UsageError(f"contextual bandits regress costs with squared loss; the learner has {learner.loss}")
-        if (cb_type == "dr" or rule == "bag") and learner.model.constant:
+        if (cb_type == "dr" or rule == "bag") and learner.model.constant and not copy_constants:
             raise UsageError(f"{'cb_type dr' if cb_type == 'dr' else 'bag'} needs a learner built with "
                              "constant=False (VW's --noconstant): its weight copies would share the learner's "
                              "one constant feature")
@@ -119,6 +123,9 @@ class CbExploreAdf:
             epsilon = 0.05 if rule == "epsilon" else 0.0    # VW's defaults per rule
         if not 0.0 <= epsilon <= 1.0:
             raise UsageError(f"epsilon must be in [0, 1] (got {epsilon})")
+        if copy_constants and learner.model.constant:
+            raise UsageError("copy_constants replaces the learner's constant: give a learner with constant=False")
+        self.copy_constants = copy_constants   # every weight copy its own constant feature (VW's constant per copy)
         self.learner = learner
         self.rule = rule
         self.epsilon = float(epsilon)
@@ -145,15 +152,18 @@ class CbExploreAdf:
 
     # --- lines ---
 
-    @staticmethod
-    def action_lines(event: CbEvent, labels=None, weights=None, copy=0):
-        """Action a's regression line: ``[label weight ]`` + action features + shared features."""
+    def action_lines(self, event: CbEvent, labels=None, weights=None, copy=0):
+        """Action a's regression line: ``[label weight ]`` + action features + shared features (+ the copy's
+        own constant feature with ``copy_constants``)."""
         shared = event.shared or ""
         out = []
         for a, feats in enumerate(event.actions):
             head = "" if labels is None else f"{labels[a]!r} {weights[a]!r} "
-            out.append(head + copy_features(f"{feats or '|'} {shared}".rstrip(), copy))
+            out.append(head + copy_features(f"{feats or '|'} {shared}".rstrip(), copy) + self._constant(copy))
         return out
+
+    def _constant(self, copy):
+        return f" |{COPY_CONSTANT}{copy} c" if self.copy_constants else ""
 
     def scores(self, event: CbEvent, member=0):
         """Unclipped linear scores of the actions (of one bag member), and VW's feature count of the event.
@@ -335,6 +345,7 @@ class CbAdf(CbExploreAdf):
 
     def line_features(self, event: CbEvent):
         lines = ([event.shared or "|"] if event.shared is not None else []) + [f or "|" for f in event.actions]
+        lines = [line + self._constant(0) for line in lines]
         batch, _ = self.learner.to_batch(lines)
         return int(batch.feature_count.sum())
 

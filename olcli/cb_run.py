@@ -171,24 +171,20 @@ def cb_settings(given) -> dict:
         "gamma_exponent": _number(given, "gamma_exponent", default=0.5, low=0.0),
         "first_only": "first_only" in given, "greedify": "greedify" in given,
         "random_seed": _number(given, "random_seed", int, 0),
+        # dr and bag keep weight copies: each gets its own constant feature (the learner's is off)
+        "copy_constants": "noconstant" not in given and (cb_type == "dr" or rule == "bag" and reduction != "cb_adf"),
     }
 
 
 def _policy(learner, settings):
-    kwargs = dict(cb_type=settings["cb_type"], random_seed=settings["random_seed"])
-    try:
-        if settings["reduction"] == "cb_adf":
-            return cb.CbAdf(learner, **kwargs)
-        return cb.CbExploreAdf(learner, settings["rule"], epsilon=settings["epsilon"], tau=settings["first"],
-                               lam=settings["lambda"], gamma_scale=settings["gamma_scale"],
-                               gamma_exponent=settings["gamma_exponent"], first_only=settings["first_only"],
-                               bag=settings["bag"], greedify=settings["greedify"], **kwargs)
-    except UsageError as exc:
-        if "constant=False" in str(exc):
-            what = "--cb_type dr" if settings["cb_type"] == "dr" else "--bag"
-            raise UsageError(f"{what} without --noconstant: not supported yet (its weight copies would share "
-                             "olcli's one constant feature; VW gives each copy its own)") from None
-        raise
+    kwargs = dict(cb_type=settings["cb_type"], random_seed=settings["random_seed"],
+                  copy_constants=settings.get("copy_constants", False))
+    if settings["reduction"] == "cb_adf":
+        return cb.CbAdf(learner, **kwargs)
+    return cb.CbExploreAdf(learner, settings["rule"], epsilon=settings["epsilon"], tau=settings["first"],
+                           lam=settings["lambda"], gamma_scale=settings["gamma_scale"],
+                           gamma_exponent=settings["gamma_exponent"], first_only=settings["first_only"],
+                           bag=settings["bag"], greedify=settings["greedify"], **kwargs)
 
 
 def _gd_params(given) -> dict:
@@ -280,7 +276,7 @@ def _learner(given, algorithm=None):
                                  "(--gd, --adagrad, ...)")
         learner = olcli.Learner(name, loss="squared", bits=_number(given, "bits", int, 18, low=1),
                                 interactions=_interactions(given),
-                                constant="noconstant" not in given,
+                                constant="noconstant" not in given and not settings["copy_constants"],
                                 hash=given.get("hash", (None, "strings"))[1], **hyper)
         return learner, settings, None
     if algorithm:
@@ -309,9 +305,9 @@ def _learner(given, algorithm=None):
     bits = _number(given, "bits", int, None)
     if bits is not None and bits != learner.model.bits:
         raise UsageError(f"-b {bits}: the model of -i {path} has {learner.model.bits} bits")
-    if ("noconstant" in given) == learner.model.constant:
-        raise UsageError(f"--noconstant: the model of -i {path} was trained "
-                         f"{'with' if learner.model.constant else 'without'} the constant feature")
+    constant = learner.model.constant or settings.get("copy_constants", False)
+    if "noconstant" in given and constant:
+        raise UsageError(f"--noconstant: the model of -i {path} was trained with the constant feature")
     changed = [given[k][0] for k in ("eta", "power_t", "initial_t", "l1", "l2", "adaptive", "normalized",
                                       "invariant", "sgd", "hash") if k in given]
     if "interactions" in given and list(_interactions(given)) != list(learner.model.interactions):

@@ -203,6 +203,35 @@ def test_interactions_as_vw(cli, args, loss, features):
     assert summary(err) == ("40", features, loss)
 
 
+# VW 9.11.9 (default learner, constant on) on generated(n=40, seed=21): dr and bag keep weight copies, each
+# with its own constant feature
+VW_COPIES = [
+    (["--cb_explore_adf", "--bag", "3"], "0.842012", "702"),
+    (["--cb_explore_adf", "--cb_type", "dr"], "1.201605", "702"),
+    (["--cb_explore_adf", "--bag", "2", "--cb_type", "dr"], "0.918931", "702"),
+    (["--cb_explore_adf", "--bag", "4", "--epsilon", "0.1"], "1.032039", "702"),
+]
+
+
+@pytest.mark.parametrize("args, loss, features", VW_COPIES)
+def test_weight_copies_with_the_constant_as_vw(cli, args, loss, features):
+    Path("d.txt").write_text(generated(n=40, seed=21)[0])
+    code, _, err = cli("vw", *args, "-d", "d.txt", "-f", "m")
+    assert code == 0, err
+    assert summary(err) == ("40", features, loss)
+    code, _, err = cli("vw", "--cb_explore_adf", "-t", "-i", "m", "-d", "d.txt")   # the model keeps the copies
+    assert code == 0, err
+    code, _, err = cli("vw", "--cb_explore_adf", "-t", "-i", "m", "-d", "d.txt", "--noconstant")
+    assert code == 2 and "trained with the constant feature" in err
+
+
+def test_cb_adf_dr_with_the_constant_as_vw(cli):
+    # VW 9.11.9: `--cb_adf --rank_all -d cb_test.ldf --cb_type dr` prints 3 / 31 / 0.931410
+    code, _, err = cli("vw", "--cb_adf", "--rank_all", "-d", CB / "cb_test.ldf", "--cb_type", "dr")
+    assert code == 0, err
+    assert summary(err) == ("3", "31", "0.931410")
+
+
 def test_quiet_prints_nothing(cli):
     code, out, err = cli("vw", "--cb_explore_adf", "-d", CB / "cb_test.ldf", "--quiet")
     assert (code, out, err) == (0, b"", "")
@@ -285,7 +314,6 @@ def test_two_costs_in_one_event_are_refused_with_the_line(cli):
     (["--cb_explore_adf", "--cover", "3"], "--cover: not supported"),
     (["--cb_explore_adf", "--audit"], "--audit: not supported on a contextual-bandit line yet"),
     (["--cb_adf", "--cb_type", "sm"], "--cb_type sm: not supported; olcli's cb_types: mtr, ips, dm, dr"),
-    (["--cb_explore_adf", "--bag", "2"], "--bag without --noconstant: not supported yet"),
     (["--cb_explore_adf", "--regcb"], "--regcb: not supported; olcli vw runs --cb_explore_adf"),
     (["--cb_explore_adf", "--rank_all"], "--rank_all: an option of --cb_adf"),
     (["--cb_explore_adf", "--loss_function", "logistic"], "--loss_function logistic: not supported"),
