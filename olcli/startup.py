@@ -201,6 +201,35 @@ def command_of(args: list) -> str | None:
     return None
 
 
+# The commands whose code looks up another command of the group (by name).
+LOOKS_UP = {"vw": ("train",)}
+
+
+def _only_command(app, args: list):
+    """A copy of the typer ``app`` holding only the command ``args`` names, when that is one
+    of the app's own commands (the root's options and callback kept): building the click
+    command of every command (seven, ~300 options) costs ~5 ms of a run that uses one, and
+    what a command parses, answers and prints depends only on that command and the root.
+    Otherwise (no command named, an unknown word that gets typer's suggestions, a sub-group,
+    shell completion) ``app`` itself. ``olcli vw`` reads ``train``'s options (cli.vw): both
+    are kept (``LOOKS_UP``)."""
+    name = command_of(args)
+    if name is None or app.registered_groups or "_OLCLI_COMPLETE" in os.environ:
+        return app
+    from typer.main import get_command_name
+
+    wanted = (name, *LOOKS_UP.get(name, ()))
+    chosen = [info for info in app.registered_commands
+              if (info.name or get_command_name(info.callback.__name__)) in wanted]
+    if len(chosen) != len(wanted):
+        return app
+    import copy
+
+    narrowed = copy.copy(app)
+    narrowed.registered_commands = chosen
+    return narrowed
+
+
 def invoke(app, args: list, command_process: bool = False) -> None:
     """Run the typer ``app`` on ``args`` as ``app(args=args, prog_name="olcli")`` does,
     with the option checks above and, in the olcli command's own process
@@ -210,7 +239,7 @@ def invoke(app, args: list, command_process: bool = False) -> None:
     _state["command"] = bool(command_process)
     if command_process and command_of(args) in PRELOADED and "--help" not in args:
         preload(args)
-    group = typer.main.get_command(app)
+    group = typer.main.get_command(_only_command(app, args))
     from olcli.helptext import plain_metavars
 
     plain_metavars(group)  # INT, PATH, [a|b] in --help instead of <int>, <str>
