@@ -15,7 +15,6 @@ replaced is then unchanged and no temporary file is left.
 
 import os
 import stat
-import tempfile
 
 from olcli import signals
 from olcli.paths import Output, OutputError, error_name, fd_alias, open_in_place, write_all
@@ -36,6 +35,8 @@ def atomic_write(path: str, data: bytes, role: str = "file") -> None:
     target = os.path.realpath(path)
     directory = os.path.dirname(target) or "."
     temporary, in_place = None, False
+    import tempfile   # here: with shutil and random, ~2-6 ms of every start, for a run that writes a file
+
     try:
         with signals.critical():  # the temporary file exists only with a name to remove it by
             fd, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)

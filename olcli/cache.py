@@ -28,7 +28,6 @@ so a cache is always whole.
 import json
 import os
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass
 
@@ -151,6 +150,8 @@ class CacheWriter:
         self.shown = path
         directory = os.path.dirname(self.path)
         self.temporary = None
+        import tempfile   # here: with shutil and random, ~2-6 ms of every start, for a run that writes a cache
+
         try:
             with signals.critical():
                 fd, self.temporary = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp",

@@ -19,10 +19,7 @@ from disk or the stream, compressed for compressed data) reading had come, for
 ``--progress``.
 """
 
-import bz2
-import gzip
 import io
-import lzma
 import os
 import re
 import stat
@@ -122,11 +119,17 @@ def open_source(path: str):
     counted = _Counted(raw, prefix, len(prefix))
     buffered = io.BufferedReader(counted, buffer_size=READ_PIECE)
     for magic, kind in _MAGIC:
-        if prefix.startswith(magic):
+        if prefix.startswith(magic):   # the decompressors imported only for compressed data
             if kind == "gzip":
+                import gzip
+
                 return gzip.GzipFile(fileobj=buffered, mode="rb"), counted
             if kind == "bzip2":
+                import bz2
+
                 return bz2.BZ2File(buffered, "rb"), counted
+            import lzma
+
             return lzma.LZMAFile(buffered, "rb"), counted
     return buffered, counted
 

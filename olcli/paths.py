@@ -19,7 +19,6 @@ import errno
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass
 
 from olcli.errors import DataError, ModelError, OlcliError, UsageError
@@ -221,6 +220,8 @@ def _probe_directory(directory: str, role: str, path: str) -> None:
     """Create and remove a file where the output will be written: the honest test
     of a read-only file system, a full inode table, an immutable directory or a
     directory olcli may not write."""
+    import tempfile   # here: with shutil and random, ~2-6 ms of a start that writes nothing
+
     try:
         fd, probe = tempfile.mkstemp(prefix=".olcli-probe-", dir=directory)
     except OSError as exc:

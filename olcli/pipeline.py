@@ -18,9 +18,7 @@ a long kernel call.
 
 import os
 import queue
-import tempfile
 import threading
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +58,32 @@ def default_cache_path(sources: list) -> str | None:
     return None
 
 
+class _Future:
+    """A parse job's result (or its exception), set by a worker, awaited by the main thread:
+    the part of ``concurrent.futures.Future`` used here (importing that package, with its
+    logging, is ~3 ms of every start)."""
+
+    __slots__ = ("_done", "_value", "_error")
+
+    def __init__(self):
+        self._done = threading.Event()
+        self._value = self._error = None
+
+    def set_result(self, value) -> None:
+        self._value = value
+        self._done.set()
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error = error
+        self._done.set()
+
+    def result(self):
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 class _Workers:
     """A few daemon threads running parse jobs. Daemons, so that a process told
     to stop never waits at exit for a parse (or a first compilation) in progress."""
@@ -76,15 +100,13 @@ class _Workers:
             if job is None:
                 return
             future, function, args = job
-            if not future.set_running_or_notify_cancel():
-                continue
             try:
                 future.set_result(function(*args))
             except BaseException as exc:  # handed to the main thread, which raises it
                 future.set_exception(exc)
 
-    def submit(self, function, *args) -> Future:
-        future = Future()
+    def submit(self, function, *args) -> "_Future":
+        future = _Future()
         self.jobs.put((future, function, args))
         return future
 
@@ -126,6 +148,8 @@ class Examples:
         path = default_cache_path(options.sources)
         if path is not None:
             return path, False
+        import tempfile
+
         with signals.critical():
             fd, path = tempfile.mkstemp(prefix="olcli-", suffix=".olcache")
             os.close(fd)
