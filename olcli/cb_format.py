@@ -206,20 +206,33 @@ def _adf_event(block, source):
                    line=first_line)
 
 
-def read_adf(lines, source="<input>"):
-    """Multi-line ADF examples (``--cb_adf``, ``--cb_explore_adf``): blank-line separated blocks."""
+def _guarded(make, on_error, *args):
+    """[make(*args)], or — when it raises DataError and ``on_error`` is given — [] after on_error(error)."""
+    try:
+        return [make(*args)]
+    except DataError as exc:
+        if on_error is None:
+            raise
+        on_error(exc)
+        return []
+
+
+def read_adf(lines, source="<input>", on_error=None):
+    """Multi-line ADF examples (``--cb_adf``, ``--cb_explore_adf``): blank-line separated blocks.
+
+    A bad block raises DataError; with ``on_error`` it is passed the error and the reading goes on."""
     block = []
     for n, text in enumerate(lines, 1):
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
         if text.strip() == "":
             if block:
-                yield _adf_event(block, source)
+                yield from _guarded(_adf_event, on_error, block, source)
                 block = []
             continue
         block.append((n, text.rstrip("\r\n")))
     if block:
-        yield _adf_event(block, source)
+        yield from _guarded(_adf_event, on_error, block, source)
 
 
 # --------------------------------------------------------------------------- Decision Service JSON
@@ -350,10 +363,10 @@ def parse_dsjson(text, source="<input>", line=1) -> CbEvent:
                    pmf=pmf, skip_learn=skip)
 
 
-def read_dsjson(lines, source="<input>"):
-    """Decision Service JSON events, one per non-blank line."""
+def read_dsjson(lines, source="<input>", on_error=None):
+    """Decision Service JSON events, one per non-blank line (``on_error``: as ``read_adf``)."""
     for n, text in enumerate(lines, 1):
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
         if text.strip():
-            yield parse_dsjson(text, source, n)
+            yield from _guarded(parse_dsjson, on_error, text, source, n)

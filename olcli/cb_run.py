@@ -27,7 +27,8 @@ no cache (the events of a multi-pass run are held in memory).
 (``--cb_adf --rank_all``), then a blank line. ``-f`` writes
 the learner with the reduction's settings and state (``Model.cb``: rule, cb_type, ε...; mtr's totals,
 squarecb's counter, first's τ, bag's random state), so ``-i`` continues as one run would; ``-t``
-predicts and scores without learning. Bad input stops the run with the file, line and text; the
+predicts and scores without learning. A bad example is skipped with a warning naming the file, line
+and text (as VW and ``olcli train`` do); with ``--strict_parse`` it stops the run (exit 1), and the
 events learned before it are kept (``-f`` is written with them).
 
 Options of a CB line olcli does not have (yet) are refused by name.
@@ -65,6 +66,7 @@ OPTIONS = {
     "--quadratic": ("interactions", True), "-q": ("interactions", True), "--cubic": ("interactions", True),
     "--interactions": ("interactions", True), "--random_seed": ("random_seed", True),
     "--quiet": ("quiet", False), "--predict_only_model": ("predict_only", False),
+    "--strict_parse": ("strict", False),
     # accepted, nothing to do: the CB run reads its text input each time (no example cache is written),
     # keeps the optimizer state in every model, and its results do not depend on threads or the table kind
     "--cache": ("cache", False), "-c": ("cache", False), "--kill_cache": ("cache", False), "-k": ("cache", False),
@@ -319,14 +321,17 @@ def _learner(given, algorithm=None):
     return learner, settings, stored["state"]
 
 
-def _sources(data, dsjson=False):
+def _sources(data, dsjson=False, on_error=None):
+    """(source name, event) of every input in turn."""
     from olcli.inputs import display_name, open_source
 
     for path in data or ["-"]:
         stream, _ = open_source(path)
         try:
             text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None)
-            yield from (read_dsjson if dsjson else read_adf)(text, display_name(path))
+            name = display_name(path)
+            for event in (read_dsjson if dsjson else read_adf)(text, name, on_error):
+                yield name, event
         finally:
             if path != "-":
                 stream.close()
@@ -460,13 +465,27 @@ def run(args, command="vw") -> None:
     out = open(given["predictions"][1], "w", encoding="utf-8") if "predictions" in given else None
     final = given.get("final", (None, None))[1]
     stopped = None
+    skipped = []
+
+    def skip(exc):   # VW and olcli train skip a bad example with a warning (--strict_parse: stop)
+        skipped.append(exc)
+        sys.stderr.write(f"warning: skipping {exc}\n")
+
+    on_error = None if "strict" in given else skip
     try:
-        events = _sources(data, "dsjson" in given)
+        events = _sources(data, "dsjson" in given, on_error)
         if passes > 1:
             events = list(events)   # VW's cache: the later passes read the events again
         for _ in range(passes):
-            for event in events:
-                result, _ = policy.step(event, learn=not testing)
+            for source, event in events:
+                try:
+                    result, _ = policy.step(event, learn=not testing)
+                except DataError as exc:   # a feature the learner's parser refuses (nothing of the event learned)
+                    error = DataError(f"{source}, the event at line {event.line}: {exc}")
+                    if on_error is None:
+                        raise error from None
+                    on_error(error)
+                    continue
                 first = f"{result[0][0]}:{_short(result[0][1], 2)}"
                 if explore or "rank_all" in given:
                     text = ",".join(f"{a}:{_short(p, 6)}" for a, p in result)
@@ -492,3 +511,5 @@ def run(args, command="vw") -> None:
                             f"was written to {final}",)
         raise stopped
     table.summary(policy, passes)
+    if skipped and not quiet:
+        sys.stderr.write(f"bad examples skipped = {len(skipped)}\n")

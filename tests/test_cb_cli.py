@@ -286,14 +286,25 @@ def test_testonly_learns_nothing(cli):
 
 
 def test_bad_input_is_named_and_what_was_learned_is_kept(cli):
+    """A bad event: skipped with a warning naming file, line and text, the others learned (VW's and olcli
+    train's default); --strict_parse: exit 1, and the model learned before it is written."""
     text, _ = generated(n=12, seed=5)
     blocks = text.strip("\n").split("\n\n")
     good = "\n\n".join(blocks[:7]) + "\n\n"
+    rest = "\n\n".join(blocks[7:]) + "\n"
     bad_line = "0:oops:0.5 |a x1:1"
-    Path("bad.txt").write_text(good + "shared |u s1\n" + bad_line + "\n|a x2\n\n" + "\n\n".join(blocks[7:]) + "\n")
+    Path("bad.txt").write_text(good + "shared |u s1\n" + bad_line + "\n|a x2\n\n" + rest)
     Path("good.txt").write_text(good)
+    Path("skipped.txt").write_text(good + rest)
     line = good.count("\n") + 2
     code, out, err = cli("vw", "--cb_explore_adf", "-d", "bad.txt", "-f", "m", "-p", "p")
+    assert code == 0, err
+    assert f"warning: skipping bad.txt, line {line}" in err and "0:oops:0.5" in err, err
+    assert "number of examples = 12\n" in err and "bad examples skipped = 1\n" in err
+    assert cli("vw", "--cb_explore_adf", "-d", "skipped.txt", "-p", "q")[0] == 0
+    assert Path("p").read_text() == Path("q").read_text()
+
+    code, out, err = cli("vw", "--cb_explore_adf", "-d", "bad.txt", "-f", "m", "-p", "p", "--strict_parse")
     assert code == 1
     assert f"bad.txt, line {line}" in err and "0:oops:0.5" in err, err
     assert "written to m" in err and "Traceback" not in err
@@ -304,9 +315,17 @@ def test_bad_input_is_named_and_what_was_learned_is_kept(cli):
     assert Path("m.probe").read_text() == Path("g.probe").read_text()
 
 
+def test_a_bad_feature_is_named_by_its_event(cli):
+    Path("d.txt").write_text("shared |u a\n0:1:0.5 |a x\n|a:zz y\n\n|a x\n0:0:0.5 |a y\n\n")
+    code, _, err = cli("vw", "--cb_adf", "-d", "d.txt", "--strict_parse")
+    assert code == 1 and "d.txt, the event at line 1" in err and "Traceback" not in err, err
+    code, _, err = cli("vw", "--cb_adf", "-d", "d.txt")
+    assert code == 0 and "number of examples = 1\n" in err, err
+
+
 def test_two_costs_in_one_event_are_refused_with_the_line(cli):
     Path("d.txt").write_text("shared |u a\n0:1:0.5 |a x\n1:0:0.5 |a y\n\n")
-    code, _, err = cli("vw", "--cb_adf", "-d", "d.txt")
+    code, _, err = cli("vw", "--cb_adf", "-d", "d.txt", "--strict_parse")
     assert code == 1 and "d.txt, line" in err and "Traceback" not in err, err
 
 
