@@ -28,29 +28,21 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from olcli import merging
 from olcli import model as model_file
 from olcli.engine import registry
 from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, NONNEGATIVE_LOSSES, UNBOUNDED_LOSSES
 from olcli.engine.records import (
-    ADDITIVE_COUNTERS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_ROUNDS, C_WEIGHT, COUNTER_NAMES, H_SEEN,
-    S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
+    C_EXAMPLES, C_ROUNDS, COUNTER_NAMES, S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
 from olcli.errors import DataError, Diverged, UsageError
+from olcli.kernel_calls import Processed, process_multiclass
+from olcli.matrix import matrix_batch
 from olcli.memory import MemoryGuard  # noqa: F401  (the runs' guard, re-exported)
 # new_model and check_tau: re-exported, the library's door to a new model
 from olcli.new_model import check_tau, new_model, spelled_out  # noqa: F401
 from olcli.settings import (  # noqa: F401  (the keywords and limits, re-exported for the library's users)
     FORMATS, HASHES, INDEXING_ONE, INDEXING_UNDECIDED, INDEXING_ZERO, KEYWORDS, LINKS, MAX_BITS, MAX_CLASSES,
-    MAX_INTERACTION, merge_difference)
-
-
-@dataclass
-class Processed:
-    """What one kernel call gave back."""
-    predictions: np.ndarray     # per example: the prediction (multiclass: the class 1..K)
-    scores: np.ndarray | None   # multiclass: (n, K) class scores
-    progress_rows: int          # rows of VW's table written to tally.progress
-    diverged_at: int            # batch position of the first non-finite prediction, or -1
-    label_base: np.ndarray | None = None  # multiclass: per example, the label of the first class (0 or 1)
+    MAX_INTERACTION)
 
 
 @dataclass
@@ -197,76 +189,13 @@ class Learner:
         table = self.table()
         settings = self.settings(learn)
         if self.model.classes:
-            return self._process_multiclass(batch, learn, tally, table, settings)
+            return process_multiclass(self, batch, learn, tally, table, settings)
         else:
             scores = None
             rows = self._kernels.run_chunk(table, settings, batch, tally, predictions)
         diverged_at = int(tally.stats[S_DIVERGED]) - 1
         tally.stats[S_DIVERGED] = 0.0
         return Processed(predictions, scores, int(rows), diverged_at)
-
-    def _process_multiclass(self, batch, learn, tally, table, settings) -> Processed:
-        """Multiclass labels as VW's --oaa reads them (oaa.cc): labels 1..K, or 0..K-1 once
-        a 0 is learned from (0-indexed), or 1..K for good once K is; before either (or with
-        --indexing) the model's indexing holds. The kernels know classes 1..K: labels are
-        mapped in, predictions out; a batch where the indexing is decided runs as two calls."""
-        m = self.model
-        k = m.classes
-        labels = batch.labels
-        switch = -1
-        if learn and m.indexing == INDEXING_UNDECIDED:
-            deciding = np.flatnonzero((labels == 0.0) | (labels == k))
-            switch = int(deciding[0]) if deciding.size else -1
-        if switch < 0:
-            return self._multiclass_call(batch, 0, len(labels), learn, tally, table, settings, m.indexing)
-        first = None
-        if switch > 0:
-            first = self._multiclass_call(batch, 0, switch, learn, tally, table, settings, m.indexing)
-            if first.diverged_at >= 0:
-                return first
-            saved = tally.progress[:first.progress_rows].copy()
-        m.indexing = 0 if labels[switch] == 0.0 else 1
-        rest = self._multiclass_call(batch, switch, len(labels), learn, tally, table, settings, m.indexing)
-        if first is None:
-            return rest
-        rows = first.progress_rows + rest.progress_rows
-        tally.progress[first.progress_rows:rows] = tally.progress[:rest.progress_rows].copy()
-        tally.progress[:first.progress_rows] = saved
-        return Processed(np.concatenate([first.predictions, rest.predictions]),
-                         np.concatenate([first.scores, rest.scores]), rows,
-                         rest.diverged_at + switch if rest.diverged_at >= 0 else -1,
-                         np.concatenate([first.label_base, rest.label_base]))
-
-    def _multiclass_call(self, batch, a, b, learn, tally, table, settings, indexing) -> Processed:
-        k = self.model.classes
-        labels = batch.labels[a:b]
-        # Into the kernels' classes 1..K; 0 there is "no class" (every class a negative, a 0/1
-        # loss of 1), which VW's oaa.cc gives a label outside the range (it warns).
-        if indexing == 0:    # 0..K-1 -> classes 1..K
-            inside = np.where(labels >= k, 0.0, labels + 1.0)
-        else:                # 1..K; a 0 (indexing 1, or before any is learned) is outside
-            inside = labels
-        part = Batch(np.ascontiguousarray(inside), batch.importance[a:b], batch.base[a:b],
-                     batch.row_ptr[a:b + 1], batch.index, batch.value, batch.feature_count[a:b])
-        n = b - a
-        predictions = np.empty(n)
-        scores = np.empty((n, k))
-        seen = tally.holdout[H_SEEN]
-        rows = int(self._kernels.run_chunk_multiclass(table, settings, part, tally, predictions, scores))
-        outside = np.flatnonzero((inside == 0.0) & ~np.isnan(labels))
-        if outside.size:
-            _vw_log_loss_outside(tally, part, labels, scores, outside, seen, indexing, k,
-                                 self.model.multiclass == "softmax")
-        diverged_at = int(tally.stats[S_DIVERGED]) - 1
-        tally.stats[S_DIVERGED] = 0.0
-        base = 0 if indexing == 0 else 1
-        if base == 0:  # classes 1..K are the labels 0..K-1
-            predictions -= 1.0
-            from olcli.engine.records import R_LABEL, R_PREDICTION
-
-            tally.progress[:rows, R_LABEL] -= 1.0
-            tally.progress[:rows, R_PREDICTION] -= 1.0
-        return Processed(predictions, scores, rows, diverged_at, np.full(n, base, np.int64))
 
     def divergence_advice(self) -> str:
         rates = [p for p in self._spec.params if p.option == "learning_rate"]
@@ -312,9 +241,9 @@ class Learner:
         from olcli.parsing import batch_of
 
         if isinstance(examples, tuple) and len(examples) in (2, 3):
-            return self._matrix_batch(*examples), []
+            return matrix_batch(self, *examples), []
         if isinstance(examples, np.ndarray) or hasattr(examples, "tocsr"):
-            return self._matrix_batch(examples, None), []
+            return matrix_batch(self, examples, None), []
         if isinstance(examples, str):
             data = examples.encode("utf-8")
         elif isinstance(examples, (bytes, bytearray, memoryview)):
@@ -335,40 +264,6 @@ class Learner:
             raise DataError(f"{bad} ({len(parsed.bad_lines)} bad line(s); nothing of this batch was learned; "
                             "pass skip_bad_lines=True to skip them)")
         return batch_of(parsed), parsed.bad_lines
-
-    def _matrix_batch(self, X, y, weight=None) -> Batch:
-        from olcli.engine.parse import csr_examples
-
-        m = self.model
-        if m.interactions:
-            raise UsageError("interactions need namespaces: give VW lines, not a matrix, to a learner "
-                             "with interactions")
-        if m.input_format is None:
-            m.input_format = "libsvm"
-        elif m.input_format != "libsvm":
-            raise UsageError(f"the model was trained on {m.input_format} input; a matrix is libsvm input "
-                             "(column j = libsvm index j) and would hash features differently")
-        indptr, indices, data, n = _csr_parts(X)
-        labels = np.full(n, np.nan) if y is None else _vector(y, n, "y")
-        importance = np.ones(n) if weight is None else _vector(weight, n, "weight")
-        bad = np.flatnonzero(~np.isfinite(data))
-        if bad.size:
-            row = int(np.searchsorted(indptr, bad[0], side="right") - 1)
-            raise DataError(f"X row {row}, column {int(indices[bad[0]])}: NaN or infinite value ({data[bad[0]]})")
-        if y is not None and not np.all(np.isfinite(labels)):
-            row = int(np.flatnonzero(~np.isfinite(labels))[0])
-            raise DataError(f"y[{row}]: NaN or infinite label ({labels[row]})")
-        if not np.all(np.isfinite(importance) & (importance >= 0)):
-            row = int(np.flatnonzero(~(np.isfinite(importance) & (importance >= 0)))[0])
-            raise DataError(f"weight[{row}]: importance must be a finite number >= 0 (got {importance[row]})")
-        keep = self.feature_spec.namespace_mode[ord(" ")] == 0
-        mask = (1 << m.bits) - 1
-        out_labels, row_ptr, index, value, feature_count, bad_row = csr_examples(
-            indptr, indices, data, labels, mask, (1 << m.bits) if m.constant else -1, self.label_kind, keep)
-        if bad_row >= 0:
-            wanted = (f"a class number 0..{m.classes}" if m.classes else "-1 or +1 (or 0/1) for this loss")
-            raise DataError(f"y[{bad_row}]: label must be {wanted} (got {labels[bad_row]:g})")
-        return Batch(out_labels, importance, np.zeros(n), row_ptr, index, value, feature_count)
 
     # --- the public API ---
 
@@ -481,62 +376,8 @@ class Learner:
     @classmethod
     def merge(cls, learners, base: "Learner | None" = None) -> "Learner":
         """Combine learners that each learned a separate shard starting from ``base``
-        (the common starting learner; None = a fresh one) with the algorithm's merge
-        rule (each algorithm module's ``merge``; docs, "Python API"). Counters add the
-        shards' increments over the base. An algorithm with global scalars (registry
-        ``scalars``: --gd, --coin) gets them too: its ``merge`` takes
-        ``base_scalars``/``shard_scalars`` (it may need them for the weights) and
-        its module-level ``merge_scalars`` gives the merged learner's. One learner:
-        an exact copy of it."""
-        learners = list(learners)
-        if not learners:
-            raise UsageError("merge needs at least one learner")
-        for k, other in enumerate(learners + ([base] if base is not None else [])):
-            if not isinstance(other, Learner):
-                what = "base" if k == len(learners) else f"learners[{k}]"
-                raise UsageError(f"merge takes olcli Learner objects: {what} is a {type(other).__name__} ({other!r:.40})")
-        first = learners[0].model
-        for other in learners[1:] + ([base] if base is not None else []):
-            _check_compatible(first, other.model)
-        if len(learners) == 1:
-            return learners[0].copy()
-        # Every merge rule works row by row and keeps a row that is zero in the base and
-        # in every shard at zero: the rules run on the rows some learner touched only.
-        touched = [model_file.nonzero_rows(lr.model.state) for lr in learners]
-        if base is None:
-            base_counters = np.zeros_like(first.counters)
-        else:
-            base_counters = base.model.counters
-            touched.append(model_file.nonzero_rows(base.model.state))
-        rows = np.unique(np.concatenate(touched))
-        base_state = (np.zeros((len(rows), first.state.shape[1])) if base is None
-                      else base.model.state[rows])
-        kernels, spec, params = learners[0]._kernels, learners[0]._spec, learners[0]._params
-        shard_weights = [float(lr.model.counters[C_WEIGHT] - base_counters[C_WEIGHT]) for lr in learners]
-        arguments = (base_state, [lr.model.state[rows] for lr in learners], params, float(base_counters[C_ROUNDS]),
-                     [float(lr.model.counters[C_ROUNDS]) for lr in learners], shard_weights)
-        scalars = first.scalars
-        if spec.scalars:
-            base_scalars = (np.array(spec.initial_scalars(first.params), dtype=np.float64) if base is None
-                            else base.model.scalars)
-            shard_scalars = [lr.model.scalars for lr in learners]
-            state = kernels.merge(*arguments, base_scalars=base_scalars, shard_scalars=shard_scalars)
-            scalars = kernels.merge_scalars(base_scalars, shard_scalars, *arguments[2:])
-        else:
-            state = kernels.merge(*arguments)
-        counters = base_counters.copy()
-        additive = list(ADDITIVE_COUNTERS)
-        counters[additive] += sum(lr.model.counters[additive] - base_counters[additive] for lr in learners)
-        counters[C_MIN_LABEL] = min(lr.model.counters[C_MIN_LABEL] for lr in learners)
-        counters[C_MAX_LABEL] = max(lr.model.counters[C_MAX_LABEL] for lr in learners)
-        merged = learners[0].copy()
-        full = model_file.zeroed_state(*first.state.shape)
-        full[rows] = state
-        merged.model.state = full
-        merged.model.counters = counters
-        merged.model.scalars = np.array(scalars, dtype=np.float64, copy=True)
-        merged.reset_summary()
-        return merged
+        (None = a fresh one) with the algorithm's merge rule (olcli/merging.py)."""
+        return merging.merge(cls, learners, base)
 
     def __reduce__(self):
         """Pickling (scikit-learn, multiprocessing): the model file's bytes and the summary so far."""
@@ -570,24 +411,6 @@ def load(path) -> Learner:
     return Learner.from_model(model_file.load(os.fspath(path)))
 
 
-def _vw_log_loss_outside(tally, part, labels, scores, outside, seen, indexing, k, softmax) -> None:
-    """The multiclass log loss of an example whose label is outside the classes, as VW's
-    oaa.cc takes it: the probability of class ((label if 0-indexed else label - 1) mod 2^32)
-    mod K (the kernels, knowing no class, took class K's). Held-out examples are not in it."""
-    from olcli.engine.multiclass import log_probabilities
-    from olcli.engine.records import H_PERIOD, S_LOG_LOSS
-
-    period = tally.holdout[H_PERIOD]
-    log_probs = np.empty(k)
-    for e in outside:
-        if period > 0 and (seen + e + 1) % period == 0:
-            continue
-        label = int(labels[e])
-        index = ((label if indexing == 0 else label - 1) & 0xFFFFFFFF) % k
-        log_probabilities(scores[e], softmax, log_probs)
-        tally.stats[S_LOG_LOSS] += part.importance[e] * (log_probs[k - 1] - log_probs[index])
-
-
 def predict_only_refusal(what: str, model: model_file.Model) -> str:
     return (f"{what} was saved with --predict-only-model: it holds the weights of --{model.predict_only} "
             "without its optimizer state, so it predicts (test, serve) but cannot learn further; "
@@ -607,58 +430,3 @@ def apply_link(link: str, x: np.ndarray) -> np.ndarray:
 
 def logistic(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(x, -700.0, 700.0)))
-
-
-def _check_compatible(a: model_file.Model, b: model_file.Model) -> None:
-    """The settings whose merge rule is "equal" (settings.MERGE_EQUAL) must agree; the input
-    format too, once both know it."""
-    difference = merge_difference(a, b)
-    if difference:
-        what, left, right = difference
-        raise UsageError(f"cannot merge learners with different {what}: {left!r} and {right!r}")
-    if a.input_format and b.input_format and a.input_format != b.input_format:
-        raise UsageError(f"cannot merge learners of {a.input_format} and {b.input_format} input")
-
-
-def _refuse_complex(values, what: str) -> None:
-    if np.iscomplexobj(values):
-        raise DataError(f"{what} has complex values (dtype {np.asarray(values).dtype}): give real numbers "
-                        "(the imaginary part would be dropped)")
-
-
-def _vector(values, n: int, what: str) -> np.ndarray:
-    _refuse_complex(values, what)
-    out = np.asarray(values, dtype=np.float64).reshape(-1)
-    if out.shape[0] != n:
-        raise UsageError(f"{what} has {out.shape[0]} entries but X has {n} rows")
-    return np.ascontiguousarray(out)
-
-
-def _csr_parts(X):
-    """(indptr int64, indices int64, data float64, rows) of a dense or sparse matrix,
-    column indices increasing within a row."""
-    if hasattr(X, "tocsr"):
-        csr = X.tocsr()
-        if csr.ndim != 2:
-            raise UsageError("X must be a 2-dimensional matrix")
-        _refuse_complex(csr.data, "X")
-        if csr.indices.size and int(csr.indices.min()) < 0:
-            at = int(np.flatnonzero(np.asarray(csr.indices) < 0)[0])
-            row = int(np.searchsorted(csr.indptr, at, side="right") - 1)
-            raise DataError(f"X row {row}: negative column index {int(csr.indices[at])} (a damaged sparse matrix; "
-                            "column indices are 0 or more)")
-        if not csr.has_sorted_indices:
-            csr = csr.sorted_indices()
-        return (np.asarray(csr.indptr, np.int64), np.asarray(csr.indices, np.int64),
-                np.asarray(csr.data, np.float64), csr.shape[0])
-    _refuse_complex(X, "X")
-    dense = np.asarray(X, dtype=np.float64)
-    if dense.ndim == 1:
-        dense = dense.reshape(1, -1)
-    if dense.ndim != 2:
-        raise UsageError(f"X must be a 2-dimensional matrix (got {dense.ndim} dimensions)")
-    nonzero = dense != 0.0
-    rows, columns = np.nonzero(nonzero)
-    indptr = np.zeros(dense.shape[0] + 1, np.int64)
-    np.cumsum(nonzero.sum(axis=1), out=indptr[1:])
-    return indptr, columns.astype(np.int64), dense[rows, columns], dense.shape[0]
