@@ -267,9 +267,9 @@ def load(path: str, shared_by: int | None = None) -> Model:
         with open(path, "rb") as source:
             raw = source.read()
     except FileNotFoundError:
-        from olcli.paths import _missing
+        from olcli.paths import missing
 
-        raise ModelError(f"cannot read model {path}: " + _missing(path, "the file").replace(f"the file {path} ", "it ", 1)) from None
+        raise ModelError(f"cannot read model {path}: " + missing(path, "the file").replace(f"the file {path} ", "it ", 1)) from None
     except IsADirectoryError:
         raise ModelError(f"cannot read model {path}: it is a directory, not a model file") from None
     except PermissionError:

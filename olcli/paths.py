@@ -108,7 +108,7 @@ class QuietWhenGone:
 
 # --- inputs ---
 
-def _missing(path: str, what: str) -> str:
+def missing(path: str, what: str) -> str:
     """Why a path that cannot be stat'ed is not there, as precisely as possible."""
     if os.path.islink(path):
         return f"{what} {path} is a symbolic link to {os.readlink(path)}, which does not exist"
@@ -130,7 +130,7 @@ def check_input(path: str, what: str = "input file", error=DataError) -> os.stat
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise error(_missing(path, what)) from None
+        raise error(missing(path, what)) from None
     except PermissionError:
         raise error(f"cannot open {what} {path}: permission denied on a directory in its path") from None
     except OSError as exc:
