@@ -29,6 +29,7 @@ from olcli import signals
 from olcli.engine.parse import MAX_CALL_FEATURES, MAX_EXAMPLE_FEATURES
 from olcli.inputs import Chunk, input_size, is_stream, read_chunks, vote_format
 from olcli.parsing import parse_chunk
+from olcli.settings import PARSE
 
 PARSE_AHEAD = 2   # chunks parsed ahead on worker threads (--threads, default)
 RECORD_SHRINK = 16  # --audit/--invert-hash keep ~90 bytes per feature: smaller parts
@@ -115,6 +116,11 @@ class _Workers:
             self.jobs.put(None)
 
 
+def _listed(value):
+    """A setting's value as JSON writes it (a tuple as a list)."""
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
 class Examples:
     """The examples of a run, pass after pass."""
 
@@ -133,12 +139,8 @@ class Examples:
         model = self.learner.model
         return {"olcli_version": __version__, "sources": example_cache.fingerprint(self.options.sources),
                 "parse": {"format_option": self.options.input_format, "bits": model.bits,
-                          "constant": model.constant, "label_kind": self.learner.label_kind,
-                          "interactions": list(model.interactions), "ignore": model.ignore,
-                          "keep": model.keep, "ignore_linear": model.ignore_linear, "ngram": list(model.ngram),
-                          "skips": list(model.skips), "hash_seed": model.hash_seed, "hash": model.hash,
-                          "permutations": model.permutations,
-                          "leave_duplicate_interactions": model.leave_duplicate_interactions}}
+                          "label_kind": self.learner.label_kind,
+                          **{row.name: _listed(getattr(model, row.field)) for row in PARSE}}}  # settings.PARSE
 
     def _cache_location(self) -> tuple:
         """(path, temporary): --cache, else beside the first data file, else a temporary file."""
