@@ -39,7 +39,7 @@ _READ_ERRORS = (OSError, EOFError, ValueError)  # gzip/bz2 raise these for damag
 _BOM = b"\xef\xbb\xbf"
 _WIDE_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16",
               b"\xfe\xff": "UTF-16"}
-_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"))
+MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"))   # compressed files' first bytes
 
 
 @dataclass
@@ -118,7 +118,7 @@ def open_source(path: str):
         raise DataError(f"cannot read {name}: {exc.strerror or exc}") from exc
     counted = _Counted(raw, prefix, len(prefix))
     buffered = io.BufferedReader(counted, buffer_size=READ_PIECE)
-    for magic, kind in _MAGIC:
+    for magic, kind in MAGIC:
         if prefix.startswith(magic):   # the decompressors imported only for compressed data
             if kind == "gzip":
                 import gzip

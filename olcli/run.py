@@ -4,8 +4,10 @@ The pieces, each with one job: ``pipeline.Examples`` turns the inputs into
 parsed chunks (pass 1 from the text, later passes from the example cache);
 ``Learner.process`` predicts and learns a chunk in one kernel call; the sinks
 (``sinks.py``) write predictions, audit lines, the progress table and warnings;
-this module is the pass loop — holdout, early stop, the best pass kept — and
-assembles the report's numbers.
+this module is the pass loop — holdout, early stop, the best pass kept
+(``PassLoop``, which a run on a Dask cluster drives too: olcli/scaleout.py), the
+learning of one parsed piece (``learn_piece``, also a cluster's shard task's),
+the words for what ended a run (``Outcome``), and the report's numbers.
 
 Every kernel call does bounded work: a parsed piece is learned in spans of at
 most LEARN_BUDGET feature updates (features x classes; one example may be more,
@@ -14,6 +16,7 @@ span, so SIGINT/SIGTERM/SIGHUP are honoured within a fraction of a second
 whatever the data and options.
 """
 
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -24,13 +27,13 @@ from olcli import __version__
 from olcli import model as model_file
 from olcli.engine.records import (C_ROUNDS, H_LOSS, H_ROWS, H_SEEN, H_SINCE_LOSS, H_SINCE_WEIGHT, H_WEIGHT,
                                   MAX_PROGRESS_ROWS, S_DUMP_FACTOR, S_DUMP_STEP, S_NEXT_DUMP, new_holdout)
-from olcli.errors import DataError, Diverged
+from olcli.errors import DataError, Diverged, OlcliError
 from olcli.inputs import CHUNK_BYTES
 from olcli.learner import MemoryGuard
 from olcli.parsing import batch_of
 from olcli.pipeline import PARSE_AHEAD, Examples
 from olcli.report import summarize
-from olcli.signals import StopSignals, critical
+from olcli.signals import RunStopped, StopSignals, critical
 from olcli.vw import progress_spacing
 
 LEARN_BUDGET = 1 << 22   # feature updates (features x classes) per learning kernel call
@@ -79,7 +82,7 @@ class RunResult:
 
 
 @dataclass
-class _BestPass:
+class BestPass:
     """The holdout loss of each pass, and a snapshot of the best pass's model."""
     losses: list = field(default_factory=list)
     loss: float = float("inf")
@@ -87,6 +90,94 @@ class _BestPass:
     since: int = 0
     snapshot: tuple | None = None
     start: tuple = (0.0, 0.0)   # the holdout sums (loss, weight) when the pass began
+
+    def update(self, learner, options, pass_number: int) -> bool:
+        """After a pass: track the best holdout loss; True when the run should stop early."""
+        if not options.holdout:
+            return False
+        holdout = learner.tally.holdout
+        loss_sum, weight = holdout[H_LOSS] - self.start[0], holdout[H_WEIGHT] - self.start[1]
+        loss = loss_sum / weight if weight > 0 else float("inf")
+        self.losses.append(loss)
+        if loss < self.loss:
+            self.loss, self.number, self.since = loss, pass_number, 0
+            self.snapshot = (model_file.snapshot(learner.model.state), learner.model.counters.copy())
+        else:
+            self.since += 1
+        return self.since >= options.early_terminate
+
+
+class PassLoop:
+    """The pass loop of every run, on one machine (``run`` below) and on a Dask cluster
+    (olcli/scaleout.py): passes 1..``options.passes``, each run by the driver's
+    ``one_pass(number)``; after each, the holdout loss tracked (``BestPass``) and an early
+    stop after ``options.early_terminate`` passes without a better one; at the end, whatever
+    ended the loop, ``keep_best`` puts the best pass's model back (-f keeps it).
+
+    ``whole_passes``: the driver applies a pass to the model only once it is complete (a
+    cluster merges the shards' models at the end), so a pass left partway leaves the model
+    as the last complete pass made it; on one machine a pass changes the model as it goes."""
+
+    def __init__(self, learner, options, whole_passes: bool = False):
+        self.learner, self.options, self.whole_passes = learner, options, whole_passes
+        self.best = BestPass()
+        self.started = 0        # the pass under way, or the last one
+        self.in_model = 0       # the pass whose end the model holds (None: a pass left partway)
+
+    def run(self, one_pass, after_pass=None) -> None:
+        for number in range(1, self.options.passes + 1):
+            self.started = number
+            if not self.whole_passes:
+                self.in_model = None
+            one_pass(number)
+            self.in_model = number
+            stop = self.best.update(self.learner, self.options, number)
+            if after_pass is not None:
+                after_pass(number)
+            if stop:
+                break
+
+    def keep_best(self) -> None:
+        """-f keeps the pass with the best holdout loss: its snapshot is put back unless the
+        model holds it already."""
+        best, model = self.best, self.learner.model
+        if best.snapshot is not None and best.number != self.in_model:
+            model_file.restore(model.state, best.snapshot[0])
+            model.counters[:] = best.snapshot[1]
+
+
+class Outcome:
+    """What ended a run, as the run's driver says it (``with Outcome(...) as outcome:``, then
+    ``outcome.error``): None when it finished; a ``RunStopped`` for a signal (a
+    KeyboardInterrupt is SIGINT's); an ``OlcliError`` as raised; a MemoryError and an OSError
+    (a BrokenPipeError first, with ``broken_pipe``) as the driver words them. Anything else
+    is a bug and propagates."""
+
+    def __init__(self, out_of_memory: str, os_error, broken_pipe=None):
+        self.out_of_memory, self.os_error, self.broken_pipe = out_of_memory, os_error, broken_pipe
+        self.error = None
+
+    def __enter__(self) -> "Outcome":
+        return self
+
+    def __exit__(self, kind, exc, trace) -> bool:
+        if exc is None:
+            return False
+        if isinstance(exc, RunStopped):
+            self.error = exc
+        elif isinstance(exc, KeyboardInterrupt):   # a library caller's SIGINT, without olcli's handlers
+            self.error = RunStopped(signal.SIGINT)
+        elif isinstance(exc, BrokenPipeError) and self.broken_pipe is not None:
+            self.error = self.broken_pipe()
+        elif isinstance(exc, OlcliError):
+            self.error = exc
+        elif isinstance(exc, MemoryError):
+            self.error = OlcliError(self.out_of_memory)
+        elif isinstance(exc, OSError):
+            self.error = self.os_error(exc)
+        else:
+            return False
+        return True
 
 
 def run(learner, options: RunOptions, predictions=None, stderr=None, result: RunResult | None = None) -> RunResult:
@@ -103,50 +194,48 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
         progress.table.classes = learner.model.classes  # class numbers as integers, as VW's oaa
     bad_lines = BadLines(progress)
     examples = Examples(learner, options, bad_lines, warn=lambda message: progress.stderr.write(message + "\n"))
-    best = _BestPass()
-    pass_number, pass1_examples = 0, 0
+    loop = PassLoop(learner, options)
+    pass1_examples = 0
     if options.progress_every is not None:
         set_progress_spacing(learner.tally.stats, options.progress_every)
     from olcli.aot import compile_seconds
 
+    def one_pass(pass_number: int) -> None:
+        nonlocal pass1_examples
+        # The holdout sums run on over the passes (the rows show them, as VW's); each
+        # pass's own loss is the difference (BestPass.update).
+        sums = learner.tally.holdout[[H_LOSS, H_WEIGHT, H_SINCE_LOSS, H_SINCE_WEIGHT]].copy()
+        learner.tally.holdout[:] = new_holdout(options.holdout, pass_number > 1 and options.holdout != 0)
+        learner.tally.holdout[[H_LOSS, H_WEIGHT, H_SINCE_LOSS, H_SINCE_WEIGHT]] = sums
+        loop.best.start = (sums[0], sums[1])
+        text = examples.reads_text(pass_number)
+        progress.start_pass(pass_number, examples.input_size if text else
+                            (pass1_examples if pass_number > 1 else None))
+        for piece in examples.pieces(pass_number, signals):
+            learn_piece(learner, piece, options, predictions, progress, pass_number, signals)
+            if pass_number == 1:
+                pass1_examples += piece.parsed.n_examples
+            progress.advance(piece.position, piece.parsed.n_examples)
+            if piece.stop is not None:
+                bad_lines.stopped_at(piece.stop)
+                raise DataError(f"{piece.stop} (--strict stops at the first bad line)")
+            signals.check()
+        progress.finish_pass()
+
     started, compiled_before = time.perf_counter(), compile_seconds()
     try:
         with StopSignals() as signals:
-            for pass_number in range(1, options.passes + 1):
-                # The holdout sums run on over the passes (the rows show them, as VW's); each
-                # pass's own loss is the difference (_end_pass).
-                sums = learner.tally.holdout[[H_LOSS, H_WEIGHT, H_SINCE_LOSS, H_SINCE_WEIGHT]].copy()
-                learner.tally.holdout[:] = new_holdout(options.holdout, pass_number > 1 and options.holdout != 0)
-                learner.tally.holdout[[H_LOSS, H_WEIGHT, H_SINCE_LOSS, H_SINCE_WEIGHT]] = sums
-                best.start = (sums[0], sums[1])
-                text = examples.reads_text(pass_number)
-                progress.start_pass(pass_number, examples.input_size if text else
-                                    (pass1_examples if pass_number > 1 else None))
-                for piece in examples.pieces(pass_number, signals):
-                    _learn_piece(learner, piece, options, predictions, progress, pass_number, signals)
-                    if pass_number == 1:
-                        pass1_examples += piece.parsed.n_examples
-                    progress.advance(piece.position, piece.parsed.n_examples)
-                    if piece.stop is not None:
-                        bad_lines.stopped_at(piece.stop)
-                        raise DataError(f"{piece.stop} (--strict stops at the first bad line)")
-                    signals.check()
-                progress.finish_pass()
-                if _end_pass(learner, options, best, pass_number):
-                    break
+            loop.run(one_pass)
     finally:
         with critical():  # what was learned is put in order whole, whatever signal comes
             progress.close()
             examples.close()
-            if best.snapshot is not None and best.number != pass_number:
-                # -f keeps the pass with the best holdout loss.
-                model_file.restore(learner.model.state, best.snapshot[0])
-                learner.model.counters[:] = best.snapshot[1]
+            loop.keep_best()
             result.bad_lines, result.bad_line_samples = bad_lines.count, bad_lines.samples
             # elapsed seconds count learning, not compiling (a compile is reported on its own line)
             compiling = compile_seconds() - compiled_before
             result.report = _report(learner, options, time.perf_counter() - started - compiling, progress,
-                                    bad_lines, best, pass_number, examples)
+                                    bad_lines, loop.best, loop.started, examples)
             if compile_seconds() > 0:  # every compile of this process (before the run too: loading the kernels)
                 result.report["compile_seconds"] = compile_seconds()
     return result
@@ -181,7 +270,7 @@ def spans(row_ptr: np.ndarray, n: int, classes: int, budget: int = LEARN_BUDGET,
 _MEMORY = MemoryGuard()
 
 
-def _learn_piece(learner, piece, options, predictions, progress, pass_number, signals=None) -> None:
+def learn_piece(learner, piece, options, predictions, progress, pass_number, signals=None) -> None:
     """One parsed chunk through the learner, in kernel calls of bounded work (one
     example at a time with --audit); a stop request is checked after each call."""
     parsed = piece.parsed
@@ -220,22 +309,6 @@ def _diverged(learner, piece, position: int, pass_number: int, learn: bool = Tru
                        f"model (--{learner.algorithm})")
     raise Diverged(f"the model diverged at {where}: its prediction is not a finite number after "
                    f"{int(learner.model.counters[C_ROUNDS])} updates; {learner.divergence_advice()}")
-
-
-def _end_pass(learner, options, best: _BestPass, pass_number: int) -> bool:
-    """After a pass: track the best holdout loss; True when the run should stop early."""
-    if not options.holdout:
-        return False
-    holdout = learner.tally.holdout
-    loss_sum, weight = holdout[H_LOSS] - best.start[0], holdout[H_WEIGHT] - best.start[1]
-    loss = loss_sum / weight if weight > 0 else float("inf")
-    best.losses.append(loss)
-    if loss < best.loss:
-        best.loss, best.number, best.since = loss, pass_number, 0
-        best.snapshot = (model_file.snapshot(learner.model.state), learner.model.counters.copy())
-    else:
-        best.since += 1
-    return best.since >= options.early_terminate
 
 
 def _report(learner, options, elapsed, progress, bad_lines, best, pass_number, examples) -> dict:

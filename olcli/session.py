@@ -21,7 +21,7 @@ from olcli.errors import DataError, Diverged, OlcliError
 from olcli.learner import empty_batch
 from olcli.paths import OutputError, PipeClosed, error_name
 from olcli.report import render_summary
-from olcli.run import RunOptions, RunResult, run
+from olcli.run import Outcome, RunOptions, RunResult, run
 from olcli.signals import RunStopped
 from olcli.sinks import PredictionWriter
 
@@ -102,11 +102,15 @@ class Session:
         if probabilities and not model.classes:
             link = "logistic"  # binary: --probabilities is --link logistic
         started_examples = float(model.counters[C_EXAMPLES])
-        outcome = None
         result = RunResult(report={})
         writer = None
         ran = False
-        try:
+        with Outcome("out of memory: the process could not allocate what this run needs; use a smaller -b, "
+                     "fewer interactions or fewer classes",
+                     # not an input (those are DataErrors) nor -p: standard output (--audit)
+                     lambda exc: OutputError(f"cannot write standard output: {error_name(exc)}"),
+                     # --audit's reader went away
+                     broken_pipe=lambda: PipeClosed(PIPE_CLOSED.replace("predictions", "audit output"))) as caught:
             with signals.immediate():
                 if prediction_output is not None:  # opening a FIFO waits for its reader
                     writer = PredictionWriter(prediction_output, link, model.classes,
@@ -115,23 +119,11 @@ class Session:
             ran = True
             with signals.deferred():
                 run(learner, options, writer, result=result)
-        except RunStopped as exc:
-            outcome = exc
-        except KeyboardInterrupt:  # a library caller's SIGINT, without olcli's handlers
-            outcome = RunStopped(signal.SIGINT)
-        except BrokenPipeError:  # --audit's reader went away
-            outcome = PipeClosed(PIPE_CLOSED.replace("predictions", "audit output"))
-        except OlcliError as exc:
-            outcome = exc
-        except MemoryError:
-            outcome = OlcliError("out of memory: the process could not allocate what this run needs; use a "
-                                 "smaller -b, fewer interactions or fewer classes")
-        except OSError as exc:  # not an input (those are DataErrors) nor -p: standard output (--audit)
-            outcome = OutputError(f"cannot write standard output: {error_name(exc)}")
+        outcome = caught.error
         with signals.finishing():
-            self._finish(outcome, result, writer, started_examples, ran, extra)
+            self.finish(outcome, result, writer, started_examples, ran, extra)
 
-    def _finish(self, outcome, result, writer, started_examples, ran, extra) -> None:
+    def finish(self, outcome, result, writer, started_examples, ran, extra) -> None:
         learner, model, model_path = self.learner, self.learner.model, self.model_path
         if writer is not None:
             try:

@@ -30,7 +30,7 @@ import cloudpickle  # noqa: E402  (a dependency of distributed)
 from distributed import Client, LocalCluster, WorkerPlugin  # noqa: E402
 
 import olcli  # noqa: E402
-from olcli import scaleout  # noqa: E402
+from olcli import dask_cluster, scaleout  # noqa: E402
 from olcli.engine.records import C_LABELED, C_WEIGHT  # noqa: E402
 from olcli.errors import UsageError  # noqa: E402
 from olcli.learner import Learner  # noqa: E402
@@ -438,7 +438,7 @@ def _free_port() -> int:
 
 
 def test_an_unreachable_scheduler_is_an_error_up_front(cli, tmp_path, monkeypatch):
-    monkeypatch.setattr(scaleout, "CONNECT_SECONDS", 2.0)
+    monkeypatch.setattr(dask_cluster, "CONNECT_SECONDS", 2.0)
     data = _lines(tmp_path / "d.vw", ["1 | a", "-1 | b"])
     model = tmp_path / "m.olm"
     assert _train(cli, data, "-f", model, "--quiet")[0] == 0

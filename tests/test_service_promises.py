@@ -599,9 +599,9 @@ def test_a_line_cut_by_the_client_closing_is_not_learned(data, server, tmp_path)
     ("tls://scheduler.example:8786", ("tls", "scheduler.example", 8786)),
 ])
 def test_scheduler_addresses_are_read_as_dask_reads_them(address, expected):
-    from olcli import scaleout
+    from olcli.dask_cluster import scheduler_address
 
-    assert scaleout._scheduler_address(address) == expected
+    assert scheduler_address(address) == expected
 
 
 @pytest.mark.parametrize("address", ["tcp://host:abc", "tcp://:8786", "[::1", "host:0", "host:70000"])
