@@ -142,8 +142,9 @@ def train_keywords(data, flags: dict) -> dict:
         if role in groups:
             groups[role][row.name] = value(row, flags[row.name])
     run = groups["run"]
-    if flags["holdout_off"]:
-        run["holdout_period"] = 0
+    for row in settings.COMMAND_OPTIONS:   # a switch that spells a run's setting turns it off (--holdout-off)
+        if row.role == "spelling" and row.switch and flags[row.name]:
+            run[row.spells] = 0
     if flags["vw_cache"] and run["cache_path"] is None and data:
         from olcli.pipeline import default_cache_path
 

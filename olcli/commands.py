@@ -24,7 +24,7 @@ from olcli.paths import CLOSED_STREAMS, check_distinct, check_input, check_outpu
 from olcli.pipeline import default_cache_path
 from olcli.run import RunOptions
 from olcli.session import Session
-from olcli.settings import BY_NAME, RunSettings, conflicts, run_settings
+from olcli.settings import BY_NAME, STARTS, RunSettings, conflicts, run_settings
 
 
 def _role_output(path, role, outputs, stdout_users=None):
@@ -78,26 +78,22 @@ def hyper_parameters(algorithm: str, options: dict) -> dict:
     return {name: options[option] for option, name in spec.options.items() if options.get(option) is not None}
 
 
-# VW's --initial_weight and --constant: options of train outside registry.OPTIONS, taken by the
-# learners that keep their weights as state (model.INITIAL_WEIGHT_ALGORITHMS); VW's spellings
-# select VW's default learner.
-_START_OPTIONS = {"initial_weight": "--initial-weight", "initial_constant": "--constant"}
-
-
-def implied_algorithm(options: dict, initial_weight=None, initial_constant=None) -> tuple:
+def implied_algorithm(options: dict, settings: dict | None = None) -> tuple:
     """The learner of a new model given no algorithm flag: (algorithm, note).
 
     The default (registry.DEFAULT_ALGORITHM) unless an option given is one the
-    default cannot honour (VW's --l1, --l2, --initial_weight, --constant,
-    --adaptive...; --radius): then the learner that takes every option given,
+    default cannot honour (VW's --l1, --l2, the weights' starts, --adaptive...;
+    --radius): then the learner that takes every option given,
     preferring the one the options name (registry.Option.implies: gd, VW's own
     learner, for VW's spellings). ``note`` is the one line that says so (None when
     the default runs). When no learner takes them all, the default is kept and
-    hyper_parameters refuses the options it does not take, by name."""
+    hyper_parameters refuses the options it does not take, by name. ``settings``: the
+    model's settings given (by name); the weights' starts among them (settings.STARTS:
+    --initial-weight, --constant, outside registry.OPTIONS) are taken by the learners that
+    keep their weights as state (INITIAL_WEIGHT_ALGORITHMS)."""
     default = registry.get(registry.DEFAULT_ALGORITHM)
     given = [name for name, value in options.items() if value is not None]
-    starts = [name for name, value in (("initial_weight", initial_weight), ("initial_constant", initial_constant))
-              if value is not None and value != 0.0]
+    starts = [row.name for row in STARTS if (settings or {}).get(row.name) not in (None, 0.0)]
     foreign = [name for name in given if name not in default.options]
     if default.name not in model_file.INITIAL_WEIGHT_ALGORITHMS:
         foreign += starts
@@ -110,7 +106,7 @@ def implied_algorithm(options: dict, initial_weight=None, initial_constant=None)
     if not candidates:
         return default.name, None
     chosen = candidates[0]
-    spelled = [_START_OPTIONS.get(name) or registry.OPTIONS[name].flags[-1] for name in foreign]
+    spelled = [BY_NAME[name].flags[-1] if name in BY_NAME else registry.OPTIONS[name].flags[-1] for name in foreign]
     whose = " (VW's default learner)" if chosen == "gd" else ""
     note = (f"{' and '.join(spelled)}: not an option of the default learner (--{default.name}); learning with "
             f"--{chosen}{whose}, which takes {'them' if len(spelled) > 1 else 'it'} (an algorithm flag "
@@ -234,8 +230,7 @@ def _train_learner(session, initial_model, algorithm, options, settings, run, mu
                 f"drop --{mode} to continue it")
         return learner
     if algorithm is None:
-        algorithm, session.algorithm_note = implied_algorithm(options, settings.get("initial_weight"),
-                                                              settings.get("initial_constant"))
+        algorithm, session.algorithm_note = implied_algorithm(options, settings)
         if session.algorithm_note:
             sys.stderr.write(f"note: {session.algorithm_note}\n")
     copies = 2 if (run.passes > 1 or run.holdout_after) and run.holdout_period else 1

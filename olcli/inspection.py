@@ -15,10 +15,7 @@ from olcli.inputs import check_readable
 from olcli.names import FeatureNames
 from olcli.paths import CLOSED_STREAMS, OutputError, PipeClosed, error_name
 from olcli.run import RunOptions, run
-from olcli.settings import STORED
-
-# the settings of the clipping range (--min-prediction, --max-prediction), in the table's order
-_PREDICTION_RANGE = tuple(row for row in STORED if row.stored.startswith("prediction_range."))
+from olcli.settings import PREDICTION_RANGE
 
 
 def inspect(path: str, top: int, readable: bool = False, invert_hash: list | None = None) -> None:
@@ -81,10 +78,10 @@ def _inspect(learner, path, top, readable, invert_hash) -> None:
     if model.scalars.size:
         names = [name for name, _ in registry.get(model.algorithm).scalars]
         out.write("scalars: " + ", ".join(f"{k}={v:g}" for k, v in zip(names, model.scalars.tolist())) + "\n")
-    ends = [getattr(model, row.field) for row in _PREDICTION_RANGE]
+    ends = [getattr(model, row.field) for row in PREDICTION_RANGE]
     if any(end is not None for end in ends):
         ends = ["labels seen" if end is None else f"{end:g}" for end in ends]
-        out.write(f"prediction range: [{ends[0]}, {ends[1]}] ({', '.join(row.flags[0] for row in _PREDICTION_RANGE)})\n")
+        out.write(f"prediction range: [{ends[0]}, {ends[1]}] ({', '.join(row.flags[0] for row in PREDICTION_RANGE)})\n")
     out.write(f"non-zero weights: {nonzero.size}\n")
     order = nonzero[np.argsort(-np.abs(touched_weights[touched_weights != 0.0]), kind="stable")][:top]
     if order.size:

@@ -81,10 +81,10 @@ class Summary:
 class Learner:
     """An online linear learner: learn and predict on batches, save, load, merge.
 
-    ``Learner(algorithm="mix", loss=None, bits=18, interactions=(), *,
-    link="identity", constant=True, ignore="", keep="", ignore_linear="",
-    oaa=None, softmax=None, quantile_tau=0.5, input_format="auto", **hyper)``:
-    ``algorithm`` one of ``olcli.algorithms()``; ``hyper`` its hyper-parameters by
+    ``Learner(algorithm="mix", loss=None, bits=18, interactions=(), *, oaa=None,
+    softmax=None, input_format="auto", ..., **hyper)``, the ``...`` being the settings
+    table's keywords with their defaults (settings.KEYWORDS: link, constant, ignore, ...;
+    ``help(Learner)`` lists them): ``algorithm`` one of ``olcli.algorithms()``; ``hyper`` its hyper-parameters by
     their registry names (``eta``, ``alpha``, ``epsilon``, ``l1``, ...); ``loss`` None
     is squared (as VW), or logistic with ``softmax``; the
     options are those of ``olcli train`` and are checked with the same messages.

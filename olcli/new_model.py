@@ -12,7 +12,8 @@ from olcli.engine.losses import LOSS_CODES
 from olcli.engine.records import C_MAX_LABEL, C_MIN_LABEL, N_COUNTERS
 from olcli.errors import UsageError
 from olcli.memory import check_memory
-from olcli.settings import HASHES, INDEXING_UNDECIDED, KEYWORDS, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION
+from olcli.settings import (
+    HASHES, INDEXING_UNDECIDED, KEYWORDS, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION, PREDICTION_RANGE)
 
 KEYWORD_NAMES = frozenset(row.name for row in KEYWORDS)
 
@@ -62,7 +63,7 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
     ignore, keep, ignore_linear, quantile_tau = s["ignore"], s["keep"], s["ignore_linear"], s["quantile_tau"]
     ngram, skips, hash_seed, hash, indexing = s["ngram"], s["skips"], s["hash_seed"], s["hash"], s["indexing"]
     permutations, leave_duplicate_interactions = s["permutations"], s["leave_duplicate_interactions"]
-    min_prediction, max_prediction = s["min_prediction"], s["max_prediction"]
+    ends = [s[row.name] for row in PREDICTION_RANGE]   # the clipping range, low and high (None: labels seen)
     initial_weight, initial_constant = s["initial_weight"], s["initial_constant"]
 
     ngram, skips = [str(v) for v in ngram or ()], [str(v) for v in skips or ()]
@@ -94,12 +95,12 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
     check_memory(bits, len(spec.slots), classes, copies)
     counters = np.zeros(N_COUNTERS)
     counters[C_MIN_LABEL], counters[C_MAX_LABEL] = INITIAL_LABEL_RANGE.get(loss, (0.0, 0.0))
-    for name, value in (("min_prediction (--min-prediction)", min_prediction),
-                        ("max_prediction (--max-prediction)", max_prediction)):
+    for name, value in zip((row.spelled for row in PREDICTION_RANGE), ends):
         if value is not None and not math.isfinite(value):
             raise UsageError(f"{name} must be a finite number (got {value})")
-    if min_prediction is not None and max_prediction is not None and min_prediction > max_prediction:
-        raise UsageError(f"min_prediction ({min_prediction:g}) is above max_prediction ({max_prediction:g})")
+    if None not in ends and ends[0] > ends[1]:
+        low, high = PREDICTION_RANGE
+        raise UsageError(f"{low.name} ({ends[0]:g}) is above {high.name} ({ends[1]:g})")
     if indexing not in (None, 0, 1):
         raise UsageError(f"indexing (--indexing) must be 0 or 1 (got {indexing!r})")
     if indexing is not None and not mode:
@@ -129,8 +130,7 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
         state[model_file.table_rows(bits) - 1, 0] = float(initial_constant)
     return model_file.Model(
         counters=counters, scalars=np.array(spec.initial_scalars(params), dtype=np.float64),
-        min_prediction=None if min_prediction is None else float(min_prediction),
-        max_prediction=None if max_prediction is None else float(max_prediction),
+        **{row.field: None if end is None else float(end) for row, end in zip(PREDICTION_RANGE, ends)},
         algorithm=spec.name, params=params, bits=int(bits), loss=loss, loss_tau=check_tau(quantile_tau),
         link=link, input_format=None, constant=bool(constant),
         state=state, slots=spec.slots, initial_weight=float(initial_weight),

@@ -251,6 +251,8 @@ STORED = tuple(setting for setting in MODEL_SETTINGS if setting.stored)
 MUST_MATCH = tuple(setting for setting in STORED if setting.on_continue == "match")
 MERGE_EQUAL = tuple(setting for setting in STORED if setting.merge == "equal")
 KEYWORDS = tuple(setting for setting in MODEL_SETTINGS if setting.keyword)   # Learner's and new_model's
+# the clipping range of predictions (--min-prediction, --max-prediction), low then high
+PREDICTION_RANGE = tuple(setting for setting in STORED if setting.stored.startswith("prediction_range."))
 # what the parse of a line depends on (the example cache's key, with -b and the format option)
 PARSE = tuple(setting for setting in MUST_MATCH if setting.stored.startswith("input."))
 # the starts of the weights (--initial-weight, then --constant): INITIAL_WEIGHT_ALGORITHMS take them
