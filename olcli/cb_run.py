@@ -59,6 +59,8 @@ OPTIONS = {
     "--learning_rate": ("eta", True), "-l": ("eta", True),
     "--power_t": ("power_t", True), "--initial_t": ("initial_t", True),
     "--l1": ("l1", True), "--l2": ("l2", True),
+    "--coin": ("coin", False), "--ftrl": ("ftrl", False), "--ftrl_alpha": ("ftrl_alpha", True),
+    "--ftrl_beta": ("ftrl_beta", True),
     "--sgd": ("sgd", False), "--adaptive": ("adaptive", False), "--normalized": ("normalized", False),
     "--invariant": ("invariant", False),
     "--noconstant": ("noconstant", False), "--hash": ("hash", True),
@@ -262,7 +264,20 @@ def _learner(given, algorithm=None):
                          "the costs with squared loss, VW's default)")
     if "initial" not in given:
         settings = cb_settings(given)
-        if algorithm is None:
+        if algorithm is None and ("coin" in given or "ftrl" in given):
+            name = "coin" if "coin" in given else "ftrl"
+            if "coin" in given and "ftrl" in given:
+                raise UsageError("--coin and --ftrl: one learner at a time")
+            alpha, beta = _number(given, "ftrl_alpha"), _number(given, "ftrl_beta")
+            hyper = {k: v for k, v in (("alpha", alpha), ("beta", beta)) if v is not None}
+            if name == "ftrl":
+                hyper.update(l1=_number(given, "l1", default=0.0, low=0.0), l2=_number(given, "l2", default=0.0,
+                                                                                       low=0.0))
+            other = [given[k][0] for k in ("eta", "power_t", "initial_t", "adaptive", "normalized", "invariant",
+                                           "sgd") + (("l1", "l2") if name == "coin" else ()) if k in given]
+            if other:
+                raise UsageError(f"{other[0]} with --{name}: not an option of VW's {name} learner")
+        elif algorithm is None:
             name, hyper = "gd", _gd_params(given)
         else:
             from olcli import commands
@@ -311,7 +326,8 @@ def _learner(given, algorithm=None):
     if "noconstant" in given and constant:
         raise UsageError(f"--noconstant: the model of -i {path} was trained with the constant feature")
     changed = [given[k][0] for k in ("eta", "power_t", "initial_t", "l1", "l2", "adaptive", "normalized",
-                                      "invariant", "sgd", "hash") if k in given]
+                                      "invariant", "sgd", "hash", "coin", "ftrl", "ftrl_alpha", "ftrl_beta")
+               if k in given]
     if "interactions" in given and list(_interactions(given)) != list(learner.model.interactions):
         raise UsageError(f"{given['interactions'][0]} {' '.join(_interactions(given))}: the model of -i {path} has "
                          f"interactions {' '.join(learner.model.interactions) or 'none'}")

@@ -232,6 +232,21 @@ def test_cb_adf_dr_with_the_constant_as_vw(cli):
     assert summary(err) == ("3", "31", "0.931410")
 
 
+# VW 9.11.9 with --coin / --ftrl as the base learner, generated(n=40, seed=21), constant on
+VW_LEARNERS = [
+    (["--coin"], "1.152411"), (["--coin", "--epsilon", "0.2"], "1.104027"), (["--ftrl"], "1.289707"),
+    (["--coin", "--bag", "2"], "0.918254"), (["--coin", "--cb_type", "dr", "--softmax"], "0.853041"),
+]
+
+
+@pytest.mark.parametrize("args, loss", VW_LEARNERS)
+def test_coin_and_ftrl_base_learners_as_vw(cli, args, loss):
+    Path("d.txt").write_text(generated(n=40, seed=21)[0])
+    code, _, err = cli("vw", "--cb_explore_adf", *args, "-d", "d.txt")
+    assert code == 0, err
+    assert summary(err)[2] == loss
+
+
 def test_quiet_prints_nothing(cli):
     code, out, err = cli("vw", "--cb_explore_adf", "-d", CB / "cb_test.ldf", "--quiet")
     assert (code, out, err) == (0, b"", "")
