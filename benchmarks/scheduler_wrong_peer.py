@@ -14,7 +14,6 @@ and, as the control, a real Dask scheduler (with one worker), where the run must
 import argparse
 import json
 import os
-import resource
 import signal
 import socket
 import socketserver
@@ -28,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+from benchmarks import harness  # noqa: E402
 from olcli import datagen  # noqa: E402
 
 
@@ -66,21 +66,19 @@ class _Closes(socketserver.BaseRequestHandler):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks" / "results" / "scheduler_wrong_peer.json"))
+    parser.add_argument("-o", "--output", default=os.path.join(harness.RESULTS, "scheduler_wrong_peer.json"))
     args = parser.parse_args()
     results, keep = [], []
     with tempfile.TemporaryDirectory(prefix="wrong-peer-") as tmp:
         folder = Path(tmp)
         (folder / "d.vw").write_bytes(datagen.generate("click", 2000, seed=5))
-        subprocess.run([sys.executable, "-m", "olcli", "train", str(folder / "d.vw"), "-f", str(folder / "m.olm"),
-                        "--quiet"], check=True)
+        harness.run_olcli(["train", folder / "d.vw", "-f", folder / "m.olm", "--quiet"])
         model = (folder / "m.olm").read_bytes()
         http = HTTPServer(("127.0.0.1", 0), _Http)
         threading.Thread(target=http.serve_forever, daemon=True).start()
         silent, junk, closes = _tcp(_Silent), _tcp(_Junk), _tcp(_Closes)
-        serve = subprocess.Popen([sys.executable, "-m", "olcli", "serve", "-i", str(folder / "m.olm"), "--port", "0",
-                                  "--port-file", str(folder / "port"), "--http-port", "0", "--http-port-file",
-                                  str(folder / "http")], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        serve = harness.start_olcli(["serve", "-i", folder / "m.olm", "--port", "0", "--port-file", folder / "port",
+                                     "--http-port", "0", "--http-port-file", folder / "http"])
         deadline = time.monotonic() + 300
         while not (folder / "http").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -119,14 +117,11 @@ def main():
         try:
             for name, address in peers.items():
                 (folder / "m.olm").write_bytes(model)
-                started, load = time.monotonic(), os.getloadavg()[0]
-                cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
-                done = subprocess.run([sys.executable, "-m", "olcli", "train", str(folder / "d.vw"), "--scheduler",
-                                       address, "-i", str(folder / "m.olm"), "-f", str(folder / "m.olm"), "--quiet"],
-                                      capture_output=True, text=True, timeout=120)
-                seconds = time.monotonic() - started
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpu = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime   # the olcli process's CPU time
+                load = os.getloadavg()[0]
+                done = harness.run_olcli(["train", folder / "d.vw", "--scheduler", address, "-i", folder / "m.olm",
+                                          "-f", folder / "m.olm", "--quiet"], check=False, separate_stderr=True,
+                                         timeout=120)
+                seconds, cpu = done.wall, done.cpu   # the olcli process's wall and CPU time (wait4)
                 control = "control" in name
                 untouched = (folder / "m.olm").read_bytes() == model
                 message = done.stderr.strip()

@@ -30,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+from benchmarks import harness  # noqa: E402
 from olcli import datagen  # noqa: E402
 
 # Not applicable: no authentication, no resources created by one call and used by another.
@@ -39,9 +40,8 @@ EXCLUDED_CHECKS = ["ignored_auth", "use_after_free", "ensure_resource_availabili
 def start(folder: Path, model: Path, name: str, *args):
     port_file, log_path = folder / f"{name}.http", folder / f"{name}.log"
     log = open(log_path, "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "olcli", "serve", "-i", str(model), "--port", "0",
-                             "--http-port", "0", "--http-port-file", str(port_file), *map(str, args)],
-                            stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL)
+    proc = harness.start_olcli(["serve", "-i", model, "--port", "0", "--http-port", "0", "--http-port-file", port_file,
+                                *args], stderr=log)
     deadline = time.monotonic() + 300
     while not port_file.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -88,7 +88,7 @@ def main():
     parser.add_argument("--examples", type=int, default=300, help="Schemathesis --max-examples per operation")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--schemathesis", default=shutil.which("schemathesis") or "/tmp/fuzzvenv/bin/schemathesis")
-    parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks" / "results" / "serve_fuzz.json"))
+    parser.add_argument("-o", "--output", default=os.path.join(harness.RESULTS, "serve_fuzz.json"))
     args = parser.parse_args()
     if not os.path.exists(args.schemathesis):
         raise SystemExit("Schemathesis not found: python -m venv /tmp/fuzzvenv && "
@@ -98,8 +98,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="serve-fuzz-") as tmp:
         folder = Path(tmp)
         (folder / "d.vw").write_bytes(datagen.generate("click", 500, seed=3))
-        subprocess.run([sys.executable, "-m", "olcli", "train", str(folder / "d.vw"), "-f", str(folder / "m.olm"),
-                        "--loss", "logistic", "--quiet"], check=True)
+        harness.run_olcli(["train", folder / "d.vw", "-f", folder / "m.olm", "--loss", "logistic", "--quiet"])
         for name, extra in (("predict", []), ("learn", ["--learn", "-f", folder / "out.olm", "--save-every", 1])):
             proc, port, log = start(folder, folder / "m.olm", name, *extra)
             try:
