@@ -1,7 +1,7 @@
 """Memory of olcli serve with one process and with --workers 2 (issue 26): the workers share
 one copy of the model's table (olcli/shared_table.py).
 
-    python benchmarks/serve_memory.py MODEL DATA
+    python -m benchmarks.serve_memory MODEL DATA
 
 Starts ``olcli serve -i MODEL`` on loopback with --workers 1 (one process) and then with
 --workers 2, sends the first 2,000 lines of DATA over 4 connections, and reads every
@@ -9,9 +9,10 @@ process's Rss, Pss and USS (Private_Clean + Private_Dirty) from /proc/PID/smaps_
 and the size of the shared tables' memory files (memfd:olcli-table, st_blocks). PSS
 counts a page shared by n processes as 1/n in each, so the sum of the processes' PSS is
 the server's memory; the sum of their RSS counts a shared page once per process.
+The servers are started by ``benchmarks.harness.start_olcli``.
 """
-import os, sys, time, socket, subprocess, signal, tempfile
-OLCLI = os.path.join(os.path.dirname(sys.executable), "olcli")
+import os, sys, time, socket, signal, tempfile
+from benchmarks import harness
 def rollup(pid):
     out = {}
     for line in open(f"/proc/{pid}/smaps_rollup"):
@@ -27,8 +28,8 @@ def measure(model, workers, lines):
     d = os.path.join(tempfile.gettempdir(), f"olcli-serve-memory-{workers}"); os.makedirs(d, exist_ok=True)
     pf = os.path.join(d, "port")
     if os.path.exists(pf): os.unlink(pf)
-    p = subprocess.Popen([OLCLI, "serve", "-i", model, "--host", "127.0.0.1", "--port", "0", "--port-file", pf,
-                          "--workers", str(workers)], stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "err"), "w"))
+    p = harness.start_olcli(["serve", "-i", model, "--host", "127.0.0.1", "--port", "0", "--port-file", pf,
+                             "--workers", workers], stderr=open(os.path.join(d, "err"), "w"))
     t = time.time()
     while not os.path.exists(pf) or not open(pf).read().strip():
         if p.poll() is not None or time.time() - t > 600: raise SystemExit(f"serve failed: {open(os.path.join(d,'err')).read()[-800:]}")
