@@ -43,7 +43,8 @@ loop in-process after a warm-up on another learner, so no Numba compilation; VW:
 Part 6 (olcli vw). Every suite line of ``--cb_explore_adf``, ``--cb_adf`` and ``--cb`` run verbatim by
 ``olcli vw`` and by VW 9.11.9 in the same run, each in its own scratch folder: same ``number of
 examples`` and ``total feature number`` and ``average loss`` within 1%, refused by name (exit 2), or
-failed. ``--only-olcli-vw`` keeps parts 1-5 from the last JSON and reruns part 6.
+failed. Part 7: whole-process wall of both on 5,000 generated ADF events.
+``--only-olcli-vw`` keeps parts 1-5 from the last JSON and reruns parts 6 and 7.
 
 ``--reuse-json`` keeps parts 1 and 2 from the last run's JSON and reruns parts 3 to 5.
 """
@@ -446,6 +447,41 @@ def run_olcli_vw(vw_tests):
     return rows
 
 
+def run_olcli_vw_wall(events=5000, seed=7):
+    """Part 7: whole-process wall of ``olcli vw`` and VW on one generated ADF stream (tests/test_cb_cli.py's
+    generator: 2-4 actions, 2 shared and 3 action features, every 6th event unlabelled)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from test_cb_cli import generated
+
+    work = Path(tempfile.mkdtemp(prefix="cb_wall_"))
+    data = work / "events.txt"
+    data.write_text(generated(n=events, seed=seed)[0])
+    rows = []
+    for options in (["--epsilon", "0.1"], ["--squarecb"], ["--cb_type", "dr"], ["--bag", "3"]):
+        words = ["--cb_explore_adf", *options, "-d", str(data)]
+        ours = harness.measure([*harness.OLCLI, "vw", *words], cwd=work, check=False, separate_stderr=True)
+        theirs = harness.run_vw(words, cwd=work, check=False, separate_stderr=True)
+        rows.append({"options": " ".join(options), "events": events, "olcli": summary(ours.stderr),
+                     "vw": summary(theirs.stderr + theirs.output), "olcli_wall": ours.wall, "vw_wall": theirs.wall,
+                     "load": ours.load})
+        print(f"wall {rows[-1]}", file=sys.stderr, flush=True)
+    return rows
+
+
+def olcli_vw_wall_lines(rows):
+    lines = ["", "## Part 7: wall time, olcli vw beside VW on one generated stream", "",
+             f"{rows[0]['events']:,} ADF events from `tests/test_cb_cli.py`'s generator, `--cb_explore_adf` with VW's "
+             "default learner; whole processes (start-up included). olcli's CB run is a per-event Python loop "
+             "(parse, score, explore, learn through the Learner), far from the issue's wall target (<= 1.0x VW).", "",
+             "| options | olcli avg loss | VW avg loss | olcli wall s | VW wall s | ratio | load |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        lines.append(f"| `{r['options']}` | {fmt(r['olcli']['loss'])} | {fmt(r['vw']['loss'])} | "
+                     f"{r['olcli_wall']:.2f} | {r['vw_wall']:.2f} | {r['olcli_wall'] / r['vw_wall']:.1f} | "
+                     f"{r['load']:.1f} |")
+    return lines
+
+
 def olcli_vw_lines(rows):
     """The markdown of part 6."""
     counts = collections.Counter(r["status"] for r in rows)
@@ -480,7 +516,7 @@ def fmt(v):
     return "" if v is None else str(v)
 
 
-def write_report(out, suite, cbify, floor, started, dsjson=(), oracle=(), olcli_cb=(), olcli_vw=()):
+def write_report(out, suite, cbify, floor, started, dsjson=(), oracle=(), olcli_cb=(), olcli_vw=(), wall=()):
     lines = ["# VW's contextual-bandit lines and cbify simulations, VW 9.11.9 (issue 30)", "",
              f"Written by `python -m benchmarks.cb_vs_vw`, run started {started} UTC on this machine "
              "(2 cores shared with other work). VW is the vowpalwabbit Python package 9.11.9 run as "
@@ -584,6 +620,8 @@ def write_report(out, suite, cbify, floor, started, dsjson=(), oracle=(), olcli_
                          f"{r['olcli_wall']:.2f} | {r['vw_wall']:.2f} |")
     if olcli_vw:
         lines += olcli_vw_lines(olcli_vw)
+    if wall:
+        lines += olcli_vw_wall_lines(wall)
     out.write_text("\n".join(lines) + "\n")
 
 
@@ -614,12 +652,13 @@ def main():
         oracle = run_oracle(args.vw_tests, args.data)
         olcli_cb = run_olcli_cb()
     olcli_vw = run_olcli_vw(args.vw_tests)
+    wall = run_olcli_vw_wall()
     args.json.write_text(json.dumps({"started": started, "suite": suite, "cbify": cbify, "floor": floor,
                                      "dsjson": dsjson, "oracle": oracle, "olcli_cb": olcli_cb,
-                                     "olcli_vw": olcli_vw, "olcli_vw_started": time.strftime("%Y-%m-%d %H:%M",
-                                                                                             time.gmtime())},
+                                     "olcli_vw": olcli_vw, "olcli_vw_wall": wall,
+                                     "olcli_vw_started": time.strftime("%Y-%m-%d %H:%M", time.gmtime())},
                                     indent=1))
-    write_report(args.out, suite, cbify, floor, started, dsjson, oracle, olcli_cb, olcli_vw)
+    write_report(args.out, suite, cbify, floor, started, dsjson, oracle, olcli_cb, olcli_vw, wall)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

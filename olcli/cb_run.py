@@ -2,9 +2,11 @@
 
 A VW line naming ``--cb_explore_adf`` or ``--cb_adf`` runs here instead of through ``olcli train``:
 the ADF blocks of the data files (or standard input) are read by ``olcli.cb_format.read_adf`` (with
-``--dsjson``: the Decision Service JSON lines, ``read_dsjson``) and stepped through ``olcli.cb.CbExploreAdf`` / ``olcli.cb.CbAdf`` over a ``Learner`` with VW's default
-learner (``gd``: adaptive, normalized, invariant unless one of them is named; ``-l`` 0.5,
-``--power_t`` 0.5). What is printed is VW 9's (``shared_data.cc``, ``cb.cc``):
+``--dsjson``: the Decision Service JSON lines, ``read_dsjson``) and stepped through
+``olcli.cb.CbExploreAdf`` / ``olcli.cb.CbAdf`` over a ``Learner`` with VW's default learner (``gd``:
+adaptive, normalized, invariant unless one of them is named; ``-l`` 0.5, ``--power_t`` 0.5), or
+``--coin``/``--ftrl`` when the line names one (``olcli train``: olcli's default learner, or the one
+its algorithm flag names). What is printed is VW 9's (``shared_data.cc``, ``cb.cc``):
 
 * a progress row at each doubling of the weighted example sum: average loss, since last, example
   counter, example weight, the label of the event (``position:cost:probability`` of the logged
