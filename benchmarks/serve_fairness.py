@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 from olcli import datagen  # noqa: E402
+from benchmarks import harness  # noqa: E402
 from benchmarks.serve_chaos import BIG_CLIENT, PY, _quantiles, commit, olcli, recv_lines  # noqa: E402
 
 # The server with another slice size; and every event-loop step (one callback: a task's run up to
@@ -61,10 +62,10 @@ class SlicedServer:
         self.log = open(self.log_path, "wb")
         self.steps = self.folder / f"{self.name}.steps"
         self.steps.touch()
-        self.proc = subprocess.Popen(
+        self.proc = harness.Running(   # olcli serve through the wrapper that sets the slice sizes
             [PY, "-c", WRAPPER, str(slice_bytes), str(slice_items), str(self.steps), "serve", "-i", str(model), "--port", "0",
              "--http-port", "0", "--port-file", str(port_file), "--http-port-file", str(http_file)],
-            stdout=subprocess.DEVNULL, stderr=self.log, stdin=subprocess.DEVNULL)
+            stderr=self.log)
         deadline = time.monotonic() + 600
         while " listening " not in self.log_path.read_text(errors="replace"):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -113,7 +114,7 @@ def main():
     parser.add_argument("--slices", default="65536:4096,16384:1024",
                         help="comma-separated SLICE_BYTES:SLICE_ITEMS pairs (the first is the product's default)")
     parser.add_argument("--mib", type=float, default=16)
-    parser.add_argument("-o", "--output", default=str(ROOT / "benchmarks" / "results" / "serve_fairness.json"))
+    parser.add_argument("-o", "--output", default=os.path.join(harness.RESULTS, "serve_fairness.json"))
     args = parser.parse_args()
     sizes = [tuple(int(x) for x in pair.split(":")) for pair in args.slices.split(",")]
     with tempfile.TemporaryDirectory(prefix="serve-fairness-") as folder:
