@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from benchmarks import harness
 from benchmarks.defaults_vs_vw import SETS, generate
 from olcli.engine import mixture
 from olcli.learner import Learner
@@ -53,7 +54,7 @@ def deficits(path: str, flags: str, chunk: int) -> tuple:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data", nargs="?", default=os.path.join(HERE, "..", "..", "shared", "data"))
+    parser.add_argument("data", nargs="?", default=harness.DATA)
     parser.add_argument("--out", default=os.path.join(HERE, "results", "mix_deficits.md"))
     parser.add_argument("--chunk", type=int, default=200)
     args = parser.parse_args()

@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+from benchmarks import harness
 from benchmarks.defaults_vs_vw import SETS, VW_GRID
 from benchmarks.defaults_vs_vw import generate as _generate
 from benchmarks.vw_learners_vs_vw import vw_loss
@@ -623,7 +624,7 @@ def self_check(data, tmp):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data", nargs="?", default=os.path.join(HERE, "..", "..", "shared", "data"))
+    parser.add_argument("data", nargs="?", default=harness.DATA)
     parser.add_argument("--out", default=os.path.join(HERE, "results", "mix_rates.md"))
     parser.add_argument("--scale", type=float, default=0.25)
     parser.add_argument("--only", nargs="*", default=[])
