@@ -57,11 +57,14 @@ class _VWSpellings(TyperCommand):
     are rewritten into olcli's own before the options are parsed."""
 
     def parse_args(self, ctx, args):
-        if self.name == "train" and vw_spellings.is_cb_line(args) and not {"-h", "--help"} & set(args):
-            from olcli import cb_run   # contextual bandits: the run is olcli/cb_run.py's
+        if self.name == "train" and vw_spellings.is_cb_line(args):
+            if {"-h", "--help"} & set(args):
+                args = ["--help"]   # train's help (docs/contextual-bandits.md lists the CB options)
+            else:
+                from olcli import cb_run   # contextual bandits: the run is olcli/cb_run.py's
 
-            cb_run.run(list(args), command="train")
-            ctx.exit(0)
+                cb_run.run(list(args), command="train")
+                ctx.exit(0)
         return super().parse_args(ctx, vw_spellings.rewrite(list(args), _known_options(self), self.name))
 
 
