@@ -1,4 +1,6 @@
-"""Command-line wiring: options -> a model and run options -> library calls.
+"""The olcli command: one Typer function per command (train, test, vw, inspect, plot,
+warm, serve) handing its options to the library. train's and test's options are made
+from the table of settings (olcli/cli_options.py, olcli/settings.py).
 
 Errors are translated into ``Error: ...`` on stderr and an exit code in one
 place, ``main``. Numba is imported only inside the commands, so that
