@@ -18,8 +18,9 @@ this covers every algorithm x loss.
 The work is spread over processes (one per core by default): each kernel's cache
 entry is written by one process only (two processes adding different signatures of
 one function to its cache index at once could lose one), in three phases: the
-parsers and the writers; the algorithms; one last pass over every command that
-should find everything compiled (and compiles whatever it does not).
+parsers and the writers; the algorithms; one last pass over every command (with the
+default algorithm, or the one chosen) that should find everything compiled (and
+compiles whatever it does not).
 """
 
 import json
@@ -176,7 +177,7 @@ def _worker(tasks: list, results: str) -> None:
                 elif kind == "algorithm":
                     _algorithm(name, folder, files)
                 else:
-                    _everything(folder, files, registry.DEFAULT_ALGORITHM)
+                    _everything(folder, files, name or registry.DEFAULT_ALGORITHM)
                 error = None
             except Exception as exc:  # reported by the parent, with the task's name
                 error = f"{type(exc).__name__}: {exc}"
@@ -212,7 +213,13 @@ def _run_phase(tasks: list, jobs: int, results: str) -> None:
 
 
 def phases(algorithms: list) -> list:
-    return [["parsers:vw", "parsers:libsvm"], [f"algorithm:{name}" for name in algorithms], ["everything"]]
+    """The tasks of the three phases; the last one runs every command's other paths with the
+    default algorithm, or with the first one chosen when the default is not (``--algorithm``:
+    only the kernels of the algorithms chosen)."""
+    from olcli.engine import registry
+
+    last = registry.DEFAULT_ALGORITHM if registry.DEFAULT_ALGORITHM in algorithms else algorithms[0]
+    return [["parsers:vw", "parsers:libsvm"], [f"algorithm:{name}" for name in algorithms], [f"everything:{last}"]]
 
 
 def warm(algorithms: list | None = None, jobs: int | None = None, stream=None) -> dict:

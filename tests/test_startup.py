@@ -138,7 +138,8 @@ def _on_terminal(args, env) -> tuple:
 
 
 def test_warm_compiles_ahead_and_the_notice_shows_only_when_compiling(tmp_path):
-    """In an empty Numba cache: ``olcli warm --algorithm adagrad`` compiles; then train and
+    """In an empty Numba cache: ``olcli warm --algorithm adagrad`` compiles (adagrad's kernels
+    and the parsers: a representative part of what ``olcli warm`` compiles); then train and
     test with --adagrad (VW and libsvm input, interactions, -p, several passes, --oaa) print
     no notice on a terminal, while the first --ftrl run (not warmed) prints it once, on
     stderr that is no terminal too, with the compile's seconds on their own line and out of
@@ -149,6 +150,8 @@ def test_warm_compiles_ahead_and_the_notice_shows_only_when_compiling(tmp_path):
     assert done.returncode == 0, done.stderr.decode()
     report = done.stderr.decode()
     assert "phase 3/3" in report and "kernel compilations" in report
+    # --algorithm: the chosen algorithm's kernels only (the last phase's other paths too)
+    assert "everything:adagrad" in report and "everything:mix" not in report
     assert os.listdir(tmp_path / "cache")
     model = str(tmp_path / "m.olm")
     runs = [["train", str(SAMPLE / "a9a_train.vw"), "--adagrad", "--loss", "logistic", "-f", model, "-p",

@@ -88,7 +88,7 @@ def record(tasks: list) -> dict:
                 elif kind == "cli":
                     warm._cli(name.split() + [])
                 else:
-                    warm._everything(folder, files, registry.DEFAULT_ALGORITHM)
+                    warm._everything(folder, files, name or registry.DEFAULT_ALGORITHM)
         finally:
             sys.stdout = stdout
             devnull.close()
@@ -119,15 +119,24 @@ def _host_features() -> None:
     codegen.AOTCPUCodegen._customize_tm_features = lambda self: features
 
 
-def _release_gil(nogil: dict) -> None:
-    """The exported wrapper of a ``nogil`` kernel releases the GIL, as Numba's dispatcher does."""
+def _release_gil(nogil: dict, seconds: dict | None = None) -> None:
+    """The exported wrapper of a ``nogil`` kernel releases the GIL, as Numba's dispatcher does.
+    ``seconds``: {kernel name: CPU seconds of Numba's typing and lowering of its signatures}."""
     from numba.pycc import compiler
+
+    from olcli.aot import kernel_name
 
     original = getattr(compiler.compile_extra, "__wrapped__", compiler.compile_extra)
 
     def compile_extra(typingctx, targetctx, func, args, return_type, flags, locals, library=None, **kw):
         flags.release_gil = bool(nogil.get(func, False))
-        return original(typingctx, targetctx, func, args, return_type, flags, locals, library=library, **kw)
+        started = time.process_time()
+        try:
+            return original(typingctx, targetctx, func, args, return_type, flags, locals, library=library, **kw)
+        finally:
+            if seconds is not None:
+                name = kernel_name(func)
+                seconds[name] = seconds.get(name, 0.0) + time.process_time() - started
 
     compile_extra.__wrapped__ = original
     compiler.compile_extra = compile_extra
@@ -187,9 +196,23 @@ def build_part(output_dir: str, wanted: dict, part: int, verbose: bool = False) 
             argument_types = tuple(key_type(one) for one in _split(key, ";"))
             cc.export(symbol, argument_types)(dispatcher.py_func)
             table.setdefault(name, {})[key] = f"{part}:{symbol}"
-    _release_gil(nogil)
+    typing = {}
+    _release_gil(nogil, typing)
+    mixins = cc._compile_mixins
+    timed = {}
+
+    def compile_mixins(build_dir):  # Numba's runtime and the module's C code, by the C compiler
+        started = time.perf_counter()
+        try:
+            return mixins(build_dir)
+        finally:
+            timed["c"] = time.perf_counter() - started
+
+    cc._compile_mixins = compile_mixins
+    started, cpu = time.perf_counter(), time.process_time()
     cc.compile()
-    return {"file": cc.output_file, "kernels": table}
+    return {"file": cc.output_file, "kernels": table, "seconds": time.perf_counter() - started,
+            "cpu": time.process_time() - cpu, "typing": typing, "c_seconds": timed.get("c", 0.0)}
 
 
 def build(output_dir: str = HERE, wanted: dict | None = None, jobs: int | None = None,
@@ -225,11 +248,18 @@ def build(output_dir: str = HERE, wanted: dict | None = None, jobs: int | None =
         if failed:
             raise SystemExit(f"olcli.aot.build: {len(failed)} of {len(processes)} parts failed (above)")
         files, kernels = {}, {}
-        for task, _ in processes:
+        for k, (task, _) in enumerate(processes):
             with open(task + ".out") as f:
                 done = json.load(f)
             files[str(len(files))] = done["file"]
             kernels.update(done["kernels"])
+            typing = done["typing"]
+            slowest = ", ".join(f"{name.partition(':')[2]} {seconds:.0f}" for name, seconds in
+                                sorted(typing.items(), key=lambda item: -item[1])[:3])
+            print(f"olcli.aot.build: part {k}: {sum(len(keys) for keys in parts[k].values())} signatures in "
+                  f"{done['seconds']:.0f} s (this process's CPU {done['cpu']:.0f} s: Numba typing and lowering "
+                  f"{sum(typing.values()):.0f} s, slowest {slowest}; the C compiler {done['c_seconds']:.0f} s wall)",
+                  flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with open(manifest_path, "w") as f:
