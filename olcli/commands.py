@@ -174,7 +174,7 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
     startup.prepare_kernels(quiet)
     with session:
         with signals.immediate():  # loading and compiling: nothing to lose, a signal stops at once
-            session.learner = learner = _train_learner(session, initial_model, algorithm, options, settings, run,
+            session.learner = learner = _train_learner(session, initial_model, algorithm, options, settings,
                                                        multiclass, input_format)
         extra = _text_outputs(text_outputs, run_options, learner)
         if scale_out:  # --workers/--scheduler: the passes run on a Dask cluster
@@ -216,7 +216,7 @@ def _train_outputs(sources, initial_model, final_model, predictions, report, run
     return prediction_output
 
 
-def _train_learner(session, initial_model, algorithm, options, settings, run, multiclass, input_format):
+def _train_learner(session, initial_model, algorithm, options, settings, multiclass, input_format):
     """-i's model (refusing settings that contradict it), or a new one from the settings given."""
     mode, classes = multiclass
     given = {name: value for name, value in settings.items() if BY_NAME[name].on_continue == "match"}
@@ -233,9 +233,8 @@ def _train_learner(session, initial_model, algorithm, options, settings, run, mu
         algorithm, session.algorithm_note = implied_algorithm(options, settings)
         if session.algorithm_note:
             sys.stderr.write(f"note: {session.algorithm_note}\n")
-    copies = 2 if (run.passes > 1 or run.holdout_after) and run.holdout_period else 1
     model = new_model(algorithm, oaa=classes if mode == "oaa" else None, softmax=classes if mode == "softmax" else None,
-                      copies=copies, **given, **hyper_parameters(algorithm, options))
+                      **given, **hyper_parameters(algorithm, options))
     return Learner.from_model(model, input_format)
 
 

@@ -137,7 +137,7 @@ def test_no_new_private_imports():
 # Outside olcli/engine/, the modules an option's name appears in (issue 27's target: 3).
 # Measured at 9afa4e0: hash_seed 7, quantile_tau 6, holdout_period 6, initial_weight 5,
 # min_prediction 5. These are the counts now: they may only go down.
-SPREAD = {"hash_seed": 5, "quantile_tau": 4, "holdout_period": 5, "initial_weight": 3, "min_prediction": 3}
+SPREAD = {"hash_seed": 5, "quantile_tau": 4, "holdout_period": 4, "initial_weight": 3, "min_prediction": 3}
 
 
 @pytest.mark.parametrize("name", sorted(SPREAD))
