@@ -33,7 +33,8 @@ so dr and bag take a learner without it: either VW's ``--noconstant``, or ``copy
 gives every copy its own constant feature (namespace ``~k<copy>``, value 1, on every line), as VW does.
 
 The oracle for all of this is ``tests/naive_cb.py``; ``tests/test_cb.py`` checks this module step by
-step against it. Not here yet: ``--cb K``/``--cbify`` (VW's per-action hashed index placement).
+step against it. ``--cb K`` (``placed=K``) puts each action's copy of a single-line example at
+action-specific indices as VW 9 does (``_place``); not here yet: ``--cbify``.
 """
 
 import math
@@ -46,6 +47,7 @@ from olcli.errors import UsageError
 RULES = ("epsilon", "first", "softmax", "squarecb", "bag")
 CB_TYPES = ("mtr", "ips", "dm", "dr")
 FLT_EPSILON = 1.1920929e-07
+CONSTANT_HASH = 11650396   # VW's constant feature's index (constant_hash), before masking
 # copy_constants: weight copy c's constant is feature "c" of namespace "~k<c>" (the learner's own constant off)
 COPY_CONSTANT = "~k"
 # bs.cc weight_gen: Poisson(1) CDF; the draw is the first k with u <= CDF[k] (8 beyond the table's tail)
@@ -104,7 +106,7 @@ class CbExploreAdf:
 
     def __init__(self, learner, rule="epsilon", *, epsilon=None, tau=0, lam=1.0, gamma_scale=10.0,
                  gamma_exponent=0.5, cb_type="mtr", first_only=False, bag=0, greedify=False, random_seed=0,
-                 copy_constants=False):
+                 copy_constants=False, placed=None):
         if rule not in RULES:
             raise UsageError(f"exploration rule must be one of {', '.join(RULES)} (got {rule!r})")
         if rule == "squarecb":
@@ -126,6 +128,7 @@ class CbExploreAdf:
         if copy_constants and learner.model.constant:
             raise UsageError("copy_constants replaces the learner's constant: give a learner with constant=False")
         self.copy_constants = copy_constants   # every weight copy its own constant feature (VW's constant per copy)
+        self.placed = placed   # --cb K: K, the actions' features at action-specific indices (_place)
         self.learner = learner
         self.rule = rule
         self.epsilon = float(epsilon)
@@ -173,6 +176,7 @@ class CbExploreAdf:
         range opened to (−∞, ∞), so the kernel returns the raw score, and the features it counted."""
         lines = self.action_lines(event, copy=member * self.copies)
         batch, _ = self.learner.to_batch(lines)
+        self._place(batch, range(len(lines)))
         m = self.learner.model
         if m.interactions or m.ngram or m.skips:
             from olcli.engine.records import S_FEATURES, new_tally
@@ -248,6 +252,44 @@ class CbExploreAdf:
 
     # --- learning ---
 
+    def _place(self, batch, actions):
+        """``--cb K`` (``placed=K``): every feature of action a's row moved to action a's weights as VW's
+        cb_to_cb_adf does (cbify_adf_data::copy_example_to_adf): the low bits of the hashed index that cover
+        K (mask = 2^⌈log2(K+1)⌉ − 1) are replaced by a; the learner's constant row becomes VW's constant
+        index (11650396, masked) first. Without ``placed``: nothing."""
+        if self.placed is None:
+            return
+        bits = self.learner.model.bits
+        used = int(batch.row_ptr[-1])
+        index = batch.index[:used].astype(np.int64)
+        rows = np.repeat(np.asarray(list(actions), dtype=np.int64), np.diff(np.asarray(batch.row_ptr, np.int64)))
+        index = np.where(index == (1 << bits), CONSTANT_HASH & ((1 << bits) - 1), index)
+        mask = (1 << self.placed.bit_length()) - 1
+        batch.index[:used] = (((index - (index & mask)) + rows) & ((1 << bits) - 1)).astype(batch.index.dtype)
+
+    def _learn(self, lines, actions):
+        """Learn labelled lines (one per action in ``actions``); the predictions made before each update."""
+        if self.placed is None:
+            return self.learner.learn(lines).predictions
+        batch, _ = self.learner.to_batch(lines)
+        self._place(batch, actions)
+        done = self.learner.process(batch, True)
+        if done.diverged_at >= 0:
+            from olcli.errors import Diverged
+
+            raise Diverged("the model diverged: a prediction is not a finite number; "
+                           + self.learner.divergence_advice())
+        return done.predictions
+
+    def _predict(self, lines, actions):
+        if self.placed is None:
+            return self.learner.predict(lines)
+        from olcli.engine.records import new_tally
+
+        batch, _ = self.learner.to_batch(lines)
+        self._place(batch, actions)
+        return self.learner.process(batch, False, new_tally()).predictions
+
     def _learn_member(self, event: CbEvent, member):
         k = len(event.actions)
         a, c, prob = event.chosen, float(event.cost), float(event.probability)
@@ -258,7 +300,7 @@ class CbExploreAdf:
             self.event_sum[member] += 1
             self.action_sum[member] += k
             weight = event.weight / prob * (self.event_sum[member] / self.action_sum[member])
-            self.learner.learn([self.action_lines(event, [c] * k, [weight] * k, copy)[a]])
+            self._learn([self.action_lines(event, [c] * k, [weight] * k, copy)[a]], [a])
             return
         targets = [0.0] * k
         if self.cb_type == "ips":
@@ -270,12 +312,12 @@ class CbExploreAdf:
             learned = self.action_lines(event, [c] * k, [event.weight / prob] * k, copy + 1)
             for b in range(k):
                 if b == a:   # get_cost_pred<true>: the prediction made before this update
-                    targets[b] = float(self.learner.learn([learned[b]]).predictions[0])
+                    targets[b] = float(self._learn([learned[b]], [b])[0])
                 else:
-                    targets[b] = float(self.learner.predict([unlabelled[b]])[0])
+                    targets[b] = float(self._predict([unlabelled[b]], [b])[0])
             self.last_dr = list(targets)
             targets[a] += (c - targets[a]) / prob
-        self.learner.learn(self.action_lines(event, targets, [event.weight] * k, copy))
+        self._learn(self.action_lines(event, targets, [event.weight] * k, copy), range(k))
 
     def learn(self, event: CbEvent):
         for m in range(self.members):

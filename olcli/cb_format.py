@@ -164,13 +164,13 @@ def parse_cb_line(text, k, source="<input>", line=1) -> CbEvent:
                    allowed=allowed)
 
 
-def read_cb(lines, k, source="<input>"):
-    """``--cb K`` examples, one per non-blank line."""
+def read_cb(lines, k, source="<input>", on_error=None):
+    """``--cb K`` examples, one per non-blank line (``on_error``: as ``read_adf``)."""
     for n, text in enumerate(lines, 1):
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
         if text.strip():
-            yield parse_cb_line(text, k, source, n)
+            yield from _guarded(parse_cb_line, on_error, text, k, source, n)
 
 
 def _adf_event(block, source):

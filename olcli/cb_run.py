@@ -1,6 +1,11 @@
-"""``olcli vw`` for VW's contextual-bandit command lines: ``--cb_explore_adf`` and ``--cb_adf``.
+"""``olcli vw`` for VW's contextual-bandit command lines: ``--cb_explore_adf``, ``--cb_adf`` and ``--cb K``.
 
-A VW line naming ``--cb_explore_adf`` or ``--cb_adf`` runs here instead of through ``olcli train``:
+``--cb K`` runs as VW 9 runs it (``cb_to_cb_adf``): each single-line example (``action:cost:probability``
+label, actions 1..K) becomes K action lines of its features, each at action-specific hashed indices
+(``cb.CbExploreAdf._place``), learned as ``--cb_adf`` (default ``--cb_type mtr``; ``-p``: the best
+action, 0-based, as VW 9 writes it).
+
+A VW line naming ``--cb_explore_adf``, ``--cb_adf`` or ``--cb`` runs here instead of through ``olcli train``:
 the ADF blocks of the data files (or standard input) are read by ``olcli.cb_format.read_adf`` (with
 ``--dsjson``: the Decision Service JSON lines, ``read_dsjson``) and stepped through
 ``olcli.cb.CbExploreAdf`` / ``olcli.cb.CbAdf`` over a ``Learner`` with VW's default learner (``gd``:
@@ -41,12 +46,12 @@ import math
 import sys
 
 from olcli import cb, vw
-from olcli.cb_format import read_adf, read_dsjson
+from olcli.cb_format import CbEvent, read_adf, read_cb, read_dsjson
 from olcli.errors import DataError, ModelError, OlcliError, UsageError
 
 # VW option -> (its key here, takes a value). Spellings of one option share the key.
 OPTIONS = {
-    "--cb_explore_adf": ("cb_explore_adf", False), "--cb_adf": ("cb_adf", False),
+    "--cb_explore_adf": ("cb_explore_adf", False), "--cb_adf": ("cb_adf", False), "--cb": ("cb", True),
     "--cb_type": ("cb_type", True), "--epsilon": ("epsilon", True), "--first": ("first", True),
     "--bag": ("bag", True), "--softmax": ("softmax", False), "--lambda": ("lambda", True),
     "--squarecb": ("squarecb", False), "--gamma_scale": ("gamma_scale", True),
@@ -68,7 +73,8 @@ OPTIONS = {
     "--noconstant": ("noconstant", False), "--hash": ("hash", True),
     "--loss_function": ("loss", True),
     "--quadratic": ("interactions", True), "-q": ("interactions", True), "--cubic": ("interactions", True),
-    "--interactions": ("interactions", True), "--random_seed": ("random_seed", True),
+    "--interactions": ("interactions", True), "--ngram": ("ngram", True), "--skips": ("skips", True),
+    "--random_seed": ("random_seed", True),
     "--quiet": ("quiet", False), "--predict_only_model": ("predict_only", False),
     "--strict_parse": ("strict", False),
     # accepted, nothing to do: the CB run reads its text input each time (no example cache is written),
@@ -115,7 +121,7 @@ def parse(args) -> tuple:
                 data.append(value)
             elif key == "noop":
                 pass
-            elif key == "interactions":
+            elif key in ("interactions", "ngram", "skips"):
                 given.setdefault(key, (name, []))[1].append(value)
             else:
                 given.setdefault(key, (name, value))
@@ -151,9 +157,12 @@ def _number(given, key, kind=float, default=None, low=None):
 
 def cb_settings(given) -> dict:
     """The reduction's settings from the line (VW's defaults per rule)."""
-    reduction = "cb_explore_adf" if "cb_explore_adf" in given else "cb_adf"
+    reduction = "cb_explore_adf" if "cb_explore_adf" in given else "cb_adf" if "cb_adf" in given else "cb"
     rules = [r for r in RULE_FLAGS if r in given and r != "epsilon"]
-    if reduction == "cb_adf":
+    if reduction == "cb" and "interactions" in given:
+        raise UsageError(f"{given['interactions'][0]} with --cb K: not supported yet (the crosses of features VW's "
+                         "per-action placement collapses are counted differently)")
+    if reduction != "cb_explore_adf":
         extra = [given[r][0] for r in RULE_FLAGS + ("lambda", "gamma_scale", "gamma_exponent", "first_only", "greedify")
                  if r in given]
         if extra:
@@ -162,7 +171,7 @@ def cb_settings(given) -> dict:
         raise UsageError(f"{given[rules[0]][0]} and {given[rules[1]][0]}: one exploration rule at a time "
                          "(olcli has no combined rules)")
     rule = rules[0] if rules else "epsilon"
-    cb_type = given["cb_type"][1] if "cb_type" in given else "mtr"
+    cb_type = given["cb_type"][1] if "cb_type" in given else "mtr"   # VW 9's default (--cb K too: cb_to_cb_adf)
     if cb_type not in CB_TYPES:
         raise UsageError(f"--cb_type {cb_type}: not supported; olcli's cb_types: {', '.join(CB_TYPES)}")
     if rule == "squarecb" and cb_type != "mtr":
@@ -177,6 +186,7 @@ def cb_settings(given) -> dict:
         "gamma_exponent": _number(given, "gamma_exponent", default=0.5, low=0.0),
         "first_only": "first_only" in given, "greedify": "greedify" in given,
         "random_seed": _number(given, "random_seed", int, 0),
+        "actions": _number(given, "cb", int, 0, low=1) if reduction == "cb" else 0,
         # dr and bag keep weight copies: each gets its own constant feature (the learner's is off)
         "copy_constants": "noconstant" not in given and (cb_type == "dr" or rule == "bag" and reduction != "cb_adf"),
     }
@@ -187,6 +197,8 @@ def _policy(learner, settings):
                   copy_constants=settings.get("copy_constants", False))
     if settings["reduction"] == "cb_adf":
         return cb.CbAdf(learner, **kwargs)
+    if settings["reduction"] == "cb":
+        return cb.CbAdf(learner, placed=settings["actions"], **kwargs)
     return cb.CbExploreAdf(learner, settings["rule"], epsilon=settings["epsilon"], tau=settings["first"],
                            lam=settings["lambda"], gamma_scale=settings["gamma_scale"],
                            gamma_exponent=settings["gamma_exponent"], first_only=settings["first_only"],
@@ -295,6 +307,8 @@ def _learner(given, algorithm=None):
                                  "(--gd, --adagrad, ...)")
         learner = olcli.Learner(name, loss="squared", bits=_number(given, "bits", int, 18, low=1),
                                 interactions=_interactions(given),
+                                ngram=tuple(given.get("ngram", (None, []))[1]),
+                                skips=tuple(given.get("skips", (None, []))[1]),
                                 constant="noconstant" not in given and not settings["copy_constants"],
                                 hash=given.get("hash", (None, "strings"))[1], **hyper)
         return learner, settings, None
@@ -328,7 +342,8 @@ def _learner(given, algorithm=None):
     if "noconstant" in given and constant:
         raise UsageError(f"--noconstant: the model of -i {path} was trained with the constant feature")
     changed = [given[k][0] for k in ("eta", "power_t", "initial_t", "l1", "l2", "adaptive", "normalized",
-                                      "invariant", "sgd", "hash", "coin", "ftrl", "ftrl_alpha", "ftrl_beta")
+                                      "invariant", "sgd", "hash", "coin", "ftrl", "ftrl_alpha", "ftrl_beta",
+                                      "ngram", "skips")
                if k in given]
     if "interactions" in given and list(_interactions(given)) != list(learner.model.interactions):
         raise UsageError(f"{given['interactions'][0]} {' '.join(_interactions(given))}: the model of -i {path} has "
@@ -339,8 +354,9 @@ def _learner(given, algorithm=None):
     return learner, settings, stored["state"]
 
 
-def _sources(data, dsjson=False, on_error=None):
-    """(source name, event) of every input in turn."""
+def _sources(data, dsjson=False, on_error=None, actions=0):
+    """(source name, event) of every input in turn (``actions``: --cb K's single lines, each made K action
+    lines of the same features, as VW's cb_to_cb_adf)."""
     from olcli.inputs import display_name, open_source
 
     for path in data or ["-"]:
@@ -348,6 +364,11 @@ def _sources(data, dsjson=False, on_error=None):
         try:
             text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None)
             name = display_name(path)
+            if actions:
+                for event in read_cb(text, actions, name, on_error):
+                    yield name, CbEvent(None, event.actions * actions, event.chosen, event.cost, event.probability,
+                                        event.weight, tag=event.tag, line=event.line)
+                continue
             for event in (read_dsjson if dsjson else read_adf)(text, name, on_error):
                 yield name, event
         finally:
@@ -491,7 +512,7 @@ def run(args, command="vw") -> None:
 
     on_error = None if "strict" in given else skip
     try:
-        events = _sources(data, "dsjson" in given, on_error)
+        events = _sources(data, "dsjson" in given, on_error, settings.get("actions", 0))
         if passes > 1:
             events = list(events)   # VW's cache: the later passes read the events again
         for _ in range(passes):

@@ -143,11 +143,11 @@ _BANDIT_PREFIXES = ("--cb", "--ccb", "--cats", "--slates", "--warm_cb", "--explo
                     "--pmf_to_pdf", "--cbzo", "--eval")
 
 
-CB_FAMILY = ("--cb_explore_adf", "--cb_adf")   # the contextual-bandit lines olcli vw runs (olcli/cb_run.py)
+CB_FAMILY = ("--cb_explore_adf", "--cb_adf", "--cb")   # the contextual-bandit lines olcli vw runs (olcli/cb_run.py)
 
 
 def is_cb_line(args) -> bool:
-    """Does this command line enable --cb_explore_adf or --cb_adf (also spelled --cb-explore-adf, --cb-adf)?"""
+    """Does this command line enable --cb_explore_adf, --cb_adf or --cb (also spelled --cb-explore-adf...)?"""
     return any(_cb_name(_split(token)[0]) in CB_FAMILY for token in args if is_option(token))
 
 

@@ -458,3 +458,50 @@ def test_olcli_train_takes_cb_lines(cli):
     assert code == 0, err
     code, _, err = cli("train", "--cb-adf", "--ftrl", "--adaptive", "d.txt")
     assert code == 2 and "--adaptive: a VW gd switch" in err
+
+
+def single_line_stream(n=300, seed=3):
+    """--cb 3 text: one example per line, label action:cost:probability, every 7th unlabelled."""
+    rnd = random.Random(seed)
+    lines = []
+    for i in range(n):
+        feats = " ".join(f"w{j}:{round(rnd.uniform(0.1, 1), 3)}" for j in rnd.sample(range(20), 4))
+        if i % 7 == 6:
+            lines.append(f"| {feats}")
+        else:
+            label = f"{rnd.randint(1, 3)}:{round(rnd.uniform(-1, 2), 3)}:{round(rnd.uniform(0.2, 1), 3)}"
+            lines.append(f"{label} |x {feats}")
+    return "\n".join(lines) + "\n"
+
+
+# VW 9.11.9, `--cb 3 [options]` on single_line_stream() (run 2026-11-27): VW 9 runs --cb K as --cb_adf over K
+# action copies of each line at action-specific indices (cb_to_cb_adf), default cb_type mtr
+VW_CB3 = [
+    ([], "0.294862", "4500"), (["--cb_type", "ips"], "0.354441", "4500"), (["--cb_type", "dm"], "0.398713", "4500"),
+    (["--noconstant"], "0.362851", "3600"), (["--cb_type", "dr", *PLAIN], "0.319515", "4500"),
+    (["--cb_type", "dr", "--noconstant", *PLAIN], "0.338448", "3600"),
+]
+
+
+@pytest.mark.parametrize("args, loss, features", VW_CB3)
+def test_cb_k_as_vw(cli, args, loss, features):
+    Path("d.txt").write_text(single_line_stream())
+    code, _, err = cli("vw", "--cb", "3", *args, "-d", "d.txt", "-p", "p.txt")
+    assert code == 0, err
+    assert summary(err) == ("300", features, loss)
+    best = Path("p.txt").read_text().split("\n\n")   # VW's -p: the best action, 0-based, then a blank line
+    assert best[-1] == "" and len(best) == 301 and set(best[:-1]) <= {"0", "1", "2"}
+
+
+def test_cb_k_on_vws_files(cli):
+    # VW 9.11.9: `--cb 4 -d cb_multi_cost.dat` 5 / 80 / 2.000000 (suite line 338); `--cb 2 -d
+    # rcv1_raw_cb_small_20.vw` 20 / 3552 / 0.500000 and with `--cb_type ips --ngram 2 --skips 4 -b 24` 20 / 20512 / 0.5
+    code, _, err = cli("vw", "--cb", "4", "-d", CB / "cb_multi_cost.dat")
+    assert code == 0 and summary(err) == ("5", "80", "2.000000"), err
+    code, _, err = cli("vw", "--cb", "2", "-d", CB / "rcv1_raw_cb_small_20.vw")
+    assert code == 0 and summary(err) == ("20", "3552", "0.500000"), err
+    code, _, err = cli("vw", "--cb", "2", "--cb_type", "ips", "--ngram", "2", "--skips", "4", "-b", "24", "-d",
+                       CB / "rcv1_raw_cb_small_20.vw")
+    assert code == 0 and summary(err) == ("20", "20512", "0.500000"), err
+    code, _, err = cli("vw", "--cb", "2", "-q", "xx", "-d", CB / "rcv1_raw_cb_small_20.vw")
+    assert code == 2 and "-q with --cb K: not supported yet" in err
