@@ -35,9 +35,72 @@ os.environ.setdefault("NUMBA_CACHE_DIR", _engine_cache_dir())
 if "OLCLI_SUITE_TMP" not in os.environ:
     os.environ["OLCLI_SUITE_TMP"] = tempfile.mkdtemp(prefix="st-")
     os.environ["OLCLI_SUITE_TMP_OWNER"] = str(os.getpid())
-_SUITE_TMP = os.environ["OLCLI_SUITE_TMP"]
+# pytest-xdist's workers (-n 2, pyproject.toml) run at the same time: each has a folder of its
+# own inside the run's (gw0, gw1, ...), so that its check sees only its own tests' files.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_SUITE_TMP = os.path.join(os.environ["OLCLI_SUITE_TMP"], _WORKER) if _WORKER else os.environ["OLCLI_SUITE_TMP"]
+os.makedirs(_SUITE_TMP, exist_ok=True)
 os.environ["TMPDIR"] = _SUITE_TMP
 tempfile.tempdir = None
+
+
+# The longest tests (seconds of a run on two cores, most of it Numba compiling), with pytest-xdist:
+# they start first, shared between the two workers by their cost, so that neither worker is left
+# with one of them at the end while the other has nothing to do (test_aot's cases stay on one
+# worker: they compile the same kernels with the JIT, which two workers would do twice).
+_LONG = {"tests/test_aot.py::": 300, "tests/test_startup.py::test_warm_compiles": 140,
+         "tests/test_docs_examples.py::test_examples[README.md]": 60,
+         "tests/test_robustness.py::test_fuzz_tests_pass_with_numba_boundscheck": 55,
+         "tests/test_features.py::test_interaction_indices_equal_vw_audit": 45,
+         "tests/test_serve.py::test_multiclass_http_probabilities": 40,
+         "tests/test_scaleout.py::test_one_shard_on_one_worker": 35,
+         "tests/test_scaleout.py::test_several_passes_with_holdout": 30,
+         "tests/test_serve.py::test_single_example_parser_fills": 30,
+         "tests/test_startup.py::test_kernels_loaded_without_the_refresh": 20}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (its worksteal scheduling gives the first half of the list to one
+    worker and the second half to the other, then moves tests from a busy worker's end to an
+    idle one), the long tests first in each half, split between the halves by their cost."""
+    if not _WORKER or len(items) < 4:
+        return
+    units = {}
+    rest = []
+    for item in items:
+        prefix = next((p for p in _LONG if item.nodeid.startswith(p)), None)
+        (units.setdefault(prefix, []) if prefix else rest).append(item)
+    halves, costs = ([], []), [0, 0]
+    for prefix in sorted(units, key=lambda p: -_LONG[p]):
+        k = 0 if costs[0] <= costs[1] else 1
+        halves[k].extend(units[prefix])
+        costs[k] += _LONG[prefix]
+    split = max(0, len(items) // 2 - len(halves[0]))
+    items[:] = halves[0] + rest[:split] + halves[1] + rest[split:]
+
+
+# Tests that hold a promise to the wall clock (a SIGTERM obeyed within a second, a client that
+# does not read delaying no one): under pytest-xdist each runs alone, the other worker waiting
+# between two of its own tests (a shared lock each test holds; these take it exclusively).
+_ALONE = ("tests/test_safety_signals.py::test_quadratic_oaa_on_wide_lines_stops_within_a_second",
+          "tests/test_safety_signals.py::test_seven_wildcards_over_many_namespaces_stop_within_a_second",
+          "tests/test_serve.py::test_a_client_that_does_not_read_blocks_no_one")
+
+
+@pytest.fixture(autouse=True)
+def _alone_when_timed(request):
+    if not _WORKER:
+        yield
+        return
+    import fcntl
+
+    with open(os.path.join(os.environ["OLCLI_SUITE_TMP"], "alone.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if request.node.nodeid.startswith(_ALONE) else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture
@@ -82,8 +145,19 @@ def _no_temporary_files_left():
     before = _olcli_temporaries()
     yield
     left = _olcli_temporaries() - before
-    if not left and os.environ.get("OLCLI_SUITE_TMP_OWNER") == str(os.getpid()):
-        import shutil
-
-        shutil.rmtree(_SUITE_TMP, ignore_errors=True)
     assert not left, f"tests left temporary files behind in {_SUITE_TMP}: {sorted(left)}"
+
+
+def pytest_unconfigure(config):
+    """The process that made the run's folder removes it at the end (with xdist, the workers'
+    folders inside it too), unless a test left olcli temporaries there (kept to be looked at)."""
+    top = os.environ["OLCLI_SUITE_TMP"]
+    if _WORKER or os.environ.get("OLCLI_SUITE_TMP_OWNER") != str(os.getpid()) or not os.path.isdir(top):
+        return
+    folders = [top] + [os.path.join(top, name) for name in os.listdir(top) if name.startswith("gw")]
+    for folder in folders:
+        if any(name.startswith("olcli-") and not name.startswith("olcli-numba-") for name in os.listdir(folder)):
+            return
+    import shutil
+
+    shutil.rmtree(top, ignore_errors=True)

@@ -108,7 +108,7 @@ def test_fuzz_tests_pass_with_numba_boundscheck(tmp_path):
     in a fresh cache so that nothing compiled without checks is reused)."""
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
            "OLCLI_BOUNDSCHECK_RUN": "1", "OLCLI_KERNELS": "jit"}   # the JIT compiles with the checks
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-n", "0",
                            os.path.abspath(__file__), "-k", "fuzz or garbage"],
                           capture_output=True, text=True, env=env,
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
