@@ -94,9 +94,6 @@ def _circles(modules: dict) -> list:
 # The circles left, each with why it is still here. Nothing may join them and no new
 # one may appear; a fixed one must be taken off this list.
 CIRCLES_LEFT = {
-    # warm's worker processes run the CLI (warm -> cli) and the CLI's warm command starts them
-    # (cli -> warm); aot/build.py calls the worker's functions
-    frozenset({"olcli.cli", "olcli.warm"}),
     # the engine's kernel decorator loads the ahead-of-time kernels (jit -> aot), whose loader
     # falls back to the engine's JIT (aot -> jit)
     frozenset({"olcli.aot", "olcli.engine.jit"}),

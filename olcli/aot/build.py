@@ -69,26 +69,17 @@ def recorded() -> dict:
 
 
 def record(tasks: list) -> dict:
-    """Run the workload (warm.py's tasks) in this process and write SIGNATURES."""
-    from olcli import warm
-    from olcli.engine import registry
+    """Run the workload (olcli/warm_tasks.py's tasks) in this process and write SIGNATURES."""
+    from olcli import warm_tasks
 
     folder = tempfile.mkdtemp(prefix="olcli-aot-record-")
     try:
-        files = warm._files(folder)
+        given = warm_tasks.files(folder)
         devnull = open(os.devnull, "w")
         stdout, sys.stdout = sys.stdout, devnull
         try:
             for task in tasks:
-                kind, _, name = task.partition(":")
-                if kind == "parsers":
-                    warm._parsers(name == "libsvm")
-                elif kind == "algorithm":
-                    warm._algorithm(name, folder, files)
-                elif kind == "cli":
-                    warm._cli(name.split() + [])
-                else:
-                    warm._everything(folder, files, name or registry.DEFAULT_ALGORITHM)
+                warm_tasks.run_task(task, folder, given)
         finally:
             sys.stdout = stdout
             devnull.close()
