@@ -45,7 +45,7 @@ import io
 import math
 import sys
 
-from olcli import cb, vw
+from olcli import cb, cb_report, vw
 from olcli.cb_format import CbEvent, read_adf, read_cb, read_dsjson
 from olcli.errors import DataError, ModelError, OlcliError, UsageError
 
@@ -376,97 +376,6 @@ def _sources(data, dsjson=False, on_error=None, actions=0):
                 stream.close()
 
 
-def _g(x) -> str:
-    return f"{float(x):g}"
-
-
-def _short(x, digits) -> str:
-    """A number as VW's CB output writes it: ``digits`` decimals without trailing zeros (0.0833333 with 6 is
-    0.083333, 0.95 is 0.95, 1 is 1; the table's prediction column uses 2; its label column is %.2g)."""
-    return f"{float(x):.{digits}f}".rstrip("0").rstrip(".")
-
-
-class Table:
-    """VW's progress table (rows at each doubling of the weighted example sum) and summary, on stderr."""
-
-    HEADER = ("average  since         example        example        current        current  current\n"
-              "loss     last          counter         weight          label        predict features\n")
-
-    def __init__(self, stream, quiet, progress=None):
-        from olcli.vw import progress_spacing
-
-        self.stream, self.quiet = stream, quiet
-        # VW's -P: an integer N is a row every N of weight (the first at N), a number with '.' a factor
-        self.factor, self.step = progress_spacing(progress) if progress is not None else (2.0, 0.0)
-        self.dump_at, self.weight = self.step or 1.0, 0.0
-        self.last_loss, self.last_weight = 0.0, 0.0
-        self.started = False
-
-    def row(self, policy, event, prediction):
-        self.weight += event.weight
-        if self.quiet or self.weight < self.dump_at:
-            return
-        self.dump_at = self.dump_at + self.step if self.step else self.dump_at * self.factor
-        if not self.started:
-            self.stream.write(self.HEADER)
-            self.started = True
-        labelled = policy.labelled_weight
-        average = _fixed8(policy.sum_loss / labelled) if labelled else "n.a."
-        since = (_fixed8((policy.sum_loss - self.last_loss) / (labelled - self.last_weight))
-                 if labelled > self.last_weight else "n.a.")
-        self.last_loss, self.last_weight = policy.sum_loss, labelled
-        label = f"{event.chosen}:{event.cost:.2g}:{event.probability:.2g}" if event.labelled else "unknown"
-        self.stream.write(f"{average:<8} {since:<8} {policy.examples:>12} {self.weight:>14.1f} {label:>14} "
-                          f"{prediction:>14} {policy.current_features:>8}\n")
-        self.stream.flush()
-
-    def summary(self, policy, passes=1):
-        if self.quiet:
-            return
-        labelled = policy.labelled_weight
-        counted = (f"number of examples per pass = {policy.examples // passes}\npasses used = {passes}\n"
-                   if passes > 1 else f"number of examples = {policy.examples}\n")
-        self.stream.write(
-            "\nfinished run\n" + counted +
-            f"weighted example sum = {self.weight:.6f}\n"
-            "weighted label sum = 0.000000\n"
-            f"average loss = {_fixed(policy.sum_loss / labelled) if labelled else 'n.a.'}\n"
-            f"total feature number = {policy.total_features}\n")
-        self.stream.flush()
-
-
-def _fixed(x):
-    return f"{x:.6f}"
-
-
-def _fixed8(x):
-    """A loss column as VW prints it: 6 decimals, cut to 8 characters (-0.0408163 is -0.04081)."""
-    return f"{x:.6f}"[:8]
-
-
-def _header(given, data, learner, settings, testing):
-    m = learner.model
-    lines = []
-    if testing:
-        lines.append("only testing")
-    if "final" in given:
-        lines.append(f"final_regressor = {given['final'][1]}")
-    if "predictions" in given:
-        lines.append(f"predictions = {given['predictions'][1]}")
-    names = [d for d in data if d != "-"]
-    params = m.params
-    lines += ["using no cache", f"Reading datafile = {names[0] if names else ''}", f"num sources = {max(1, len(data))}",
-              f"Num weight bits = {m.bits}", f"learning rate = {_g(params.get('eta', 0.5))}",
-              f"initial_t = {_g(params.get('initial_t', 0.0))}", f"power_t = {_g(params.get('power_t', 0.5))}",
-              f"cb_type = {settings['cb_type']}"]
-    explore = settings["reduction"] == "cb_explore_adf"
-    rule = {"epsilon": "greedy"}.get(settings["rule"], settings["rule"])
-    lines.append("Enabled learners: gd, scorer-identity, csoaa_ldf-rank, cb_adf, "
-                 + (f"cb_explore_adf_{rule}, " if explore else "") + "shared_feature_merger")
-    lines += ["Input label = CB", f"Output pred = {'ACTION_PROBS' if explore else 'ACTION_SCORES'}"]
-    return "\n".join(lines) + "\n"
-
-
 def _save(learner, policy, settings, path, predict_only):
     from olcli import model as model_file
 
@@ -498,9 +407,9 @@ def run(args, command="vw") -> None:
     if "rank_all" in given and explore:
         raise UsageError("--rank_all: an option of --cb_adf (--cb_explore_adf always writes the PMF)")
     quiet = "quiet" in given
-    table = Table(sys.stderr, quiet, given.get("progress", (None, None))[1])
+    table = cb_report.Table(sys.stderr, quiet, given.get("progress", (None, None))[1])
     if not quiet:
-        sys.stderr.write(_header(given, data, learner, settings, testing))
+        sys.stderr.write(cb_report.header(given, data, learner, settings, testing))
     out = open(given["predictions"][1], "w", encoding="utf-8") if "predictions" in given else None
     final = given.get("final", (None, None))[1]
     stopped = None
@@ -525,9 +434,9 @@ def run(args, command="vw") -> None:
                         raise error from None
                     on_error(error)
                     continue
-                first = f"{result[0][0]}:{_short(result[0][1], 2)}"
+                first = f"{result[0][0]}:{cb_report.short(result[0][1], 2)}"
                 if explore or "rank_all" in given:
-                    text = ",".join(f"{a}:{_short(p, 6)}" for a, p in result)
+                    text = ",".join(f"{a}:{cb_report.short(p, 6)}" for a, p in result)
                 else:
                     text = str(result[0][0])
                 if out is not None:
