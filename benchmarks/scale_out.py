@@ -35,6 +35,7 @@ train ... --report R``) in a subprocess; the numbers come from the JSON reports.
    test and holdout loss after each pass.
 """
 
+import argparse
 import json
 import os
 import random
@@ -232,7 +233,7 @@ def members(work: Path, shards: int = 4, passes: int = 5) -> dict:
     pass, with the default holdout (every 10th example): the test loss of the default
     mixture and of each of its members inside it (the member's own predictor: the mixture
     with all its weight on that member), and the mixture's weights. The shard and merge
-    tasks of olcli/scaleout.py run in the benchmark's process (no cluster; the same
+    tasks of olcli/shard_tasks.py run in the benchmark's process (no cluster; the same
     functions the workers run), the holdout offsets from the shards' line counts."""
     import numpy as np
 
@@ -444,7 +445,7 @@ def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list
                             f"{'met' if max(best) <= 1.02 else 'NOT met'}")
     lines += ["", *[f"- {v}" for v in verdicts], "",
               "## The accumulators' growth at a merge, on covtype with 4 shards", "",
-              "covtype (16,000 train, 4,000 test), 4 shards, the shard and merge tasks of olcli/scaleout.py run "
+              "covtype (16,000 train, 4,000 test), 4 shards, the shard and merge tasks of olcli/shard_tasks.py run "
               "in the benchmark's process, no holdout; test loss after each pass. `olcli's rule`: G grows by the "
               "shards' increments' weighted mean, sum dG_k^2 / sum dG_k (merge_common.mean_increment); `sum of "
               "increments`: G = G_base + sum dG_k (olcli's rule before 2026-11, swapped in here); `VW's G`: "
@@ -465,7 +466,7 @@ def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list
         one = found_members["one machine"]
         lines += ["", "## The text generator on 4 shards: the mixture and its members, pass after pass", "",
                   "The text generator as in the loss table (200,000 train, 40,000 test), holdout every 10th "
-                  "example, no early stop; the shard and merge tasks of olcli/scaleout.py run in the benchmark's "
+                  "example, no early stop; the shard and merge tasks of olcli/shard_tasks.py run in the benchmark's "
                   "process. Test loss of the default mixture and of each member inside it (its own predictor), "
                   "and the mixture's weights (--gd, --coin, ScInOL2) after the pass. The mixture counts only "
                   "losses of examples not learned yet (olcli/engine/mixture.py), so it follows the member whose "
@@ -557,20 +558,19 @@ def main() -> None:
     """``--parts loss,speed,merge`` (default all) measures only those parts and takes the
     others from the previous run's raw results (OUT with .json), e.g. to measure the speed
     again when the machine is quiet."""
-    argv = list(sys.argv[1:])
-    out = Path(harness.RESULTS) / "scale_out.md"
-    parts = {"loss", "speed", "merge", "rule", "members", "coin"}
-    for flag in ("--out", "--parts"):
-        if flag in argv:
-            value = argv[argv.index(flag) + 1]
-            del argv[argv.index(flag):argv.index(flag) + 2]
-            if flag == "--out":
-                out = Path(value)
-            else:
-                parts = set(value.split(","))
-    data = Path(argv[0]) if argv else Path(harness.DATA)
+    every = ("loss", "speed", "merge", "rule", "members", "coin")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("data", nargs="?", default=harness.DATA, help="the data folder (default: harness.DATA)")
+    parser.add_argument("--out", default=str(Path(harness.RESULTS) / "scale_out.md"), help="the results table")
+    parser.add_argument("--parts", default=",".join(every),
+                        help=f"comma-separated parts to measure ({','.join(every)}); the others come from OUT's .json")
+    args = parser.parse_args()
+    out, data, parts = Path(args.out), Path(args.data), set(args.parts.split(","))
+    unknown = parts - set(every)
+    if unknown:
+        parser.error(f"unknown part(s) {', '.join(sorted(unknown))} (one of {', '.join(every)})")
     raw = out.with_suffix(".json")
-    saved = json.loads(raw.read_text()) if raw.exists() and parts != {"loss", "speed", "merge", "rule", "members", "coin"} else {}
+    saved = json.loads(raw.read_text()) if raw.exists() and parts != set(every) else {}
     start_load = load()
     with tempfile.TemporaryDirectory(prefix="olcli-scale-out-") as tmp:
         work = Path(tmp)
