@@ -11,7 +11,13 @@ counts a page shared by n processes as 1/n in each, so the sum of the processes'
 the server's memory; the sum of their RSS counts a shared page once per process.
 The servers are started by ``benchmarks.harness.start_olcli``.
 """
-import os, sys, time, socket, signal, tempfile
+import argparse
+import os
+import signal
+import socket
+import tempfile
+import time
+
 from benchmarks import harness
 def rollup(pid):
     out = {}
@@ -57,10 +63,19 @@ def measure(model, workers, lines):
     print(f"   memory files of the shared tables: {len(memfd)}, {sum(memfd.values()):.0f} MB")
     p.send_signal(signal.SIGTERM); p.wait(60)
     return stats, got.decode().split()[:3]
-model = sys.argv[1]; data = sys.argv[2]
-lines = [l for _, l in zip(range(2000), open(data))]
-for w in (1, 2):
-    stats, first = measure(model, w, lines)
-    tot = {k: sum(s[k] for s in stats.values()) for k in ("Rss", "Pss", "USS")}
-    print(f"workers {w}: processes {len(stats)}; " + "; ".join(f"pid {pid} Rss {s['Rss']:.0f} Pss {s['Pss']:.0f} USS {s['USS']:.0f} Shmem-ish {s.get('Rss',0)-s['USS']:.0f}" for pid, s in stats.items()))
-    print(f"   total Rss {tot['Rss']:.0f} MB, Pss {tot['Pss']:.0f} MB, USS {tot['USS']:.0f} MB; first replies {first}", flush=True)
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="the model olcli serve -i loads")
+    parser.add_argument("data", help="lines to send (the first 2,000)")
+    args = parser.parse_args()
+    model, data = args.model, args.data
+    lines = [l for _, l in zip(range(2000), open(data))]
+    for w in (1, 2):
+        stats, first = measure(model, w, lines)
+        tot = {k: sum(s[k] for s in stats.values()) for k in ("Rss", "Pss", "USS")}
+        print(f"workers {w}: processes {len(stats)}; " + "; ".join(f"pid {pid} Rss {s['Rss']:.0f} Pss {s['Pss']:.0f} USS {s['USS']:.0f} Shmem-ish {s.get('Rss',0)-s['USS']:.0f}" for pid, s in stats.items()))
+        print(f"   total Rss {tot['Rss']:.0f} MB, Pss {tot['Pss']:.0f} MB, USS {tot['USS']:.0f} MB; first replies {first}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

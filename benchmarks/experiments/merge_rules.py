@@ -26,9 +26,9 @@ scale_out.py's COIN_RULES (the union's bettor with the dG-weighted mean of the w
 before 2026-11-25). Results: benchmarks/results/merge_rules.md.
 """
 
+import argparse
 import math
 import os
-import sys
 
 import numpy as np
 from numba import njit
@@ -249,12 +249,22 @@ def repeated_merges(data_dir, label, count=8, rounds_of_merging=4):
             print(f"| {name} | {shown} | " + " | ".join(f"{x:.4f}" for x in losses) + " |", flush=True)
 
 
-ONLY = sys.argv[2:]  # optional: only these algorithms
+ONLY: list = []  # only these algorithms (the command line's second and later words), or all
 
-if __name__ == "__main__":
-    data = sys.argv[1] if len(sys.argv) > 1 else DATA
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="?", default=DATA, help="the data folder (default: harness.DATA)")
+    parser.add_argument("only", nargs="*", help="only these algorithms (default: all)")
+    args = parser.parse_args()
+    ONLY[:] = args.only
+    data = args.data
     with np.errstate(all="ignore"):
         for label in FILES:
             one_merge(data, label)
         for label in FILES:
             repeated_merges(data, label)
+
+
+if __name__ == "__main__":
+    main()
