@@ -1,5 +1,5 @@
 """Schemathesis against ``olcli serve``'s HTTP endpoints, from the server's own OpenAPI
-document (``GET /openapi.json``, olcli/serve_http.py ``OPENAPI``). Issue 31's target: at least
+document (``GET /openapi.json``, olcli/serve_openapi.py ``OPENAPI``). Issue 31's target: at least
 1,000 generated requests, 0 server errors (5xx), 0 schema violations (status codes, content
 types and response bodies as the document says).
 
