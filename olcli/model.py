@@ -14,7 +14,6 @@ Layout (all integers little-endian)::
 No pickle. Float state is stored bit for bit, so continuing from a file is exact.
 """
 
-import hashlib
 import json
 import math
 import struct
@@ -24,6 +23,7 @@ import numpy as np
 
 from olcli import __version__
 from olcli.atomic import atomic_write
+from olcli.digest import sha256
 from olcli.engine.records import COUNTER_NAMES, N_COUNTERS
 from olcli.engine.registry import ALGORITHMS
 from olcli.errors import ModelError
@@ -141,7 +141,7 @@ def encode(model: Model) -> bytes:
     else:
         parts.append(np.ascontiguousarray(state, dtype="<f8").tobytes())
     body = b"".join(parts)
-    return body + hashlib.sha256(body).digest()
+    return body + sha256(body).digest()
 
 
 def read_header(raw: bytes, path: str) -> tuple[dict, int]:
@@ -161,7 +161,7 @@ def read_header(raw: bytes, path: str) -> tuple[dict, int]:
     if len(raw) < _PREFIX.size + header_size + _CHECKSUM_BYTES:
         raise ModelError(f"{path} is truncated ({len(raw)} bytes): retrain or restore it from a backup")
     body, checksum = raw[:-_CHECKSUM_BYTES], raw[-_CHECKSUM_BYTES:]
-    if hashlib.sha256(body).digest() != checksum:
+    if sha256(body).digest() != checksum:
         raise ModelError(f"{path} is corrupted or truncated (checksum mismatch): "
                          "retrain or restore it from a backup")
     try:
