@@ -19,6 +19,7 @@ _LOCATORS = textwrap.dedent("""
     import olcli.engine
     from numba.core.dispatcher import Dispatcher
     from olcli.engine import jit
+    from olcli.kernel_stamp import EngineStamp
     from olcli.scaleout import _count_kernel
     assert jit.MODE == "jit", jit.MODE
     found = [("olcli.scaleout", _count_kernel())]
@@ -29,7 +30,7 @@ _LOCATORS = textwrap.dedent("""
     assert len(found) >= 12, found
     for name, dispatcher in found:
         locator = dispatcher._cache._impl.locator
-        assert isinstance(locator, jit._EngineStamp), (name, dispatcher.__name__, type(locator))
+        assert isinstance(locator, EngineStamp), (name, dispatcher.__name__, type(locator))
         assert locator.get_source_stamp()[1] == jit.engine_stamp(os.path.abspath(locator._py_file))
     print(len(found))
 """)

@@ -228,9 +228,9 @@ class Kernel:
                     activate_jit()
                     from numba import njit as numba_njit
 
-                    from olcli.engine import jit
+                    from olcli.kernel_stamp import register_locators
 
-                    jit.register_locators()
+                    register_locators()
                     self._jit = numba_njit(**{k: v for k, v in self.targetoptions.items() if k != "nopython"})(
                         self.py_func)
         return self._jit

@@ -36,7 +36,7 @@ SIGNATURES = os.path.join(HERE, "aot_signatures.json")
 
 # --- signatures <-> keys: olcli/aot/keys.py ---
 
-from olcli.aot.keys import _split, key_type, type_key  # noqa: E402,F401
+from olcli.aot.keys import split_key, key_type, type_key  # noqa: E402,F401
 
 
 # --- record ---
@@ -184,7 +184,7 @@ def build_part(output_dir: str, wanted: dict, part: int, verbose: bool = False) 
         for key in keys:
             symbol = f"k{number}"
             number += 1
-            argument_types = tuple(key_type(one) for one in _split(key, ";"))
+            argument_types = tuple(key_type(one) for one in split_key(key, ";"))
             cc.export(symbol, argument_types)(dispatcher.py_func)
             table.setdefault(name, {})[key] = f"{part}:{symbol}"
     typing = {}

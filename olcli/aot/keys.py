@@ -34,7 +34,7 @@ def type_key(kind):
     return None
 
 
-def _split(text: str, separator: str) -> list:
+def split_key(text: str, separator: str) -> list:
     parts, depth, start = [], 0, 0
     for i, char in enumerate(text):
         if char == "(":
@@ -67,12 +67,12 @@ def key_type(key: str):
         return types.Array(numpy_support.from_dtype(np.dtype(dtype)), int(ndim), layout,
                            readonly="r" in flags, aligned="u" not in flags)
     if key.startswith("t("):
-        return types.BaseTuple.from_types([key_type(one) for one in _split(key[2:-1], ",")])
+        return types.BaseTuple.from_types([key_type(one) for one in split_key(key[2:-1], ",")])
     if key.startswith("n("):
         name, _, inner = key[2:-1].partition(";")
         module, _, qualname = name.rpartition(".")
         cls = getattr(importlib.import_module(module), qualname)
-        return types.BaseTuple.from_types([key_type(one) for one in _split(inner, ",")], cls)
+        return types.BaseTuple.from_types([key_type(one) for one in split_key(inner, ",")], cls)
     return getattr(types, key)
 
 

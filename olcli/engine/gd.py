@@ -82,7 +82,7 @@ from olcli.engine.jit import njit
 
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop
-from olcli.engine.losses import (LOGISTIC, _lambert_w_exp_minus_x, invariant_update, loss_derivative,
+from olcli.engine.losses import (LOGISTIC, lambert_w_exp_minus_x, invariant_update, loss_derivative,
                                  loss_value)
 from olcli.engine.multiclass import run_multiclass
 from olcli.engine.records import C_WEIGHT
@@ -220,7 +220,7 @@ def _logistic_invariant_update(p, y, s, h, exp_yp):
     """losses.invariant_update for the logistic loss, given exp(y p)."""
     if s * h < 1e-6:
         return y * s / (1.0 + exp_yp)
-    return -(y * _lambert_w_exp_minus_x(s * h + y * p + exp_yp) + p) / h
+    return -(y * lambert_w_exp_minus_x(s * h + y * p + exp_yp) + p) / h
 
 
 @njit

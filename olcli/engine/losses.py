@@ -110,7 +110,7 @@ def sigmoid(x):
 # Importance Weight Aware Updates"; VW's loss_function::get_update), for --gd.
 
 @njit(inline="always")
-def _lambert_w_exp_minus_x(x):
+def lambert_w_exp_minus_x(x):
     """W(e^x) - x as VW's logloss::wexpmx approximates it (absolute error < 9e-5):
     a start w0 (0.86 x + 0.01 for x >= 1, else exp(0.8 x - 0.65)), its residual
     r = x - log(w0) - w0, and one Fritsch-Shafer-Crowley step."""
@@ -162,7 +162,7 @@ def invariant_update(loss, p, y, tau, s, h):
         d = math.exp(y * p)
         if s * h < 1e-6:
             return y * s / (1.0 + d)
-        return -(y * _lambert_w_exp_minus_x(s * h + y * p + d) + p) / h
+        return -(y * lambert_w_exp_minus_x(s * h + y * p + d) + p) / h
     if loss == HINGE:
         if y * p >= 1.0:
             return 0.0

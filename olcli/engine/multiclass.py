@@ -68,7 +68,7 @@ def account_multiclass(tally, counters, settings, held_out, features, y, h, scor
     0-based): the 0/1 error, accuracy and multiclass log loss, the holdout's sums, the
     counters; ``log_probs`` receives the scores' log probabilities. Returns the label
     (0-based; -1 for the label 0, "no class", whose log probability is then class K's
-    by the index's wrap-around, learner._vw_log_loss_outside; also -1, unused, for an
+    by the index's wrap-around, kernel_calls._vw_log_loss_outside; also -1, unused, for an
     unlabeled example: callers test the label y). VW: a held-out labeled example counts
     only in the holdout sums. Shared by run_multiclass and the mixture's loop."""
     stats = tally.stats

@@ -142,7 +142,7 @@ def _reply(run_chunk, run_chunk_multiclass, data, address, libsvm, interacting, 
         stats[S_DIVERGED] = 0.0
         return np.int64(DIVERGED)
     if classes > 0 and config[K_FIRST_CLASS] == 0.0:
-        for e in range(n):  # VW's 0-indexed labels (learner._multiclass_call): classes 1..K are 0..K-1
+        for e in range(n):  # VW's 0-indexed labels (kernel_calls._multiclass_call): classes 1..K are 0..K-1
             predictions[e] -= 1.0
     if classes == 0 and config[K_LOGISTIC_LINK] != 0.0:
         for e in range(n):  # learner.logistic, element by element
