@@ -360,12 +360,14 @@ def test_docs_algorithm_table_is_the_registry():
 
 
 def test_the_engine_imports_nothing_above_it():
-    """Layering reads top-down: olcli/engine/* imports only the engine, olcli.errors and the
-    ahead-of-time kernels' loader (olcli/aot/__init__.py and keys.py, the type keys), which itself
-    imports only the engine."""
+    """Layering reads top-down: olcli/engine/* imports only the engine, olcli.errors, the
+    ahead-of-time kernels' loader (olcli/aot/__init__.py and keys.py, the type keys) and the
+    kernels' stamp (olcli/kernel_stamp.py, with olcli/digest.py's SHA-256), which themselves
+    import only these."""
     import ast
 
-    loader = [ROOT / "olcli" / "aot" / "__init__.py", ROOT / "olcli" / "aot" / "keys.py"]
+    loader = [ROOT / "olcli" / "aot" / "__init__.py", ROOT / "olcli" / "aot" / "keys.py",
+              ROOT / "olcli" / "kernel_stamp.py", ROOT / "olcli" / "digest.py"]
     for path in [*(ROOT / "olcli" / "engine").glob("*.py"), *loader]:
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
@@ -374,5 +376,6 @@ def test_the_engine_imports_nothing_above_it():
                 if name.startswith("olcli"):
                     if name == "olcli" and isinstance(node, ast.ImportFrom):  # from olcli import X
                         name = "olcli." + node.names[0].name
-                    assert name.startswith("olcli.engine") or name in ("olcli.errors", "olcli.aot", "olcli.aot.keys"), (
+                    assert name.startswith("olcli.engine") or name in ("olcli.errors", "olcli.aot", "olcli.aot.keys",
+                                                                    "olcli.kernel_stamp", "olcli.digest"), (
                         path.name, name)
