@@ -90,8 +90,19 @@ class Learner:
     options are those of ``olcli train`` and are checked with the same messages.
     """
 
+    def __new__(cls, *args, cb=None, **options):
+        """``cb=``: a contextual-bandit learner (``olcli.cb_learner.CbLearner``, VW's ``--cb_explore_adf`` or
+        ``--cb_adf`` over a base learner built from the other arguments) instead of a ``Learner``."""
+        if cb is None:
+            return super().__new__(cls)
+        from olcli import cb_learner
+
+        options.update(zip(("algorithm", "loss", "bits", "interactions"), args))
+        settings = cb_learner.settings_of(cb, options.get("constant", True))
+        return cb_learner.CbLearner(Learner(**cb_learner.base_options(settings, options)), settings)
+
     def __init__(self, algorithm=None, loss=None, bits=18, interactions=(), *, oaa=None, softmax=None,
-                 input_format="auto", **options):
+                 input_format="auto", cb=None, **options):
         model = new_model(algorithm, loss, bits, interactions, oaa=oaa, softmax=softmax, **options)
         self._attach(model, input_format)
 
@@ -406,9 +417,15 @@ def _restore(raw: bytes, input_format: str, tally) -> Learner:
     return learner
 
 
-def load(path) -> Learner:
-    """A learner from a model file written by ``olcli train -f`` or ``Learner.save``."""
-    return Learner.from_model(model_file.load(os.fspath(path)))
+def load(path):
+    """A learner from a model file written by ``olcli train -f`` or ``Learner.save``; a contextual-bandit
+    model (its ``cb`` field set) gives its ``CbLearner`` (olcli/cb_learner.py)."""
+    learner = Learner.from_model(model_file.load(os.fspath(path)))
+    if learner.model.cb is None:
+        return learner
+    from olcli.cb_learner import CbLearner
+
+    return CbLearner.from_learner(learner)
 
 
 def predict_only_refusal(what: str, model: model_file.Model) -> str:
