@@ -292,6 +292,10 @@ def serve(
                                        help="Close a connection idle this many seconds (0 = never)."),
     workers: int = typer.Option(1, "--workers", help="Processes sharing the ports (prediction-only serving)."),
     log_format: str = typer.Option("text", "--log-format", help="Event log on stderr: text or json."),
+    cb_pending: int = typer.Option(10000, "--cb-pending", help="Contextual-bandit model: events kept waiting for "
+                                   "their reward (POST /reward); the oldest is dropped beyond."),
+    cb_seed: Optional[int] = typer.Option(None, "--cb-seed", show_default=False, help="Contextual-bandit model: "
+                                          "the seed of the sampled actions (default: drawn at start, logged)."),
 ):
     """Serve a model: VW's daemon line protocol, and HTTP/JSON with --http-port."""
     with signals.immediate():   # start-up: a signal stops it at once, also while importing
@@ -302,7 +306,8 @@ def serve(
         http_port=http_port, http_port_file=http_port_file, learn=learn, final_model=final_model,
         save_every=save_every, link=link.value if link else None, probabilities=probabilities,
         max_line_bytes=max_line_bytes, max_request_bytes=max_request_bytes, max_connections=max_connections,
-        idle_timeout=idle_timeout, workers=workers, log_format=log_format))
+        idle_timeout=idle_timeout, workers=workers, log_format=log_format, cb_pending=cb_pending,
+        cb_seed=cb_seed))
 
 
 def main(argv: Optional[List[str]] = None) -> None:

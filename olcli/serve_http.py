@@ -11,6 +11,8 @@ Endpoints (the OpenAPI description is at ``GET /openapi.json``):
   ``errors``; the others are answered (status 200). Never learns.
 - ``POST /learn`` (``--learn`` only): the same, learning the labelled examples (the
   predictions are those before learning each one).
+- ``POST /rank``, ``POST /reward`` (a contextual-bandit model, olcli/serve_cb.py): rank the actions of
+  one event (the PMF, the sampled action, an event id), then learn from that event's reward.
 - ``GET /healthz``, ``GET /model``, ``POST /reload``.
 """
 
@@ -344,6 +346,8 @@ def build_app(served: Served, options: ServeOptions) -> Starlette:
         return await _predict(request, learn=True)
 
     async def _predict(request: Request, learn: bool) -> Response:
+        if served.cb is not None:
+            return _error(409, "the served model is a contextual-bandit model: POST /rank, then POST /reward")
         try:
             body = await _body(request, limit)
             examples = await _examples(body, request.headers.get("content-type", "text/plain"))
@@ -356,6 +360,29 @@ def build_app(served: Served, options: ServeOptions) -> Starlette:
             served.stats.internal_errors += 1
             served.log("internal_error", "error", path=request.url.path, error=f"{type(exc).__name__}: {exc}")
             return _error(500, f"internal error ({type(exc).__name__}); see the server log")
+
+    async def rank(request: Request) -> Response:
+        return await _cb(request, "rank")
+
+    async def reward(request: Request) -> Response:
+        return await _cb(request, "reward")
+
+    async def _cb(request: Request, kind: str) -> Response:
+        """Contextual bandits (olcli/serve_cb.py): one JSON request, one JSON reply."""
+        if served.cb is None:
+            return _error(409, f"/{kind} is for a contextual-bandit model; this one predicts (POST /predict)")
+        try:
+            doc = _loads(await _body(request, limit))
+        except BadRequest as exc:
+            served.log.client_error("bad_request", path=request.url.path, status=exc.status, error=str(exc))
+            return _error(exc.status, str(exc))
+        try:
+            status, reply = served.cb.handle(kind, doc)
+        except Exception as exc:  # a bug, not the client's mistake: answer 500 and keep serving
+            served.stats.internal_errors += 1
+            served.log("internal_error", "error", path=request.url.path, error=f"{type(exc).__name__}: {exc}")
+            return _error(500, f"internal error ({type(exc).__name__}); see the server log")
+        return _Json(reply, status_code=status)
 
     async def healthz(request: Request) -> Response:
         if served.diverged:
@@ -378,6 +405,8 @@ def build_app(served: Served, options: ServeOptions) -> Starlette:
     routes = [
         Route("/predict", predict, methods=["POST"]),
         Route("/learn", learn, methods=["POST"]),
+        Route("/rank", rank, methods=["POST"]),
+        Route("/reward", reward, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/model", model_info, methods=["GET"]),
         Route("/reload", reload, methods=["POST"]),

@@ -31,6 +31,8 @@ class ServeOptions:
     workers: int = 1
     log_format: str = "text"
     shutdown_timeout: float = 5.0
+    cb_pending: int = 10000          # contextual bandits: events kept waiting for a reward (olcli/serve_cb.py)
+    cb_seed: int | None = None       # contextual bandits: the seed of the sampled actions (None: drawn, logged)
 
     def check(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -48,11 +50,13 @@ class ServeOptions:
         if self.save_every < 0:
             raise UsageError(f"--save-every must be >= 0 seconds (0: only on stop; got {self.save_every:g})")
         for flag, value in (("--max-line-bytes", self.max_line_bytes), ("--max-request-bytes", self.max_request_bytes),
-                            ("--max-connections", self.max_connections)):
+                            ("--max-connections", self.max_connections), ("--cb-pending", self.cb_pending)):
             if value < 1:
                 raise UsageError(f"{flag} must be at least 1 (got {value})")
         if self.idle_timeout < 0:
             raise UsageError(f"--idle-timeout must be >= 0 seconds (0: none; got {self.idle_timeout:g})")
+        if self.cb_seed is not None and not 0 <= self.cb_seed < 1 << 64:
+            raise UsageError(f"--cb-seed must be 0 to 2^64 - 1 (got {self.cb_seed})")
         if self.log_format not in ("text", "json"):
             raise UsageError(f"--log-format must be text or json (got {self.log_format!r})")
         for what, path in (("-f/--final-model", self.final_model), ("--port-file", self.port_file),

@@ -80,6 +80,13 @@ class Served:
         self._saved_counters = None
         self.on_reload = None        # --workers: tells the supervisor, which reloads the other workers
         self.learner, self.loaded_at, self.file_info = self._load()
+        self.cb = None               # a contextual-bandit model: its rank and reward (olcli/serve_cb.py)
+        if self.learner.model.cb is not None:
+            from olcli.serve_cb import CbServing
+
+            self.cb = CbServing(self, options.cb_seed)
+            log("cb_serving", reduction=self.learner.model.cb["settings"]["reduction"], seed=self.cb.seed,
+                pending_limit=options.cb_pending)
         self._use(self.learner)
         if options.learn:
             self._saved_counters = self.learner.model.counters.copy()
@@ -107,6 +114,8 @@ class Served:
 
     def _use(self, learner) -> None:
         model = learner.model
+        if self.cb is not None:
+            self.cb.use(learner)
         self.link = self.options.link or model.link
         self.probabilities = self.options.probabilities
         if self.probabilities and not model.classes:
@@ -117,7 +126,7 @@ class Served:
         # for multiclass probabilities (written by the batch path).
         # OLCLI_SERVE_FAST_PATH=0: the batch path for every read (benchmarks/serve_vs_vw.py compares).
         self.fast = None
-        if (not self.options.learn and not (self.probabilities and model.classes)
+        if (not self.options.learn and not (self.probabilities and model.classes) and model.cb is None
                 and os.environ.get("OLCLI_SERVE_FAST_PATH", "1") != "0"):
             self.fast = learner.line_predictor(self.link, self.predict_tally)
 
@@ -125,6 +134,9 @@ class Served:
         """A new model must answer the same clients: same input format and the same kind of
         prediction (classes or a number)."""
         old, model = self.learner.model, new.model
+        if (old.cb is None) != (model.cb is None):
+            raise ReloadRefused("the new model is " + ("not " if model.cb is None else "") + "a contextual-bandit "
+                                "model, the served one " + ("is" if old.cb is not None else "is not"))
         if old.input_format and model.input_format and old.input_format != model.input_format:
             raise ReloadRefused(f"the new model reads {model.input_format} input, the served one "
                                 f"{old.input_format}: clients' lines would hash differently")
@@ -198,6 +210,8 @@ class Served:
             self.log("save_skipped", "error", reason=reason, path=self.options.final_model,
                      error="the model diverged; the last good save is kept")
             return False
+        if self.cb is not None:
+            self.cb.store_state()   # the reduction's state into the model's cb field, as olcli vw -f writes it
         raw, counters = self.learner.to_bytes(), self.learner.model.counters.copy()
         self.saving = asyncio.ensure_future(asyncio.to_thread(atomic_write, self.options.final_model, raw,
                                                                        "model (-f)"))
@@ -217,6 +231,8 @@ class Served:
             self.log("save_skipped", "error", reason=reason, path=self.options.final_model,
                      error="the model diverged; the last good save is kept")
             return False
+        if self.cb is not None:
+            self.cb.store_state()
         try:
             atomic_write(self.options.final_model, self.learner.to_bytes(), role="model (-f)")
         except Exception as exc:
@@ -272,6 +288,8 @@ class Served:
 
     def reply_lines(self, data: bytes, learn: bool = True) -> bytes:
         """The line protocol: one reply line per non-empty line of ``data`` (whole lines)."""
+        if self.cb is not None:
+            return self.cb.reply_lines(data)
         fast = self.fast
         if fast is not None and len(data) <= FAST_PATH_BYTES:
             reply = fast.reply(data)
@@ -341,6 +359,7 @@ class Served:
             "serving": asdict(self.stats),
             "started_at": iso_time(self.started),
             "pid": os.getpid(),
+            **({"cb": self.cb.info()} if self.cb is not None else {}),
         }
 
 
@@ -353,6 +372,11 @@ def _warm_up(learner: Learner) -> None:
     learner.process(batch_of(parsed), False, new_tally())
     format_predictions(np.zeros(0), 0, parsed.tags, empty, False)
     learner.line_predictor()  # the one-call path's kernel: loaded (or compiled) by its constructor
+    if learner.model.cb is not None:   # a contextual-bandit model: its ranking's calls
+        from olcli.cb_format import CbEvent
+        from olcli.cb_learner import CbLearner
+
+        CbLearner.from_learner(learner).ranking_of(CbEvent("|w", ("|w a",)))
 
 
 def _bad_text(bad) -> str:

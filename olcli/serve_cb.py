@@ -1,0 +1,189 @@
+"""``olcli serve`` of a contextual-bandit model (one written by ``olcli vw --cb_explore_adf -f``, ``olcli
+train --cb-explore-adf -f`` or ``Learner(cb=...).save``): rank the actions of a request, then learn from
+the reward of the action played.
+
+**Rank** (``POST /rank``, or a line ``{"shared": ..., "actions": [...]}`` on the line protocol): the
+request's event (the shared features and one features text per action, as ``CbLearner.predict`` takes
+them) is ranked by the served model, the exploration rule gives the PMF, and one action is sampled from
+it as VW samples (``cb_learner.sample``: the ranking in VW's order, u · Σp against the running sum) with
+u = ``merand48(seed + n)``, n the number of events ranked before this one by this process and seed
+``--cb-seed`` (drawn at start when not given; logged and shown in ``GET /model``): the same seed and the
+same requests in the same order give the same actions. The reply: ``event_id`` (the request's
+``event_id``, or ``<run>-<n>`` made here), ``action`` (its position), ``probability`` (the PMF's
+probability of it, the one learned with) and ``pmf`` (one probability per action, in the request's
+order). ``cb_adf`` models (no exploration) play the best action with probability 1.
+
+**Reward** (``POST /reward``, or a line ``{"event_id": ..., "cost": c}``; ``"reward": r`` is cost −r), with
+``--learn``: the event waiting under that id is learned with the played action, its cost and the logged
+probability (``CbLearner.learn_event``, the model changes as ``olcli train`` on the ADF block would),
+then forgotten. Events wait in a table of at most ``--cb-pending`` entries (the oldest is dropped when it
+is full); an id that is not waiting (never issued, already rewarded, or dropped) gets an error that says
+so (HTTP 404). Everything runs on the server's event loop thread (one writer); the model's ``cb`` field is
+refreshed before each save, so a saved file is the model ``olcli train`` learns from the rewarded events
+in the order their rewards came (tests/test_serve_cb.py). Events still waiting when the server stops are
+not learned.
+"""
+
+import json
+import os
+from collections import OrderedDict
+
+from olcli import cb
+from olcli.cb_format import CbEvent
+from olcli.cb_learner import CbLearner, make_event, sample
+from olcli.errors import DataError, Diverged
+
+MAX_EVENT_ID = 256
+
+
+class CbRequestError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class CbServing:
+    """Rank and reward for ``Served`` (olcli/served.py), which owns the model, its saves and reloads."""
+
+    def __init__(self, served, seed=None):
+        self.served = served
+        self.options = served.options
+        self.seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
+        self.run = os.urandom(3).hex()      # the made ids of one process differ from another's
+        self.ranked = 0                     # events ranked so far: n of the next draw
+        self.pending = OrderedDict()        # event id -> (event, action, probability)
+        self.dropped = 0
+        self.learner = None
+
+    def use(self, learner) -> None:
+        """The served ``Learner`` (at start and after a reload) as its ``CbLearner``."""
+        self.learner = CbLearner.from_learner(learner)
+
+    def store_state(self) -> None:
+        self.learner.store_state()
+
+    # --- requests ---
+
+    def rank(self, doc) -> dict:
+        if not isinstance(doc, dict):
+            raise CbRequestError(400, 'expected {"shared": "|ns f ...", "actions": ["|ns f ...", ...]}')
+        extra = [k for k in doc if k not in ("shared", "actions", "event_id")]
+        if extra:
+            raise CbRequestError(400, f"{extra[0]!r}: not a field of a rank request (shared, actions, event_id)")
+        try:
+            event = make_event(doc.get("shared"), doc.get("actions"))
+        except DataError as exc:
+            raise CbRequestError(400, str(exc)) from None
+        event_id = doc.get("event_id")
+        if event_id is not None:
+            if not isinstance(event_id, str) or not 0 < len(event_id) <= MAX_EVENT_ID:
+                raise CbRequestError(400, f"event_id: a string of 1 to {MAX_EVENT_ID} characters (got {event_id!r})")
+            if event_id in self.pending:
+                raise CbRequestError(409, f"event_id {event_id!r} is already waiting for a reward")
+        learner = self.learner
+        try:
+            ranking = learner.ranking_of(event)
+        except DataError as exc:   # a feature the parser refuses
+            raise CbRequestError(400, str(exc)) from None
+        n = self.ranked
+        self.ranked += 1
+        pmf = learner.pmf_of(event, ranking)
+        if learner.explore:
+            u, _ = cb.merand48(self.seed + n)
+            action = sample(ranking, u)
+        else:
+            action = ranking[0][0]
+        probability = float(pmf[action])
+        if event_id is None:
+            event_id = f"{self.run}-{n}"
+        if self.options.learn:
+            self.pending[event_id] = (event, action, probability)
+            if len(self.pending) > self.options.cb_pending:
+                self.pending.popitem(last=False)
+                self.dropped += 1
+        stats = self.served.stats
+        stats.requests += 1
+        stats.examples += 1
+        return {"event_id": event_id, "action": action, "probability": probability, "pmf": pmf.tolist()}
+
+    def reward(self, doc) -> dict:
+        if not self.options.learn:
+            raise CbRequestError(409, "this server does not learn (start it with --learn -f OUT)")
+        if not isinstance(doc, dict):
+            raise CbRequestError(400, 'expected {"event_id": "...", "cost": number} (or "reward": number)')
+        extra = [k for k in doc if k not in ("event_id", "cost", "reward")]
+        if extra:
+            raise CbRequestError(400, f"{extra[0]!r}: not a field of a reward (event_id, and cost or reward)")
+        if ("cost" in doc) == ("reward" in doc):
+            raise CbRequestError(400, 'give one of "cost" or "reward" (cost = -reward)')
+        value = doc["cost"] if "cost" in doc else doc["reward"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+                or value in (float("inf"), float("-inf")):
+            raise CbRequestError(400, f"{'cost' if 'cost' in doc else 'reward'}: expected a finite number "
+                                      f"(got {value!r})")
+        cost = float(value) if "cost" in doc else -float(value)
+        event_id = doc.get("event_id")
+        if not isinstance(event_id, str):
+            raise CbRequestError(400, f"event_id: expected the string rank returned (got {event_id!r})")
+        entry = self.pending.pop(event_id, None)
+        if entry is None:
+            raise CbRequestError(404, self._not_waiting(event_id))
+        event, action, probability = entry
+        labelled = CbEvent(event.shared, event.actions, action, cost, probability)
+        served = self.served
+        try:
+            self.learner.learn_event(labelled)
+        except Diverged as exc:
+            if not served.diverged:
+                served.diverged = True
+                served.log("diverged", "error", error=f"{exc}; the model is no longer saved (the last good save "
+                                                      "is kept)")
+        served.stats.requests += 1
+        served.stats.learned += 1
+        return {"event_id": event_id, "learned": True, "action": action, "probability": probability, "cost": cost}
+
+    def _not_waiting(self, event_id: str) -> str:
+        run, _, number = event_id.rpartition("-")
+        limit = self.options.cb_pending
+        if run == self.run and number.isdigit() and int(number) < self.ranked:
+            return (f"event {event_id!r} is not waiting for a reward: it was rewarded already, or dropped (the "
+                    f"table keeps the last {limit} events waiting, --cb-pending)")
+        return (f"event {event_id!r} is not waiting for a reward: not ranked by this server, rewarded already, "
+                f"or dropped (the table keeps the last {limit} events waiting, --cb-pending)")
+
+    def handle(self, kind: str, doc) -> tuple:
+        """(HTTP status, JSON reply) of a rank or reward request."""
+        try:
+            reply = self.rank(doc) if kind == "rank" else self.reward(doc)
+        except CbRequestError as exc:
+            self.served.log.client_error(f"cb_{kind}_refused", status=exc.status, error=str(exc))
+            return exc.status, {"error": str(exc)}
+        reply["model"] = {"generation": self.served.generation}
+        return 200, reply
+
+    def reply_lines(self, data: bytes) -> bytes:
+        """The line protocol for a CB model: one JSON object a line, a rank request (``actions``) or a reward
+        (``event_id`` with ``cost``/``reward``); one reply line each, the JSON reply or ``error: ...``."""
+        out = []
+        for line in data.split(b"\n"):
+            if not line.strip(b" \t\r"):
+                continue
+            try:
+                doc = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                out.append(b"error: not a JSON object (a contextual-bandit model takes one JSON request a line): "
+                           + str(exc).encode())
+                continue
+            kind = "rank" if isinstance(doc, dict) and "actions" in doc else "reward"
+            try:
+                reply = self.rank(doc) if kind == "rank" else self.reward(doc)
+            except CbRequestError as exc:
+                self.served.log.client_error(f"cb_{kind}_refused", status=exc.status, error=str(exc))
+                out.append(b"error: " + str(exc).replace("\n", " ").encode("utf-8", "replace"))
+                continue
+            out.append(json.dumps(reply, separators=(",", ":")).encode())
+        return b"\n".join(out) + b"\n" if out else b""
+
+    def info(self) -> dict:
+        return {"settings": self.learner.settings, "seed": self.seed, "ranked": self.ranked,
+                "pending": len(self.pending), "pending_limit": self.options.cb_pending, "dropped": self.dropped}
