@@ -115,7 +115,7 @@ class CbExploreAdf:
             raise UsageError(f"cb_type must be one of {', '.join(CB_TYPES)} here (got {cb_type!r})")
         if learner.loss != "squared":
             raise UsageError(f"contextual bandits regress costs with squared loss; the learner has {learner.loss}")
-        if (cb_type == "dr" or rule == "bag") and learner.model.constant and not copy_constants:
+        if (cb_type == "dr" or rule == "bag") and learner.model.constant and not copy_constants and placed is None:
             raise UsageError(f"{'cb_type dr' if cb_type == 'dr' else 'bag'} needs a learner built with "
                              "constant=False (VW's --noconstant): its weight copies would share the learner's "
                              "one constant feature")
@@ -159,6 +159,8 @@ class CbExploreAdf:
         """Action a's regression line: ``[label weight ]`` + action features + shared features (+ the copy's
         own constant feature with ``copy_constants``)."""
         shared = event.shared or ""
+        if self.placed is not None:
+            copy = 0    # placed: the copy is an index offset (_place), not a renamed namespace
         out = []
         for a, feats in enumerate(event.actions):
             head = "" if labels is None else f"{labels[a]!r} {weights[a]!r} "
@@ -176,7 +178,7 @@ class CbExploreAdf:
         range opened to (−∞, ∞), so the kernel returns the raw score, and the features it counted."""
         lines = self.action_lines(event, copy=member * self.copies)
         batch, _ = self.learner.to_batch(lines)
-        self._place(batch, range(len(lines)))
+        self._place(batch, range(len(lines)), member * self.copies)
         m = self.learner.model
         if m.interactions or m.ngram or m.skips:
             from olcli.engine.records import S_FEATURES, new_tally
@@ -252,11 +254,14 @@ class CbExploreAdf:
 
     # --- learning ---
 
-    def _place(self, batch, actions):
-        """``--cb K`` (``placed=K``): every feature of action a's row moved to action a's weights as VW's
-        cb_to_cb_adf does (cbify_adf_data::copy_example_to_adf): the low bits of the hashed index that cover
-        K (mask = 2^⌈log2(K+1)⌉ − 1) are replaced by a; the learner's constant row becomes VW's constant
-        index (11650396, masked) first. Without ``placed``: nothing."""
+    def _place(self, batch, actions, copy=0):
+        """``--cb K`` and ``--cbify K`` (``placed=K``): every feature of action a's row moved to action a's
+        weights as VW's cb_to_cb_adf and cbify do (cbify_adf_data::copy_example_to_adf), then to weight copy
+        ``copy`` as VW's reductions below do (an index offset, ``ft_offset``): with W = weight copies per
+        action (dr's cost model: 2 per member; bag: B members), the low bits of the hashed index that cover
+        K·W (mask = 2^⌈log2(K·W+1)⌉ − 1) are replaced by a·W, then ``copy`` is added (masked to the table).
+        The learner's constant row becomes VW's constant index (11650396, masked) first, so every action and
+        copy has its own constant. Without ``placed``: nothing."""
         if self.placed is None:
             return
         bits = self.learner.model.bits
@@ -264,15 +269,18 @@ class CbExploreAdf:
         index = batch.index[:used].astype(np.int64)
         rows = np.repeat(np.asarray(list(actions), dtype=np.int64), np.diff(np.asarray(batch.row_ptr, np.int64)))
         index = np.where(index == (1 << bits), CONSTANT_HASH & ((1 << bits) - 1), index)
-        mask = (1 << self.placed.bit_length()) - 1
-        batch.index[:used] = (((index - (index & mask)) + rows) & ((1 << bits) - 1)).astype(batch.index.dtype)
+        width = self.copies * self.members
+        mask = (1 << (self.placed * width).bit_length()) - 1
+        table = (1 << bits) - 1
+        placed = (((index - (index & mask)) + rows * width) & table) + copy
+        batch.index[:used] = (placed & table).astype(batch.index.dtype)
 
-    def _learn(self, lines, actions):
+    def _learn(self, lines, actions, copy=0):
         """Learn labelled lines (one per action in ``actions``); the predictions made before each update."""
         if self.placed is None:
             return self.learner.learn(lines).predictions
         batch, _ = self.learner.to_batch(lines)
-        self._place(batch, actions)
+        self._place(batch, actions, copy)
         done = self.learner.process(batch, True)
         if done.diverged_at >= 0:
             from olcli.errors import Diverged
@@ -281,13 +289,13 @@ class CbExploreAdf:
                            + self.learner.divergence_advice())
         return done.predictions
 
-    def _predict(self, lines, actions):
+    def _predict(self, lines, actions, copy=0):
         if self.placed is None:
             return self.learner.predict(lines)
         from olcli.engine.records import new_tally
 
         batch, _ = self.learner.to_batch(lines)
-        self._place(batch, actions)
+        self._place(batch, actions, copy)
         return self.learner.process(batch, False, new_tally()).predictions
 
     def _learn_member(self, event: CbEvent, member):
@@ -300,7 +308,7 @@ class CbExploreAdf:
             self.event_sum[member] += 1
             self.action_sum[member] += k
             weight = event.weight / prob * (self.event_sum[member] / self.action_sum[member])
-            self._learn([self.action_lines(event, [c] * k, [weight] * k, copy)[a]], [a])
+            self._learn([self.action_lines(event, [c] * k, [weight] * k, copy)[a]], [a], copy)
             return
         targets = [0.0] * k
         if self.cb_type == "ips":
@@ -312,12 +320,12 @@ class CbExploreAdf:
             learned = self.action_lines(event, [c] * k, [event.weight / prob] * k, copy + 1)
             for b in range(k):
                 if b == a:   # get_cost_pred<true>: the prediction made before this update
-                    targets[b] = float(self._learn([learned[b]], [b])[0])
+                    targets[b] = float(self._learn([learned[b]], [b], copy + 1)[0])
                 else:
-                    targets[b] = float(self._predict([unlabelled[b]], [b])[0])
+                    targets[b] = float(self._predict([unlabelled[b]], [b], copy + 1)[0])
             self.last_dr = list(targets)
             targets[a] += (c - targets[a]) / prob
-        self._learn(self.action_lines(event, targets, [event.weight] * k, copy), range(k))
+        self._learn(self.action_lines(event, targets, [event.weight] * k, copy), range(k), copy)
 
     def learn(self, event: CbEvent):
         for m in range(self.members):

@@ -370,3 +370,31 @@ def read_dsjson(lines, source="<input>", on_error=None):
             text = text.decode("utf-8", errors="replace")
         if text.strip():
             yield from _guarded(parse_dsjson, on_error, text, source, n)
+
+
+def texts(data):
+    """(display name, text stream) of every input in turn (standard input when there is none)."""
+    import io
+
+    from olcli.inputs import display_name, open_source
+
+    for path in data or ["-"]:
+        stream, _ = open_source(path)
+        try:
+            yield display_name(path), io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None)
+        finally:
+            if path != "-":
+                stream.close()
+
+
+def read_sources(data, dsjson=False, on_error=None, actions=0):
+    """(source name, event) of every input in turn: ADF blocks, ``--dsjson`` lines, or (``actions`` = K) ``--cb K``
+    single lines, each made K action lines of the same features (as VW's cb_to_cb_adf)."""
+    for name, text in texts(data):
+        if actions:
+            for event in read_cb(text, actions, name, on_error):
+                yield name, CbEvent(None, event.actions * actions, event.chosen, event.cost, event.probability,
+                                    event.weight, tag=event.tag, line=event.line)
+            continue
+        for event in (read_dsjson if dsjson else read_adf)(text, name, on_error):
+            yield name, event

@@ -1,9 +1,11 @@
-"""``olcli vw`` for VW's contextual-bandit command lines: ``--cb_explore_adf``, ``--cb_adf`` and ``--cb K``.
+"""``olcli vw`` for VW's contextual-bandit lines: ``--cb_explore_adf``, ``--cb_adf``, ``--cb K``, ``--cbify K``.
 
 ``--cb K`` runs as VW 9 runs it (``cb_to_cb_adf``): each single-line example (``action:cost:probability``
 label, actions 1..K) becomes K action lines of its features, each at action-specific hashed indices
-(``cb.CbExploreAdf._place``), learned as ``--cb_adf`` (default ``--cb_type mtr``; ``-p``: the best
-action, 0-based, as VW 9 writes it).
+(``cb.CbExploreAdf._place``), learned as ``--cb_adf`` (default ``--cb_type mtr``; ``-p``: the best action,
+0-based, as VW 9 writes it). ``--cbify K`` (bandit simulation on multiclass lines) and ``--cb K --eval``
+(off-policy evaluation) step single lines through ``olcli/cb_sim.py``. ``--report PATH`` writes the JSON
+report (``cb_report.write_json``: the run's numbers and the policy's estimated value with an interval).
 
 A VW line naming ``--cb_explore_adf``, ``--cb_adf`` or ``--cb`` runs here instead of through ``olcli train``:
 the ADF blocks of the data files (or standard input) are read by ``olcli.cb_format.read_adf`` (with
@@ -41,12 +43,11 @@ events learned before it are kept (``-f`` is written with them).
 Options of a CB line olcli does not have (yet) are refused by name.
 """
 
-import io
 import math
 import sys
 
-from olcli import cb, cb_report, vw
-from olcli.cb_format import CbEvent, read_adf, read_cb, read_dsjson
+from olcli import cb, cb_report, cb_sim, vw
+from olcli.cb_format import read_sources
 from olcli.errors import DataError, ModelError, OlcliError, UsageError
 
 # VW option -> (its key here, takes a value). Spellings of one option share the key.
@@ -83,6 +84,8 @@ OPTIONS = {
     "--cache_file": ("cache_file", True), "--save_resume": ("noop", False), "--onethread": ("noop", False),
     "--sparse_weights": ("noop", False), "--holdout_off": ("holdout_off", False),
     "--dsjson": ("dsjson", False), "--rank_all": ("rank_all", False), "--passes": ("passes", True),
+    "--cbify": ("cbify", True), "--loss0": ("loss0", True), "--loss1": ("loss1", True),
+    "--flip_loss_sign": ("flip_loss_sign", False), "--eval": ("eval", False), "--report": ("report", True),
     "--progress": ("progress", True), "-P": ("progress", True),
 }
 CB_TYPES = ("mtr", "ips", "dm", "dr")
@@ -157,12 +160,22 @@ def _number(given, key, kind=float, default=None, low=None):
 
 def cb_settings(given) -> dict:
     """The reduction's settings from the line (VW's defaults per rule)."""
-    reduction = "cb_explore_adf" if "cb_explore_adf" in given else "cb_adf" if "cb_adf" in given else "cb"
+    reduction = ("cbify" if "cbify" in given else "cb_explore_adf" if "cb_explore_adf" in given
+                 else "cb_adf" if "cb_adf" in given else "cb")
     rules = [r for r in RULE_FLAGS if r in given and r != "epsilon"]
-    if reduction == "cb" and "interactions" in given:
-        raise UsageError(f"{given['interactions'][0]} with --cb K: not supported yet (the crosses of features VW's "
+    if reduction == "cbify" and ("cb_adf" in given or "cb" in given):
+        other = given["cb_adf" if "cb_adf" in given else "cb"][0]
+        raise UsageError(f"--cbify with {other}: --cbify makes its own bandit (with --cb_explore_adf or alone)")
+    if ("loss0" in given or "loss1" in given or "flip_loss_sign" in given) and reduction != "cbify":
+        name = given[next(k for k in ("loss0", "loss1", "flip_loss_sign") if k in given)][0]
+        raise UsageError(f"{name}: an option of --cbify")
+    evaluating = "eval" in given
+    if evaluating and (reduction != "cb" or rules or "epsilon" in given):
+        raise UsageError("--eval: olcli evaluates --cb K logs only (VW's legacy --cb --eval), without exploration")
+    if reduction in ("cb", "cbify") and "interactions" in given:
+        raise UsageError(f"{given['interactions'][0]} with --{reduction} K: not supported yet (the crosses of features VW's "
                          "per-action placement collapses are counted differently)")
-    if reduction != "cb_explore_adf":
+    if reduction not in ("cb_explore_adf", "cbify"):
         extra = [given[r][0] for r in RULE_FLAGS + ("lambda", "gamma_scale", "gamma_exponent", "first_only", "greedify")
                  if r in given]
         if extra:
@@ -172,12 +185,24 @@ def cb_settings(given) -> dict:
                          "(olcli has no combined rules)")
     rule = rules[0] if rules else "epsilon"
     cb_type = given["cb_type"][1] if "cb_type" in given else "mtr"   # VW 9's default (--cb K too: cb_to_cb_adf)
+    if evaluating:
+        cb_type = given["cb_type"][1] if "cb_type" in given else "dr"   # VW's legacy cb_algs: dr
+        if cb_type == "dm":
+            raise UsageError("--cb_type dm with --eval: the direct method can not be used for evaluation (it is "
+                             "biased; VW refuses it too); use dr or ips")
+        if cb_type in ("mtr", "sm"):
+            sys.stderr.write(f"warning: --cb_type {cb_type} with --eval: VW's evaluation takes ips, dm or dr; "
+                             "resetting to dr, as VW does\n")
+            cb_type = "dr"
     if cb_type not in CB_TYPES:
         raise UsageError(f"--cb_type {cb_type}: not supported; olcli's cb_types: {', '.join(CB_TYPES)}")
     if rule == "squarecb" and cb_type != "mtr":
         raise UsageError(f"--squarecb learns with --cb_type mtr only (given {cb_type})")
     return {
-        "reduction": reduction, "rule": rule if reduction == "cb_explore_adf" else None, "cb_type": cb_type,
+        "reduction": reduction, "rule": rule if reduction in ("cb_explore_adf", "cbify") else None,
+        "cb_type": cb_type, "eval": evaluating,
+        "loss0": _number(given, "loss0", default=0.0), "loss1": _number(given, "loss1", default=1.0),
+        "flip_loss_sign": "flip_loss_sign" in given,
         "epsilon": _number(given, "epsilon", default=None, low=0.0),
         "first": _number(given, "first", int, 0, low=1) if rule == "first" else 0,
         "bag": _number(given, "bag", int, 0, low=1) if rule == "bag" else 0,
@@ -186,9 +211,11 @@ def cb_settings(given) -> dict:
         "gamma_exponent": _number(given, "gamma_exponent", default=0.5, low=0.0),
         "first_only": "first_only" in given, "greedify": "greedify" in given,
         "random_seed": _number(given, "random_seed", int, 0),
-        "actions": _number(given, "cb", int, 0, low=1) if reduction == "cb" else 0,
-        # dr and bag keep weight copies: each gets its own constant feature (the learner's is off)
-        "copy_constants": "noconstant" not in given and (cb_type == "dr" or rule == "bag" and reduction != "cb_adf"),
+        "actions": _number(given, reduction, int, 0, low=1) if reduction in ("cb", "cbify") else 0,
+        # dr and bag keep weight copies: each gets its own constant feature (the learner's is off); --cb K and
+        # --cbify place copies at index offsets instead, each with its own constant (cb.CbExploreAdf._place)
+        "copy_constants": "noconstant" not in given and reduction in ("cb_explore_adf", "cb_adf") and (
+            cb_type == "dr" or rule == "bag" and reduction != "cb_adf"),
     }
 
 
@@ -197,12 +224,18 @@ def _policy(learner, settings):
                   copy_constants=settings.get("copy_constants", False))
     if settings["reduction"] == "cb_adf":
         return cb.CbAdf(learner, **kwargs)
+    if settings["reduction"] == "cb" and settings.get("eval"):
+        return cb_sim.Evaluate(learner, settings["actions"], settings["cb_type"])
     if settings["reduction"] == "cb":
         return cb.CbAdf(learner, placed=settings["actions"], **kwargs)
-    return cb.CbExploreAdf(learner, settings["rule"], epsilon=settings["epsilon"], tau=settings["first"],
-                           lam=settings["lambda"], gamma_scale=settings["gamma_scale"],
-                           gamma_exponent=settings["gamma_exponent"], first_only=settings["first_only"],
-                           bag=settings["bag"], greedify=settings["greedify"], **kwargs)
+    cbify = settings["reduction"] == "cbify"
+    policy = cb.CbExploreAdf(learner, settings["rule"], epsilon=settings["epsilon"], tau=settings["first"],
+                             lam=settings["lambda"], gamma_scale=settings["gamma_scale"],
+                             gamma_exponent=settings["gamma_exponent"], first_only=settings["first_only"],
+                             bag=settings["bag"], greedify=settings["greedify"],
+                             placed=settings["actions"] if cbify else None, **kwargs)
+    return cb_sim.Cbify(policy, settings["actions"], settings["loss0"], settings["loss1"],
+                        settings["flip_loss_sign"]) if cbify else policy
 
 
 def _gd_params(given) -> dict:
@@ -323,8 +356,11 @@ def _learner(given, algorithm=None):
         raise ModelError(f"{path} is not a contextual-bandit model (olcli vw --cb_explore_adf/--cb_adf -f writes "
                          "one)")
     settings = dict(stored["settings"])
-    if "cb_adf" in given and "cb_explore_adf" not in given and settings["reduction"] != "cb_adf" or \
-            "cb_explore_adf" in given and settings["reduction"] != "cb_explore_adf":
+    if ("cbify" in given) != (settings["reduction"] == "cbify") or "eval" in given:
+        raise UsageError(f"-i {path}: the model was trained with --{settings['reduction']}" if "eval" not in given
+                         else "--eval with -i: not supported (the evaluation's cost model starts afresh)")
+    if "cbify" not in given and ("cb_adf" in given and "cb_explore_adf" not in given and settings["reduction"] !=
+                                 "cb_adf" or "cb_explore_adf" in given and settings["reduction"] != "cb_explore_adf"):
         raise UsageError(f"-i {path}: the model was trained with --{settings['reduction']}")
     line = cb_settings({**given, **({} if "cb_adf" in given or "cb_explore_adf" in given else
                                     {"cb_explore_adf": ("", True)})})
@@ -354,28 +390,6 @@ def _learner(given, algorithm=None):
     return learner, settings, stored["state"]
 
 
-def _sources(data, dsjson=False, on_error=None, actions=0):
-    """(source name, event) of every input in turn (``actions``: --cb K's single lines, each made K action
-    lines of the same features, as VW's cb_to_cb_adf)."""
-    from olcli.inputs import display_name, open_source
-
-    for path in data or ["-"]:
-        stream, _ = open_source(path)
-        try:
-            text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None)
-            name = display_name(path)
-            if actions:
-                for event in read_cb(text, actions, name, on_error):
-                    yield name, CbEvent(None, event.actions * actions, event.chosen, event.cost, event.probability,
-                                        event.weight, tag=event.tag, line=event.line)
-                continue
-            for event in (read_dsjson if dsjson else read_adf)(text, name, on_error):
-                yield name, event
-        finally:
-            if path != "-":
-                stream.close()
-
-
 def _save(learner, policy, settings, path, predict_only):
     from olcli import model as model_file
 
@@ -401,9 +415,10 @@ def run(args, command="vw") -> None:
         policy.restore(state)
     explore = settings["reduction"] == "cb_explore_adf"
     passes = _number(given, "passes", int, 1, low=1)
-    if passes > 1 and "holdout_off" not in given:
+    if passes > 1 and ("holdout_off" not in given or settings["reduction"] == "cbify" or settings.get("eval")):
         raise UsageError("--passes without --holdout_off: not supported on a contextual-bandit line yet (olcli has "
-                         "no CB holdout; give --holdout_off)")
+                         "no CB holdout; give --holdout_off)" if "holdout_off" not in given else
+                         "--passes: --cbify and --eval take one pass here")
     if "rank_all" in given and explore:
         raise UsageError("--rank_all: an option of --cb_adf (--cb_explore_adf always writes the PMF)")
     quiet = "quiet" in given
@@ -421,7 +436,10 @@ def run(args, command="vw") -> None:
 
     on_error = None if "strict" in given else skip
     try:
-        events = _sources(data, "dsjson" in given, on_error, settings.get("actions", 0))
+        simulated = settings["reduction"] == "cbify" or settings.get("eval")   # single lines, not CB events
+        if simulated:
+            cb_sim.run_lines(policy, settings, data, table, out, testing, on_error)
+        events = () if simulated else read_sources(data, "dsjson" in given, on_error, settings.get("actions", 0))
         if passes > 1:
             events = list(events)   # VW's cache: the later passes read the events again
         for _ in range(passes):
@@ -459,5 +477,7 @@ def run(args, command="vw") -> None:
                             f"was written to {final}",)
         raise stopped
     table.summary(policy, passes)
+    if "report" in given:
+        cb_report.write_json(given["report"][1], args, data, policy, settings, len(skipped), table)
     if skipped and not quiet:
         sys.stderr.write(f"bad examples skipped = {len(skipped)}\n")

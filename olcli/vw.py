@@ -95,7 +95,8 @@ OLCLI_FIRST = {"--cache"}
 _NO_SUCH = "olcli learns linear models online"
 _LEARNERS = "olcli's learners are --gd (VW's default), --ftrl and --coin (olcli train has more)"
 _MULTICLASS = "olcli's multiclass learner is --oaa K (olcli train also has --softmax K)"
-_BANDITS = ("olcli vw runs --cb_explore_adf (--epsilon, --first, --bag, --softmax, --squarecb) and --cb_adf with "
+_BANDITS = ("olcli vw runs --cb_explore_adf (--epsilon, --first, --bag, --softmax, --squarecb), --cbify K, "
+            "--cb K (also --eval) and --cb_adf with "
             "--cb_type ips/dr/dm/mtr; not this option")
 _FORMATS = "olcli reads VW's text format and libsvm (plain, .gz, .bz2)"
 _NONLINEAR = "olcli learns linear models only; feature crosses: -q/--cubic/--interactions"
@@ -143,7 +144,8 @@ _BANDIT_PREFIXES = ("--cb", "--ccb", "--cats", "--slates", "--warm_cb", "--explo
                     "--pmf_to_pdf", "--cbzo", "--eval")
 
 
-CB_FAMILY = ("--cb_explore_adf", "--cb_adf", "--cb")   # the contextual-bandit lines olcli vw runs (olcli/cb_run.py)
+# the contextual-bandit lines olcli vw runs (olcli/cb_run.py)
+CB_FAMILY = ("--cb_explore_adf", "--cb_adf", "--cb", "--cbify")
 
 
 def is_cb_line(args) -> bool:

@@ -513,3 +513,37 @@ def cbify(examples, k, explorer, app_seed=VW_APP_SEED, loss0=0.0, loss1=1.0, cop
         misses += action + 1 != label
         chosen.append(action + 1)
     return misses / len(examples), chosen
+
+
+# --------------------------------------------------------------------------- --eval (legacy cb_algs)
+
+def eval_cost_model_index(index, action, k, bits=18):
+    """Where VW's legacy ``--cb K`` dr cost model keeps action ``action`` (1..K)'s copy of feature ``index``:
+    ``get_cost_pred(scorer, ..., action, base=K)`` learns/predicts at offset action − 1 + K."""
+    return (index + action - 1 + k) & ((1 << bits) - 1)
+
+
+def evaluate(examples, k, regressor, cb_type="dr", bits=18):
+    """``--cb K --eval`` (``cb_algs.cc`` learn_eval with ``gen_cs_example_dr<true>``): per example
+    (π, logged action a* 1..K, cost c, probability p, {hashed index: value} with the constant), in action
+    order 1..K the cost model ĝ predicts action i's copy of the features — a* is learned (target c, weight
+    1/p) and its prediction is the one the update used; the others are predictions (after a*'s update when
+    they come later). The example's loss is ĝ_π + [π = a*](c − ĝ_π)/p (dr) or [π = a*]·c/p (ips), VW's
+    ``get_cost_estimate``. Returns the per-example losses (VW's average loss is their mean)."""
+    losses = []
+    for pi, a_star, c, p, feats in examples:
+        if cb_type == "ips":
+            losses.append(c / p if pi == a_star else 0.0)
+            continue
+        g = {}
+        for i in range(1, k + 1):
+            placed = {}
+            for j, v in feats.items():
+                m = eval_cost_model_index(j, i, k, bits)
+                placed[m] = placed.get(m, 0.0) + v
+            if i == a_star:
+                g[i] = regressor.predict_and_learn(placed, c, 1.0 / p)
+            else:
+                g[i] = regressor.finalized(placed)
+        losses.append(g[pi] + ((c - g[pi]) / p if pi == a_star else 0.0))
+    return losses

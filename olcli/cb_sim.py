@@ -1,0 +1,296 @@
+"""Bandit simulation and off-policy evaluation: VW's ``--cbify K`` and ``--cb K --eval``.
+
+``--cbify K`` (VW 9.x ``cbify.cc``, ``predict_adf``/``learn_adf``) turns multiclass data (labels 1..K)
+into a contextual-bandit simulation. Per example n (counted from 0 in each run):
+
+1. the K action examples are copies of the line's features at action-specific hashed indices
+   (``cb.CbExploreAdf._place``, as ``--cb K``), and the exploration policy (``--cb_explore_adf`` with
+   ``--epsilon`` (default 0.05), ``--first``, ``--bag``, ``--softmax`` or ``--squarecb``; VW inserts
+   ``--cb_explore_adf`` when the line does not name it) gives its PMF, in ranked order;
+2. one action is sampled from the PMF with VW's seeding rule (``sample_after_normalizing``): seed =
+   uniform_hash("vw", 0) + n, u = the first ``merand48`` value of that seed, and the chosen position is
+   the first whose running sum of probabilities exceeds u·Σp;
+3. its cost is ``--loss0`` (default 0) if it is the example's label, else ``--loss1`` (default 1), negated
+   with ``--flip_loss_sign``; the event (that action, that cost, its probability) is learned;
+4. VW's progress loss of the example is its weight if the sampled action is not the label, else 0
+   (``update_stats_multiclass_label``: the progressive 0/1 loss of the played actions, whatever loss0/1).
+
+``-p`` writes the sampled action (1-based). The oracle is ``tests/naive_cb.py``'s ``cbify``.
+
+``--cb K --eval`` (VW's legacy ``cb_algs.cc``, ``learn_eval``; label ``π a:c:p``: the evaluated policy's
+action π(x), then the logged event) estimates the evaluated policy's average cost from the logged data,
+learning nothing into a policy. With ``--cb_type dr`` (VW's default here) a cost model ĝ — one linear
+regressor, action i's copy of the features at index offset K + i − 1 (VW's ``get_cost_pred`` with base K)
+— predicts every action's cost in action order; the logged action's prediction is made while learning it
+(target c, weight w/p). The example's loss is the DR estimate ĝ_π + [π = a*]·(c − ĝ_π)/p; with ``--cb_type
+ips`` it is [π = a*]·c/p and nothing is learned. ``dm`` is refused, as VW refuses it (biased).
+``-p`` writes π(x). VW's ``average loss`` is then the estimated average cost of π.
+"""
+
+import math
+
+import numpy as np
+
+from olcli import cb
+from olcli.cb_format import CbEvent, parse_cb_label, split_line, texts
+from olcli.errors import DataError
+
+# cbify's app_seed: VW's uniform_hash("vw", 2, 0), murmur3_32 of b"vw" with seed 0
+# (= olcli.engine.murmur.murmur3_32(b"vw", 0, 2, 0); tests/test_cb_sim.py checks it)
+VW_APP_SEED = 53980556
+
+
+def _where(source, line):
+    return f"{source}, line {line}"
+
+
+def _clip(text, n=80):
+    text = text.rstrip("\r\n")
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def _int_in(token, k, what, text, source, line):
+    try:
+        value = int(token)
+    except ValueError:
+        raise DataError(f"{_where(source, line)}: {what} {token!r} is not a whole number 1..{k}: "
+                        f"{_clip(text)!r}") from None
+    if not 1 <= value <= k:
+        raise DataError(f"{_where(source, line)}: {what} {value} is outside 1..{k}: {_clip(text)!r}")
+    return value
+
+
+def parse_multiclass_line(text, k, source="<input>", line=1):
+    """A multiclass example line ``label [weight] ['tag] |features`` -> (label or None, weight, tag, features)."""
+    words, tag, features = split_line(text)
+    if not words:
+        return None, 1.0, tag, features
+    if len(words) > 2:
+        raise DataError(f"{_where(source, line)}: a multiclass label is 'label [weight]': {_clip(text)!r}")
+    label = _int_in(words[0], k, "class", text, source, line)
+    weight = 1.0
+    if len(words) == 2:
+        try:
+            weight = float(words[1])
+        except ValueError:
+            raise DataError(f"{_where(source, line)}: weight {words[1]!r} is not a number: {_clip(text)!r}") from None
+        if not math.isfinite(weight) or weight < 0:
+            raise DataError(f"{_where(source, line)}: weight {words[1]!r} must be finite and >= 0: {_clip(text)!r}")
+    return label, weight, tag, features
+
+
+def read_multiclass(lines, k, source="<input>", on_error=None):
+    """(line number, label, weight, tag, features) of every non-blank line."""
+    for n, text in enumerate(lines, 1):
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        if not text.strip():
+            continue
+        try:
+            yield (n, *parse_multiclass_line(text, k, source, n))
+        except DataError as exc:
+            if on_error is None:
+                raise
+            on_error(exc)
+
+
+def sample_index(seed, probs):
+    """VW's sample_after_normalizing: the first position whose running sum of probs (negatives as 0)
+    exceeds u·Σp, u the first merand48 value of ``seed``; the last position if rounding leaves none."""
+    probs = [p if p > 0.0 else 0.0 for p in probs]
+    total = sum(probs)
+    if total <= 0.0:
+        return 0
+    u, _ = cb.merand48(seed)
+    draw = min(total * u, total)
+    running = 0.0
+    for i, p in enumerate(probs):
+        running += p
+        if running > draw:
+            return i
+    return len(probs) - 1
+
+
+class Cbify:
+    """VW's ``--cbify K`` over a placed ``cb.CbExploreAdf`` policy (see the module's docstring).
+
+    ``step(label, weight, features)`` returns (sampled action 1..K, the PMF as (action 0-based,
+    probability) in ranked order, the sampled action's probability). The counters are VW's summary's.
+    """
+
+    def __init__(self, policy, k, loss0=0.0, loss1=1.0, flip_loss_sign=False, app_seed=VW_APP_SEED):
+        self.policy, self.k = policy, int(k)
+        self.loss0, self.loss1, self.flip = float(loss0), float(loss1), bool(flip_loss_sign)
+        self.app_seed = app_seed
+        self.counter = 0           # VW's example_counter: the seed of example n is app_seed + n
+        self.examples = 0
+        self.labelled_weight = 0.0
+        self.sum_loss = 0.0
+        self.total_features = 0
+        self.current_features = 0
+        self.sum_cost = 0.0        # Σ weight · cost of the played actions (the report's value)
+        self.sum_cost2 = 0.0
+        self.costs_seen = 0
+
+    def state(self) -> dict:
+        """The policy's state (a model file keeps it); VW's example counter starts at 0 in every run."""
+        return self.policy.state()
+
+    def restore(self, state: dict) -> None:
+        self.policy.restore(state)
+
+    def cost(self, label, action):
+        c = self.loss0 if action == label else self.loss1
+        return -c if self.flip else c
+
+    def step(self, label, weight, features, learn=True):
+        policy = self.policy
+        event = CbEvent(None, (features,) * self.k)
+        scores, counted = policy.scores(event)
+        pmf = policy.bag_pmf(event) if policy.rule == "bag" else policy.pmf(scores)
+        i = sample_index(self.app_seed + self.counter, [p for _, p in pmf])
+        self.counter += 1
+        action, prob = pmf[i]
+        self.current_features = counted // self.k   # the line's own features (with its constant)
+        if label is not None:
+            c = self.cost(label, action + 1)
+            if learn:
+                policy.learn(CbEvent(None, event.actions, action, c, prob, weight))
+            self.labelled_weight += weight
+            self.sum_loss += weight if action + 1 != label else 0.0
+            self.sum_cost += weight * c
+            self.sum_cost2 += weight * c * c
+            self.costs_seen += 1
+        self.examples += 1
+        self.total_features += self.current_features
+        return action + 1, pmf, prob
+
+
+def parse_eval_line(text, k, source="<input>", line=1):
+    """``--eval``'s label ``π a:c:p [...]`` (VW's parse_label_cb_eval: the evaluated policy's action, then a
+    CB label) -> (π 1..K, the logged CbEvent of ``--cb K``)."""
+    words, tag, features = split_line(text)
+    if len(words) < 2:
+        raise DataError(f"{_where(source, line)}: an --eval label is 'policy_action action:cost:probability' "
+                        f"(two words at least): {_clip(text)!r}")
+    pi = _int_in(words[0], k, "the evaluated policy's action", text, source, line)
+    labels = [parse_cb_label(w, source, line) for w in words[1:]]
+    actions = [_int_in(lab.action, k, "CB action", text, source, line) for lab in labels]
+    observed = next((i for i, lab in enumerate(labels) if lab.observed), None)
+    allowed = tuple(actions) if len(labels) > 1 else None
+    if observed is None:
+        raise DataError(f"{_where(source, line)}: an --eval example needs a logged cost with probability > 0 "
+                        f"(VW: 'can not use a test label for evaluation'): {_clip(text)!r}")
+    lab = labels[observed]
+    return pi, CbEvent(None, (features,), actions[observed] - 1, lab.cost, lab.probability, tag=tag, line=line,
+                       allowed=allowed)
+
+
+class Evaluate:
+    """VW's ``--cb K --eval`` (see the module's docstring): ``step(pi, event)`` -> the example's loss, the
+    DR (``cb_type="dr"``) or IPS estimate of the evaluated action's cost."""
+
+    def __init__(self, learner, k, cb_type="dr"):
+        self.learner, self.k, self.cb_type = learner, int(k), cb_type
+        self.examples = 0
+        self.labelled_weight = 0.0
+        self.sum_loss = 0.0
+        self.sum_loss2 = 0.0
+        self.total_features = 0
+        self.current_features = 0
+        self.estimates = []     # the per-example estimates (the report's interval)
+
+    def state(self) -> dict:
+        return {}
+
+    def _batch(self, features, action, label=None, weight=1.0):
+        """Action ``action`` (1-based)'s cost-model copy of the line: every index + K + action − 1 (the
+        learner's constant row at VW's constant index first)."""
+        head = "" if label is None else f"{label!r} {weight!r} "
+        batch, _ = self.learner.to_batch([head + (features or "|")])
+        bits = self.learner.model.bits
+        table = (1 << bits) - 1
+        used = int(batch.row_ptr[-1])
+        index = batch.index[:used].astype(np.int64)
+        index = np.where(index == (1 << bits), cb.CONSTANT_HASH & table, index)
+        batch.index[:used] = ((index + self.k + action - 1) & table).astype(batch.index.dtype)
+        return batch, int(batch.feature_count.sum())
+
+    def step(self, pi, event, learn=True):
+        from olcli.engine.records import new_tally
+
+        features = event.actions[0]
+        a_star, c, p = event.chosen + 1, float(event.cost), float(event.probability)
+        counted = 0
+        if self.cb_type == "ips":
+            loss = c / p if pi == a_star else 0.0
+            _, counted = self._batch(features, 1)
+        else:
+            g = {}
+            for i in (event.allowed or range(1, self.k + 1)):
+                if i == a_star and learn:
+                    batch, counted = self._batch(features, i, c, event.weight / p)
+                    done = self.learner.process(batch, True)
+                else:
+                    batch, counted = self._batch(features, i)
+                    done = self.learner.process(batch, False, new_tally())
+                g[i] = float(done.predictions[0])
+            base = g.get(pi)
+            if base is None:   # π outside the allowed actions: VW falls back to IPS
+                loss = c / p if pi == a_star else 0.0
+            else:
+                loss = base + ((c - base) / p if pi == a_star else 0.0)
+        self.examples += 1
+        self.labelled_weight += 1.0
+        self.sum_loss += loss
+        self.sum_loss2 += loss * loss
+        self.estimates.append(loss)
+        self.current_features = counted
+        self.total_features += counted
+        return loss
+
+
+def normal_interval(values, z=1.96):
+    """(mean, (low, high)): the normal-approximation (central limit) 95% interval of a mean of
+    per-event estimates, mean ± z·s/√n with s the sample standard deviation (n − 1), z = 1.96 (Wald;
+    e.g. Dudík, Langford, Li 2011, "Doubly robust policy evaluation and learning", §2, for IPS/DR as
+    means of per-event estimates). (None, (None, None)) without values; the interval is the point with one."""
+    n = len(values)
+    if n == 0:
+        return None, (None, None)
+    mean = math.fsum(values) / n
+    if n == 1:
+        return mean, (mean, mean)
+    var = math.fsum((x - mean) ** 2 for x in values) / (n - 1)
+    half = z * math.sqrt(var / n)
+    return mean, (mean - half, mean + half)
+
+
+def run_lines(policy, settings, data, table, out, testing, on_error):
+    """``olcli vw --cbify K`` / ``--cb K --eval``: every line of the inputs through ``policy`` (a ``Cbify`` or
+    an ``Evaluate``), VW's progress rows on ``table``, ``-p`` lines on ``out`` (the sampled action, or π)."""
+    k = settings["actions"]
+    for name, text in texts(data):
+        if isinstance(policy, Evaluate):
+            for n, raw in enumerate(text, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    pi, event = parse_eval_line(raw, k, name, n)
+                except DataError as exc:
+                    if on_error is None:
+                        raise
+                    on_error(exc)
+                    continue
+                policy.step(pi, event, learn=not testing)
+                if out is not None:
+                    out.write(f"{pi}\n")
+                label = f"{event.chosen + 1}:{event.cost:.2g}:{event.probability:.2g}"
+                table.row(policy, event, str(pi), label=label)
+            continue
+        for n, label, weight, tag, features in read_multiclass(text, k, name, on_error):
+            action, _, _ = policy.step(label, weight, features, learn=not testing)
+            if out is not None:
+                out.write(f"{action}\n")
+            table.row(policy, CbEvent(None, (), weight=weight), str(action),
+                      label="unknown" if label is None else str(label))
