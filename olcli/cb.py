@@ -33,8 +33,9 @@ so dr and bag take a learner without it: either VW's ``--noconstant``, or ``copy
 gives every copy its own constant feature (namespace ``~k<copy>``, value 1, on every line), as VW does.
 
 The oracle for all of this is ``tests/naive_cb.py``; ``tests/test_cb.py`` checks this module step by
-step against it. ``--cb K`` (``placed=K``) puts each action's copy of a single-line example at
-action-specific indices as VW 9 does (``_place``); not here yet: ``--cbify``.
+step against it. ``--cb K`` and ``--cbify K`` (``placed=K``) put each action's copy of a single-line
+example at action-specific indices as VW 9 does, and the weight copies at index offsets (``_place``);
+``--cbify``'s simulation loop is ``olcli/cb_sim.py``.
 """
 
 import math
