@@ -49,6 +49,32 @@ OPENAPI = {
                           **_CLIENT_ERRORS,
                           "409": {"description": "The server was not started with --learn",
                                   "content": _json_content(_ERROR)}}}},
+        "/rank": {"post": {
+            "summary": "A contextual-bandit model: the PMF over the request's actions, one action sampled from it "
+                       "(seeded: --cb-seed) and an event id; with --learn the event waits for its reward",
+            "requestBody": {"required": True, "content": _json_content({"$ref": "#/components/schemas/RankRequest"})},
+            "responses": {"200": {"description": "The ranked event", "content": _json_content(
+                              {"$ref": "#/components/schemas/Ranked"})},
+                          "400": {"description": "Not a rank request (the error names the field)",
+                                  "content": _json_content(_ERROR)},
+                          "409": {"description": "The model is not a contextual-bandit model, or the event_id is "
+                                                 "already waiting", "content": _json_content(_ERROR)},
+                          "413": _CLIENT_ERRORS["413"]}}},
+        "/reward": {"post": {
+            "summary": "With --learn: learn the ranked event from the cost (or reward = -cost) of the action played",
+            "requestBody": {"required": True, "content": _json_content({"$ref": "#/components/schemas/Reward"})},
+            "responses": {"200": {"description": "Learned", "content": _json_content({
+                              "type": "object", "required": ["event_id", "learned", "action", "probability", "cost"],
+                              "properties": {"event_id": {"type": "string"}, "learned": {"type": "boolean"},
+                                             "action": {"type": "integer"}, "probability": {"type": "number"},
+                                             "cost": {"type": "number"}, "model": {"type": "object"}}})},
+                          "400": {"description": "Not a reward (the error names the field)",
+                                  "content": _json_content(_ERROR)},
+                          "404": {"description": "No event waits under this id (never ranked here, rewarded "
+                                                 "already, or dropped: --cb-pending)", "content": _json_content(_ERROR)},
+                          "409": {"description": "The server does not learn, or the model is not a contextual-bandit "
+                                                 "model", "content": _json_content(_ERROR)},
+                          "413": _CLIENT_ERRORS["413"]}}},
         "/healthz": {"get": {"summary": "Liveness", "responses": {
             "200": {"description": "Serving", "content": _json_content({
                 "type": "object", "required": ["status", "generation", "loaded_at"],
@@ -80,6 +106,20 @@ OPENAPI = {
     },
     "components": {"schemas": {
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+        "RankRequest": {"type": "object", "required": ["actions"], "properties": {
+            "shared": {"type": "string", "nullable": True, "description": "shared features, VW text from its '|'"},
+            "actions": {"type": "array", "minItems": 1, "items": {"type": "string"},
+                        "description": "one VW features text per action ('|ns f ...')"},
+            "event_id": {"type": "string", "description": "the client's id (default: made by the server)"}}},
+        "Ranked": {"type": "object", "required": ["event_id", "action", "probability", "pmf"], "properties": {
+            "event_id": {"type": "string"}, "action": {"type": "integer", "description": "position of the action "
+                                                                                         "to play"},
+            "probability": {"type": "number", "description": "its probability in the PMF (learned with)"},
+            "pmf": {"type": "array", "items": {"type": "number"}, "description": "one per action, in order"},
+            "model": {"type": "object", "properties": {"generation": {"type": "integer"}}}}},
+        "Reward": {"type": "object", "required": ["event_id"], "properties": {
+            "event_id": {"type": "string"}, "cost": {"type": "number"},
+            "reward": {"type": "number", "description": "instead of cost: cost = -reward"}}},
         "Reload": {"type": "object", "required": ["reloaded", "generation", "loaded_at"],
                    "properties": {"reloaded": {"type": "boolean"}, "generation": {"type": "integer"},
                                   "loaded_at": {"type": "string"}, "error": {"type": "string"}}},
