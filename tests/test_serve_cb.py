@@ -220,6 +220,7 @@ def test_prediction_only_server_reloads_and_refuses_reward(tmp_path, server):
     shared, actions = "|u user2", ["|a item0", "|a item1", "|a item2"]
     before = httpx.post(f"{srv.url}/rank", json={"shared": shared, "actions": actions}).json()
     assert before["pmf"] == pytest.approx(olcli.load(model).predict(shared, actions).tolist(), abs=1e-12)
+    assert {"/rank", "/reward"} <= set(httpx.get(f"{srv.url}/openapi.json").json()["paths"])
     refused = httpx.post(f"{srv.url}/reward", json={"event_id": before["event_id"], "cost": 0.0})
     assert refused.status_code == 409 and "--learn" in refused.json()["error"]
     first_model(model, {"rule": "softmax", "lambda": 3})   # a new CB model in place: reload takes it
