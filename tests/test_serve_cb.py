@@ -235,3 +235,26 @@ def test_prediction_only_server_reloads_and_refuses_reward(tmp_path, server):
     assert reload.status_code == 409 and "contextual-bandit" in reload.json()["error"]
     assert httpx.post(f"{srv.url}/rank", json={"shared": shared, "actions": actions}).json()["pmf"] == after["pmf"]
     assert srv.stop() == 0
+
+
+def test_cb_adf_model_plays_its_best_action(tmp_path, server, cli):
+    m0 = first_model(tmp_path / "adf.olm", {"reduction": "cb_adf", "cb_type": "dr"})
+    srv = server(m0, "--learn", "-f", tmp_path / "out.olm", "--save-every", "0")
+    twin = olcli.load(m0)
+    rnd = random.Random(4)
+    logged = []
+    for _ in range(12):
+        user, shared, actions = context(rnd)
+        reply = json.loads(srv.line({"shared": shared, "actions": actions}))
+        best = twin.ranking(shared, actions)[0][0]
+        assert reply["action"] == best and reply["probability"] == 1.0
+        assert reply["pmf"] == [1.0 if a == best else 0.0 for a in range(len(actions))]
+        cost = cost_of(user, best)
+        assert json.loads(srv.line({"event_id": reply["event_id"], "cost": cost}))["learned"]
+        twin.learn(shared, actions, best, cost, 1.0)
+        logged.append((shared, actions, best, cost, 1.0))
+    assert srv.stop() == 0
+    Path("log.ldf").write_text(adf(logged))
+    code, _, err = cli("train", "--cb-adf", "-i", m0, "-d", "log.ldf", "-f", "ref.olm", "--quiet")
+    assert code == 0, err
+    assert (tmp_path / "out.olm").read_bytes() == Path("ref.olm").read_bytes() == twin.to_bytes()
