@@ -40,7 +40,7 @@ Part 5 (olcli.cb). ``olcli.cb.CbExploreAdf`` over a ``Learner`` with VW's plain 
 2,000 ADF events (``tests/test_cb.py``'s generator): average loss of both, and wall (olcli: the event
 loop in-process after a warm-up on another learner, so no Numba compilation; VW: the whole process).
 
-Part 6 (olcli vw). Every suite line of ``--cb_explore_adf``, ``--cb_adf`` and ``--cb`` run verbatim by
+Part 6 (olcli vw). Every suite line of ``--cb_explore_adf``, ``--cbify``, ``--cb_adf`` and ``--cb`` run verbatim by
 ``olcli vw`` and by VW 9.11.9 in the same run, each in its own scratch folder: same ``number of
 examples`` and ``total feature number`` and ``average loss`` within 1%, refused by name (exit 2), or
 failed. Part 7: whole-process wall of both on 5,000 generated ADF events.
@@ -402,7 +402,7 @@ def run_olcli_cb(n=2000):
     return rows
 
 
-OLCLI_VW_FAMILIES = ("--cb_explore_adf", "--cb_adf", "--cb")
+OLCLI_VW_FAMILIES = ("--cb_explore_adf", "--cb_adf", "--cb", "--cbify")
 
 
 def _close(a, b, rel=0.01):
@@ -417,7 +417,7 @@ def _close(a, b, rel=0.01):
 
 
 def run_olcli_vw(vw_tests):
-    """Part 6: every suite line of --cb_explore_adf, --cb_adf and --cb run verbatim by ``olcli vw`` and
+    """Part 6: every suite line of --cb_explore_adf, --cb_adf, --cb and --cbify run verbatim by ``olcli vw`` and
     by VW 9.11.9, each in its own scratch folder laid out as VW's test/ (lines in id order, so a line's
     -i finds what an earlier line of the same program wrote with -f)."""
     tests = json.loads((vw_tests / "core.vwtest.json").read_text())
@@ -487,8 +487,8 @@ def olcli_vw_lines(rows):
     counts = collections.Counter(r["status"] for r in rows)
     ran = len(rows) - counts["refused"]
     lines = ["", "## Part 6: VW's CB test-suite lines under `olcli vw`, beside VW 9.11.9", "",
-             f"Every line of `core.vwtest.json` whose outermost reduction is `--cb_explore_adf`, `--cb_adf` or "
-             f"`--cb` ({len(rows)} lines), run verbatim by `olcli vw` and by VW in the same run, each program in "
+             f"Every line of `core.vwtest.json` whose outermost reduction is `--cb_explore_adf`, `--cbify`, "
+             f"`--cb_adf` or `--cb` ({len(rows)} lines), run verbatim by `olcli vw` and by VW in the same run, each program in "
              "its own scratch folder. *same* = exit 0 for both, equal `number of examples` and `total feature "
              "number`, and `average loss` within 1% of VW's; *refused* = olcli exit 2 naming an option it does "
              "not have; *failed* = another error (e.g. an `-i` of a model file written by VW or by a refused "
