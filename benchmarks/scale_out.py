@@ -287,7 +287,7 @@ def _sharded_passes(algorithm, train, data, count, passes):
         parts, before = [], 0
         for shard, n in zip(cut, lines):
             parts.append(scaleout.learn_shard(state, scaleout.Job(shard, number, first_line=before + 1,
-                                                                   holdout_period=10, holdout_offset=before % 10)))
+                                                                   holdout=10, holdout_offset=before % 10)))
             before += n
         merged = scaleout.tree(parts, lambda a, b: scaleout.merge_parts(state, a, b))
         learner = Learner.from_bytes(merged.model)

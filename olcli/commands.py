@@ -18,13 +18,13 @@ from olcli import signals, startup
 from olcli.engine import registry
 from olcli.errors import DataError, UsageError
 from olcli.inputs import check_readable
-from olcli.learner import Learner, check_tau, new_model
+from olcli.learner import Learner, new_model
 from olcli.names import FeatureNames
 from olcli.paths import CLOSED_STREAMS, check_distinct, check_input, check_output
 from olcli.pipeline import default_cache_path
 from olcli.run import RunOptions
 from olcli.session import Session
-from olcli.settings import BY_NAME, STARTS, RunSettings, conflicts, run_settings
+from olcli.settings import BY_NAME, STARTS, TEST_CHANGES, RunSettings, checked, conflicts, run_settings
 
 
 def _role_output(path, role, outputs, stdout_users=None):
@@ -264,9 +264,14 @@ def _write_vw_header(model, options: RunOptions, final_model, predictions, proba
                                probabilities=probabilities, link=link))
 
 
-def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input_format, report, quiet,
-         strict, probabilities=False, audit=False, progress=False, threads=None, progress_every=None,
-         vw_header=False) -> None:
+def test(*, sources, initial_model, predictions, link, input_format, report, quiet, strict, probabilities=False,
+         audit=False, progress=False, threads=None, progress_every=None, vw_header=False, **changes) -> None:
+    """Predict and score with ``initial_model``, learning nothing. ``changes``: the model's
+    settings a test may change (settings.TEST_CHANGES: the loss and its level; None: the
+    model's), each checked by its row."""
+    unknown = set(changes) - {row.name for row in TEST_CHANGES}
+    if unknown:
+        raise TypeError(f"test() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
     with signals.deferred():
         inputs = _data_inputs(sources) + _model_input(initial_model)
         outputs = []
@@ -279,10 +284,9 @@ def test(*, sources, initial_model, predictions, loss, quantile_tau, link, input
     with session:
         with signals.immediate():
             learner = load_learner(initial_model, input_format)
-            if loss:
-                learner.model.loss = loss
-            if quantile_tau is not None:
-                learner.model.loss_tau = check_tau(quantile_tau)
+            for row in TEST_CHANGES:
+                if changes.get(row.name) is not None:
+                    setattr(learner.model, row.field, checked(row, changes[row.name]))
             session.learner = learner
         run_options = RunOptions(sources=sources, learn=False, input_format=input_format,
                                  strict=strict, quiet=quiet, progress=progress, audit=audit,

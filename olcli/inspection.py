@@ -15,7 +15,7 @@ from olcli.inputs import check_readable
 from olcli.names import FeatureNames
 from olcli.paths import CLOSED_STREAMS, OutputError, PipeClosed, error_name
 from olcli.run import RunOptions, run
-from olcli.settings import PREDICTION_RANGE
+from olcli.settings import PREDICTION_RANGE, SHOWN
 
 
 def inspect(path: str, top: int, readable: bool = False, invert_hash: list | None = None) -> None:
@@ -33,6 +33,36 @@ def inspect(path: str, top: int, readable: bool = False, invert_hash: list | Non
             raise PipeClosed("the program reading inspect's output closed the pipe") from None
         except OSError as exc:
             raise OutputError(f"cannot write standard output: {error_name(exc)}") from None
+
+
+def _words(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return " ".join(value) if isinstance(value, (list, tuple)) else str(value)
+
+
+def settings_lines(model) -> list:
+    """The lines of the model's settings, from the table's rows (settings.SHOWN) in its order:
+    each row's words (``Setting.shown``) with its value; by the row's line, "always" shown,
+    "any" shown when one of its values is set (an empty one as -), "set" listing the values
+    that are set and differ from what an older file reads as (the default it had then)."""
+    lines = {}
+    for row in SHOWN:
+        lines.setdefault(row.shown[0], []).append(row)
+    out = []
+    for line, rows in lines.items():
+        values = [getattr(model, row.field) for row in rows]
+        if line == "set":
+            words = [row.shown[1].format(_words(value)) for row, value in zip(rows, values)
+                     if value and value != row.file_default]
+        elif line == "any" and not any(values):
+            words = []
+        else:
+            words = [row.shown[1].format(_words(value) if value or line == "always" else "-")
+                     for row, value in zip(rows, values)]
+        if words:
+            out.append("  ".join(words))
+    return out
 
 
 def _inspect(learner, path, top, readable, invert_hash) -> None:
@@ -58,20 +88,8 @@ def _inspect(learner, path, top, readable, invert_hash) -> None:
     out.write(f"format version: {header['format_version']} (olcli {header['olcli_version']})\n")
     out.write(f"algorithm: {model.algorithm}  ({registry.get(model.algorithm).paper})\n")
     out.write("hyper-parameters: " + ", ".join(f"{k}={v:g}" for k, v in model.params.items()) + "\n")
-    out.write(f"bits: {model.bits}  loss: {model.loss}  link: {model.link}  "
-              f"input format: {model.input_format}  constant: {'yes' if model.constant else 'no'}\n")
-    if model.interactions or model.ignore or model.keep or model.ignore_linear:
-        out.write(f"interactions: {' '.join(model.interactions) or '-'}  ignore: {model.ignore or '-'}  "
-                  f"keep: {model.keep or '-'}  ignore-linear: {model.ignore_linear or '-'}\n")
-    extras = [f"ngram: {' '.join(model.ngram)}" if model.ngram else "",
-              f"skips: {' '.join(model.skips)}" if model.skips else "",
-              f"hash-seed: {model.hash_seed}" if model.hash_seed else "",
-              f"hash: {model.hash}" if model.hash != "all" else "",
-              "permutations" if model.permutations else "",
-              "leave-duplicate-interactions" if model.leave_duplicate_interactions else "",
-              f"predict-only (weights of --{model.predict_only})" if model.predict_only else ""]
-    if any(extras):
-        out.write("  ".join(e for e in extras if e) + "\n")
+    for line in settings_lines(model):
+        out.write(line + "\n")
     out.write(f"state slots: {', '.join(model.slots)}  rows: {model.rows} "
               f"(constant at row {model.rows - 1})\n")
     out.write("counters: " + ", ".join(f"{k}={v:g}" for k, v in learner.counters.items()) + "\n")

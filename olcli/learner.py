@@ -38,8 +38,8 @@ from olcli.errors import DataError, Diverged, UsageError
 from olcli.kernel_calls import Processed, process_multiclass
 from olcli.matrix import matrix_batch
 from olcli.memory import MemoryGuard  # noqa: F401  (the runs' guard, re-exported)
-# new_model and check_tau: re-exported, the library's door to a new model
-from olcli.new_model import check_tau, new_model, spelled_out  # noqa: F401
+# new_model: re-exported, the library's door to a new model
+from olcli.new_model import new_model, spelled_out  # noqa: F401
 from olcli.settings import (  # noqa: F401  (the keywords and limits, re-exported for the library's users)
     FORMATS, HASHES, INDEXING_ONE, INDEXING_UNDECIDED, INDEXING_ZERO, KEYWORDS, LINKS, MAX_BITS, MAX_CLASSES,
     MAX_INTERACTION)
@@ -171,10 +171,7 @@ class Learner:
         if self._features is None:
             from olcli.parsing import FeatureSpec
 
-            m = self.model
-            self._features = FeatureSpec.build(m.interactions, m.ignore, m.keep, m.ignore_linear, m.ngram, m.skips,
-                                               m.hash_seed, m.permutations, m.leave_duplicate_interactions,
-                                               m.hash == "strings")
+            self._features = FeatureSpec.of(self.model)
         return self._features
 
     def settings(self, learn: bool) -> Settings:

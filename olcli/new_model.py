@@ -13,7 +13,7 @@ from olcli.engine.records import C_MAX_LABEL, C_MIN_LABEL, N_COUNTERS
 from olcli.errors import UsageError
 from olcli.memory import check_memory
 from olcli.settings import (
-    HASHES, INDEXING_UNDECIDED, KEYWORDS, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION, PREDICTION_RANGE)
+    BY_NAME, INDEXING_UNDECIDED, KEYWORDS, LINKS, MAX_BITS, MAX_CLASSES, MAX_INTERACTION, PREDICTION_RANGE, checked)
 
 KEYWORD_NAMES = frozenset(row.name for row in KEYWORDS)
 
@@ -36,13 +36,6 @@ def _letters(what: str, value) -> str:
     return value  # any Unicode letter: engine.features.namespace_letters maps it to its namespace byte
 
 
-def check_tau(quantile_tau) -> float:
-    tau = 0.5 if quantile_tau is None else float(quantile_tau)
-    if not 0.0 < tau < 1.0:
-        raise UsageError(f"quantile_tau (--quantile-tau) must be between 0 and 1 (got {tau:g})")
-    return tau
-
-
 # VW's initial label range (shared_data): [0, 0], widened by the labels seen;
 # [-50, 50] for the logistic loss, whose labels are -1/+1 but whose scores are not.
 INITIAL_LABEL_RANGE = {"logistic": (-50.0, 50.0), "poisson": (-50.0, 50.0)}
@@ -53,25 +46,24 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
     """A fresh model, every option checked (the messages name the CLI spelling too).
 
     ``options``: the settings table's keywords (settings.KEYWORDS; None or not given: the
-    row's default) and the algorithm's hyper-parameters by their registry names."""
+    row's default) and the algorithm's hyper-parameters by their registry names. A setting
+    this function does not take out by name below is checked by its row (settings.checked)
+    and stored as it is: a new row of the table needs no line here."""
     from olcli.parsing import check_grams
 
     hyper = {name: value for name, value in options.items() if name not in KEYWORD_NAMES}
     given = {**options, "loss": loss, "bits": bits, "interactions": interactions}
     s = {row.name: row.default if given.get(row.name) is None else given[row.name] for row in KEYWORDS}
-    loss, bits, interactions, link, constant = s["loss"], s["bits"], s["interactions"], s["link"], s["constant"]
-    ignore, keep, ignore_linear, quantile_tau = s["ignore"], s["keep"], s["ignore_linear"], s["quantile_tau"]
-    ngram, skips, hash_seed, hash, indexing = s["ngram"], s["skips"], s["hash_seed"], s["hash"], s["indexing"]
-    permutations, leave_duplicate_interactions = s["permutations"], s["leave_duplicate_interactions"]
-    ends = [s[row.name] for row in PREDICTION_RANGE]   # the clipping range, low and high (None: labels seen)
-    initial_weight, initial_constant = s["initial_weight"], s["initial_constant"]
+    loss, bits, interactions, link, constant = s.pop("loss"), s.pop("bits"), s.pop("interactions"), s.pop(
+        "link"), s.pop("constant")
+    ignore, keep, ignore_linear = s.pop("ignore"), s.pop("keep"), s.pop("ignore_linear")
+    ngram, skips, indexing = s.pop("ngram"), s.pop("skips"), s.pop("indexing")
+    ends = [s.pop(row.name) for row in PREDICTION_RANGE]   # the clipping range, low and high (None: labels seen)
+    initial_weight, initial_constant = s.pop("initial_weight"), s.pop("initial_constant")
 
     ngram, skips = [str(v) for v in ngram or ()], [str(v) for v in skips or ()]
     check_grams(ngram, skips)
-    if hash not in HASHES:
-        raise UsageError(f"hash (--hash) must be one of {', '.join(HASHES)} (got {hash!r})")
-    if not isinstance(hash_seed, (int, np.integer)) or not 0 <= hash_seed < 2 ** 32:
-        raise UsageError(f"hash_seed (--hash-seed) must be a whole number 0 to 2^32-1 (got {hash_seed})")
+    stored = {BY_NAME[name].field: checked(BY_NAME[name], value) for name, value in s.items()}   # hash_seed, hash, ...
     spec = registry.get(algorithm or registry.DEFAULT_ALGORITHM)
     params = spec.resolve(hyper)
     if oaa is not None and softmax is not None:
@@ -131,16 +123,14 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
     return model_file.Model(
         counters=counters, scalars=np.array(spec.initial_scalars(params), dtype=np.float64),
         **{row.field: None if end is None else float(end) for row, end in zip(PREDICTION_RANGE, ends)},
-        algorithm=spec.name, params=params, bits=int(bits), loss=loss, loss_tau=check_tau(quantile_tau),
+        algorithm=spec.name, params=params, bits=int(bits), loss=loss,
         link=link, input_format=None, constant=bool(constant),
         state=state, slots=spec.slots, initial_weight=float(initial_weight),
         initial_constant=float(initial_constant),
         indexing=INDEXING_UNDECIDED if indexing is None else int(indexing),
         interactions=_interaction_specs(interactions), ignore=_letters("ignore (--ignore)", ignore),
         keep=_letters("keep (--keep)", keep), ignore_linear=_letters("ignore_linear (--ignore-linear)", ignore_linear),
-        classes=int(classes), multiclass=mode, ngram=ngram, skips=skips, hash_seed=int(hash_seed),
-        permutations=bool(permutations), leave_duplicate_interactions=bool(leave_duplicate_interactions),
-        hash=hash)
+        classes=int(classes), multiclass=mode, ngram=ngram, skips=skips, **stored)
 
 
 def spelled_out(function):

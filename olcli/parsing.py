@@ -111,6 +111,13 @@ class FeatureSpec:
     lengths: np.ndarray          # int64[n]
 
     @staticmethod
+    def of(model) -> "FeatureSpec":
+        """The spec of a model's namespace settings (a Model or a settings.ModelSettings)."""
+        m = model
+        return FeatureSpec.build(m.interactions, m.ignore, m.keep, m.ignore_linear, m.ngram, m.skips, m.hash_seed,
+                                 m.permutations, m.leave_duplicate_interactions, m.hash == "strings")
+
+    @staticmethod
     def build(interactions=(), ignore="", keep="", ignore_linear="", ngram=(), skips=(), hash_seed=0,
               permutations=False, leave_duplicates=False, hash_strings=False) -> "FeatureSpec":
         mode = np.zeros(SPEC_SIZE, np.int64)

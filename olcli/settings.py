@@ -21,6 +21,7 @@ This module imports nothing of olcli but its errors: the model file, the Learner
 the command line and ``olcli vw`` read it.
 """
 
+import numbers
 from dataclasses import dataclass, field, make_dataclass
 
 from olcli.errors import UsageError
@@ -61,6 +62,12 @@ def one_of(*allowed):
 def in_range(low, high):
     """A check: low <= value <= high."""
     return lambda v: None if low <= v <= high else f"{v!r} is not between {low} and {high}"
+
+
+def whole(low, high):
+    """A check: a whole number, low <= value <= high."""
+    inside = in_range(low, high)
+    return lambda v: inside(v) if isinstance(v, numbers.Integral) else f"{v!r:.80} is not a whole number"
 
 
 def _interactions(value):
@@ -105,6 +112,14 @@ class Setting:
     minimum: int | None = None  # the command line refuses a smaller number
     cli_default: object = None  # the command's value when not given, shown by --help (None: not given)
     test: bool = False         # olcli test takes it too, with this help (test_help: with its own)
+    # --- how the library refuses it, shows it, takes it ---
+    refusal: str = ""          # new_model's words for a value ``check`` refuses ({value}: the value given);
+                               # "": new_model checks it by its own rule
+    shown: tuple = ()          # olcli inspect: (line, words), words with {} for the value (olcli/inspection.py:
+                               # "always" shown, "any" shown when one of its values is set (an empty one as -),
+                               # "set" each shown when set and not an older file's value)
+    estimator: tuple = ()      # the scikit-learn estimators with this parameter: "classifier", "regressor"
+                               # (olcli/sklearn.py; the default is the row's unless the estimator overrides it)
 
     @property
     def field(self) -> str:
@@ -128,68 +143,78 @@ def _model(name, kind, default, help="", **more) -> Setting:
 # The model's settings, in the header's order of checks (model.HEADER_FIELDS).
 MODEL_SETTINGS = (
     _model("algorithm", "str", "mix", stored="algorithm", typer=False, keyword=False,
+           estimator=("classifier", "regressor"),
            help="The learner (one flag per algorithm: --adagrad, --ftrl, ...; engine/registry.py)."),
     _model("params", "dict", None, stored="params", typer=False, keyword=False,
            help="The algorithm's hyper-parameters (engine/registry.py OPTIONS: -l, --l1, ...)."),
     _model("bits", "int", 18, "Hash table size 2^N (default 18).", flags=("-b", "--bits"),
-           vw=("--bit_precision", "-b"), check=in_range(1, MAX_BITS), stored="bits"),
+           vw=("--bit_precision", "-b"), check=in_range(1, MAX_BITS), stored="bits", shown=("always", "bits: {}"),
+           estimator=("classifier", "regressor")),
     _model("loss", "str", None, "Loss function (default squared).", flags=("--loss",),
            test_help="Score with this loss instead of the model's.",
-           vw=("--loss_function",), check=one_of(*LOSSES), choices=LOSSES, stored="loss"),
+           vw=("--loss_function",), check=one_of(*LOSSES), choices=LOSSES, stored="loss", shown=("always", "loss: {}"),
+           estimator=("classifier", "regressor")),
     _model("quantile_tau", "number", 0.5, "Level of --loss quantile, in (0, 1) (default 0.5).",
            flags=("--quantile-tau",), vw=("--quantile_tau",), check=_open_unit, stored="quantile_tau",
            test_help="Level of --loss quantile (default: the model's).",
-           attribute="loss_tau"),
+           attribute="loss_tau", refusal="quantile_tau (--quantile-tau) must be between 0 and 1 (got {value:g})",
+           estimator=("regressor",)),
     _model("link", "str", "identity", "Transform of -p output (default: the model's, identity).",
            flags=("--link",), vw=("--link",), check=one_of(*LINKS), choices=LINKS, stored="link", merge="first",
-           test_help="Transform of -p output (default: the model's, identity)."),
+           test_help="Transform of -p output (default: the model's, identity).", shown=("always", "link: {}")),
     _model("input_format", "str|null", None, "Input format; auto decides from the first non-empty line.",
            flags=("--format",), check=one_of(None, "vw", "libsvm"), stored="input.format", on_continue="run",
            typer=False, keyword=False, choices=FORMATS, cli_default="auto", role="output", test=True,
-           merge="known"),  # -i and merge: --format must agree with the model's once both are known (Learner)
+           merge="known", shown=("always", "input format: {}")),  # -i and merge: --format must agree with the model's once both are known (Learner)
     _model("constant", "bool", True, "No constant (bias) feature.", flags=("--noconstant",),
-           vw=("--noconstant",), switch=True, stored="input.constant", typer=False),
+           vw=("--noconstant",), switch=True, stored="input.constant", typer=False, shown=("always", "constant: {}"),
+           estimator=("classifier", "regressor")),
     _model("interactions", "list", (), "Products of namespaces (-q ab, --cubic abc, --interactions abcd).",
            flags=("-q", "--quadratic"), vw=("--quadratic", "-q"), panel=FEATURES, check=_interactions,
-           stored="input.interactions", typer=False, older_files=True, file_default=[]),
+           stored="input.interactions", typer=False, older_files=True, file_default=[],
+           shown=("any", "interactions: {}")),
     _model("ignore", "str", "", "Drop the namespaces starting with these letters.", flags=("--ignore",),
            vw=("--ignore",), panel=FEATURES, stored="input.ignore", typer=False, older_files=True, file_default="",
-           many="join"),
+           many="join", shown=("any", "ignore: {}")),
     _model("keep", "str", "", "Use only the namespaces starting with these letters.", flags=("--keep",),
            vw=("--keep",), panel=FEATURES, stored="input.keep", typer=False, older_files=True, file_default="",
-           many="join"),
+           many="join", shown=("any", "keep: {}")),
     _model("ignore_linear", "str", "", "Use these namespaces only inside interactions.",
            flags=("--ignore-linear",), vw=("--ignore_linear",), panel=FEATURES, stored="input.ignore_linear",
-           typer=False, older_files=True, file_default="", many="join"),
+           typer=False, older_files=True, file_default="", many="join", shown=("any", "ignore-linear: {}")),
     _model("ngram", "list", (), "N-grams of the tokens of every namespace (N) or of one (aN), N 2-7, as VW. "
            "Repeatable.", flags=("--ngram",), vw=("--ngram",), panel=FEATURES, stored="input.ngram", typer=False,
-           older_files=True, file_default=[], many="list"),
+           older_files=True, file_default=[], many="list", shown=("set", "ngram: {}")),
     _model("skips", "list", (), "Skip-grams: up to K tokens skipped inside an n-gram (K or aK, 0-16), as VW.",
            flags=("--skips",), vw=("--skips",), panel=FEATURES, stored="input.skips", typer=False, older_files=True,
-           file_default=[], many="list"),
+           file_default=[], many="list", shown=("set", "skips: {}")),
     _model("hash_seed", "int", 0, "Seed of the namespace hashes (VW's --hash_seed; default 0).",
-           flags=("--hash-seed",), vw=("--hash_seed",), panel=FEATURES, check=in_range(0, MAX_HASH_SEED),
-           stored="input.hash_seed", older_files=True, file_default=0),
+           flags=("--hash-seed",), vw=("--hash_seed",), panel=FEATURES, check=whole(0, MAX_HASH_SEED),
+           stored="input.hash_seed", older_files=True, file_default=0, shown=("set", "hash-seed: {}"),
+           refusal="hash_seed (--hash-seed) must be a whole number 0 to 2^32-1 (got {value})"),
     _model("permutations", "bool", False,
            "-q aa pairs every feature with every one, not i <= j (VW's --permutations).",
            flags=("--permutations",), vw=("--permutations",), panel=FEATURES, switch=True,
-           stored="input.permutations", older_files=True, file_default=False),
+           stored="input.permutations", older_files=True, file_default=False, shown=("set", "permutations")),
     _model("leave_duplicate_interactions", "bool", False,
            "Keep interactions that repeat an earlier one in another order (-q ab -q ba; -q :: gives ab and ba).",
            flags=("--leave-duplicate-interactions",), vw=("--leave_duplicate_interactions",), panel=FEATURES,
-           switch=True, stored="input.leave_duplicate_interactions", older_files=True, file_default=False),
+           switch=True, stored="input.leave_duplicate_interactions", older_files=True, file_default=False,
+           shown=("set", "leave-duplicate-interactions")),
     # a new model hashes as VW does by default ("strings"); a model keeps its rule (before format 4: "all")
     _model("hash", "str", "strings",
            "How names are hashed: strings = a name of digits only is its number plus the namespace's hash "
            "(VW's default, and olcli's); all = MurmurHash3 of every name. -i: the model's own rule.",
            flags=("--hash",), vw=("--hash",), panel=FEATURES, check=one_of(*HASHES), choices=HASHES,
-           stored="input.hash_rule", older_files=True, file_default="all"),
+           stored="input.hash_rule", older_files=True, file_default="all", shown=("set", "hash: {}"),
+           refusal=f"hash (--hash) must be one of {', '.join(HASHES)} (got {{value!r}})"),
     # (-i of a predict-only model is refused: it cannot learn)
     _model("predict_only", "dict|null", "",
            "-f writes the weights only, without the optimizer state: the model predicts (test, serve) but "
            "cannot be trained further.",
            flags=("--predict-only-model",), vw=("--predict_only_model",), switch=True, stored="predict_only",
-           older_files=True, on_continue="run", keyword=False, learning_only=True),
+           older_files=True, on_continue="run", keyword=False, learning_only=True,
+           shown=("set", "predict-only (weights of --{})")),
     _model("initial_weight", "number", 0.0,
            "Every weight starts at W (VW's --initial_weight; --gd, --adagrad and --sgd; default 0).",
            flags=("--initial-weight",), vw=("--initial_weight",), stored="initial_weight", older_files=True,
@@ -199,7 +224,8 @@ MODEL_SETTINGS = (
            flags=("-C", "--constant"), vw=("--constant", "-C"), stored="initial_constant", older_files=True,
            learning_only=True, file_default=0.0),
     _model("multiclass", "str", "", "--oaa or --softmax (spelled with the number of classes).",
-           panel=MULTICLASS, check=one_of(*MULTICLASS_MODES), stored="multiclass.mode", typer=False, keyword=False),
+           panel=MULTICLASS, check=one_of(*MULTICLASS_MODES), stored="multiclass.mode", typer=False, keyword=False,
+           estimator=("classifier",)),
     _model("classes", "int", 0, "K for --oaa K / --softmax K (0: binary or real labels).", flags=("--oaa",),
            vw=("--oaa",), panel=MULTICLASS, stored="multiclass.classes", typer=False, keyword=False),
     _model("indexing", "int", None,
@@ -222,7 +248,7 @@ MODEL_SETTINGS = (
 RUN_SETTINGS = (
     Setting("passes", "int", 1, "Passes over the data (the first builds an example cache).", ("--passes",),
             ("--passes",), PASSES, check=lambda v: None if v >= 1 else "--passes must be at least 1",
-            learning_only=True),
+            learning_only=True, estimator=("classifier", "regressor")),
     Setting("holdout_period", "int", 10, "With --passes > 1: every K-th example is held out.",
             ("--holdout-period",), ("--holdout_period",), PASSES,
             check=lambda v: None if v == 0 or v >= 2 else "--holdout-period must be 2 or more (or use --holdout-off)",
@@ -257,6 +283,21 @@ PREDICTION_RANGE = tuple(setting for setting in STORED if setting.stored.startsw
 PARSE = tuple(setting for setting in MUST_MATCH if setting.stored.startswith("input."))
 # the starts of the weights (--initial-weight, then --constant): INITIAL_WEIGHT_ALGORITHMS take them
 STARTS = tuple(setting for setting in STORED if setting.stored in ("initial_weight", "initial_constant"))
+# what olcli inspect shows of a model, in the table's order
+SHOWN = tuple(setting for setting in MODEL_SETTINGS if setting.shown)
+# the settings a test may change in the model it loads (olcli test: the loss and its level; link
+# transforms test's output instead)
+TEST_CHANGES = tuple(setting for setting in MODEL_SETTINGS if setting.test_help and setting.name != "link")
+
+_KIND = {"int": int, "number": float, "bool": bool, "str": str}
+
+
+def checked(row: Setting, value):
+    """``value`` for ``row``'s setting: refused with the row's words (UsageError) when its
+    check finds a problem, else made the row's kind (int, float, bool, str)."""
+    if row.refusal and row.problem(value):
+        raise UsageError(row.refusal.format(value=value))
+    return _KIND.get(row.kind, lambda v: v)(value)
 
 
 def _command(name, kind, help, flags, role, panel=None, **more) -> Setting:

@@ -39,7 +39,7 @@ class Job:
     shard: Shard
     pass_number: int
     first_line: int = 1          # line number of the shard's first line in its file
-    holdout_period: int = 0      # 0: no holdout
+    holdout: int = 0             # the run's holdout (run.RunOptions.holdout, the kernels' H_PERIOD); 0: none
     holdout_offset: int = 0      # examples before this shard in the data (mod the period)
     strict: bool = False
     check_format: bool = False   # check the file's first lines against the model's input format
@@ -130,7 +130,7 @@ def learn_shard(state: bytes, job: Job):
         learner = Learner.from_model(copy.deepcopy(base.model))
         model = learner.model
         learner.tally = new_tally()
-        learner.tally.holdout[:] = new_holdout(job.holdout_period, job.pass_number > 1 and job.holdout_period > 0)
+        learner.tally.holdout[:] = new_holdout(job.holdout, job.pass_number > 1 and job.holdout > 0)
         learner.tally.holdout[H_SEEN] = job.holdout_offset
         options = RunOptions(sources=[shard.name], learn=True, strict=job.strict)
         bad_count, samples = 0, []

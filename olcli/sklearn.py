@@ -20,12 +20,24 @@ labels -1/+1 of a binary learner, K > 2 the labels 1..K of a one-against-all
 (``multiclass="oaa"``) or softmax (``multiclass="softmax"``) learner;
 ``classes_`` keeps the user's labels in sorted order.
 
+The parameters are keyword-only (scikit-learn's convention) and come from olcli's
+table of settings (olcli/settings.py): every row naming the estimator in
+``Setting.estimator`` is a parameter, with the row's default unless the estimator
+sets its own (the classifier's ``loss="logistic"`` and ``multiclass="oaa"``), plus
+the algorithms' hyper-parameters ``l1``, ``l2``, ``learning_rate`` and ``epsilon``
+(None: the algorithm's default). The settings of the Learner's keywords go to the
+Learner as they are, so a new row of the table is a parameter of the estimators it
+names without a line here.
+
 Needs the optional extra ``olcli[sklearn]`` (scikit-learn and SciPy): the
 command line and ``import olcli`` never import them.
 """
 
+from inspect import Parameter, Signature
+
 import numpy as np
 
+from olcli import settings
 from olcli.engine import registry
 from olcli.errors import MissingExtra, UsageError
 
@@ -47,11 +59,59 @@ __all__ = ["OlcliClassifier", "OlcliRegressor"]
 
 _CHECK = dict(accept_sparse="csr", dtype=np.float64)
 MULTICLASS_MODES = ("oaa", "softmax")
+# the algorithms' hyper-parameters the estimators take (engine/registry.py OPTIONS; None: the algorithm's)
+HYPER = {"l1": "L1 strength", "l2": "L2 strength", "learning_rate": "AdaGrad's/SGD's eta, FTRL's alpha",
+         "epsilon": "ScInOL's epsilon"}
+
+
+def parameters(kind: str, defaults: dict) -> list:
+    """The estimator's parameters, (name, default, help): the table's rows naming ``kind``
+    in ``Setting.estimator`` (in the table's order, the row's default unless ``defaults``
+    has the estimator's own), then the hyper-parameters (HYPER)."""
+    rows = [row for row in settings.MODEL_SETTINGS + settings.RUN_SETTINGS if kind in row.estimator]
+    return ([(row.name, defaults.get(row.name, row.default), row.help) for row in rows]
+            + [(name, None, f"{text} (None: the algorithm's default)") for name, text in HYPER.items()])
+
+
+def _keyword_only_init(names_defaults: list):
+    """An ``__init__`` taking exactly these keyword-only parameters and storing each as
+    given (scikit-learn's rule: no checks or changes in ``__init__``)."""
+    names = frozenset(name for name, _ in names_defaults)
+
+    def __init__(self, **params):
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {unknown[0]!r}")
+        for name, default in names_defaults:
+            setattr(self, name, params.get(name, default))
+
+    __init__.__signature__ = Signature(
+        [Parameter("self", Parameter.POSITIONAL_OR_KEYWORD)]
+        + [Parameter(name, Parameter.KEYWORD_ONLY, default=default) for name, default in names_defaults])
+    return __init__
 
 
 class _OlcliEstimator(BaseEstimator):
     """What the classifier and the regressor share: the options -> a Learner, learning
-    a batch, pickling."""
+    a batch, pickling. A subclass names its ``kind`` ("classifier", "regressor": the
+    table's rows it takes) and its own ``defaults``; its ``__init__`` and the
+    ``Parameters`` of its docstring are built from them (``parameters``)."""
+
+    def __init_subclass__(cls, kind: str | None = None, defaults: dict | None = None, **more):
+        super().__init_subclass__(**more)
+        if kind is not None:
+            cls._kind, cls._defaults = kind, dict(defaults or {})
+        found = parameters(cls._kind, cls._defaults)
+        cls._learner_rows = tuple(row for row in settings.MODEL_SETTINGS if cls._kind in row.estimator and row.keyword)
+        cls.__init__ = _keyword_only_init([(name, default) for name, default, _ in found])
+        cls.__init__.__qualname__ = f"{cls.__qualname__}.__init__"
+        if cls.__doc__ and "{parameters}" in cls.__doc__:
+            cls.__doc__ = cls.__doc__.replace("{parameters}", "    " + ", ".join(
+                f"``{name}={default!r}``" for name, default, _ in found))
+
+    def _learner_keywords(self) -> dict:
+        """The parameters that are the Learner's keywords (settings.KEYWORDS), as given."""
+        return {row.name: getattr(self, row.name) for row in self._learner_rows}
 
     def _hyper(self) -> dict:
         """The algorithm's hyper-parameters by their registry names (None: its default)."""
@@ -76,7 +136,7 @@ class _OlcliEstimator(BaseEstimator):
     def _new_learner(self, **options):
         from olcli.learner import Learner
 
-        return Learner(self.algorithm, self.loss, self.bits, constant=self.constant, **options, **self._hyper())
+        return Learner(self.algorithm, **self._learner_keywords(), **options, **self._hyper())
 
     def _learn(self, X, labels, sample_weight, passes: int = 1) -> None:
         weight = None if sample_weight is None else _check_sample_weight(sample_weight, X, dtype=np.float64)
@@ -113,29 +173,19 @@ class _OlcliEstimator(BaseEstimator):
         super().__setstate__(state)
 
 
-class OlcliClassifier(ClassifierMixin, _OlcliEstimator):
+class OlcliClassifier(ClassifierMixin, _OlcliEstimator, kind="classifier",
+                      defaults={"loss": "logistic", "multiclass": "oaa"}):
     """An online linear classifier (olcli's Learner) as a scikit-learn estimator.
 
-    Parameters: ``algorithm`` (one of ``olcli.algorithms()``), ``loss``
-    ("logistic" or "hinge"; ``predict_proba`` needs "logistic"), ``bits`` (hash
-    table size 2**bits), ``l1``, ``l2``, ``learning_rate`` (AdaGrad's/SGD's eta,
-    FTRL's alpha), ``epsilon`` (ScInOL) — None is the algorithm's default;
-    ``passes`` over X in ``fit``; ``multiclass`` ("oaa" or "softmax", for more
-    than two classes); ``constant`` (learn an intercept).
-    """
+    ``algorithm`` is one of ``olcli.algorithms()``; ``loss`` "logistic" or "hinge"
+    (``predict_proba`` needs "logistic"); ``bits``: the hash table has 2**bits rows;
+    ``passes`` over X in ``fit``; ``multiclass`` "oaa" or "softmax" (more than two
+    classes); ``constant``: learn an intercept.
 
-    def __init__(self, algorithm="mix", loss="logistic", bits=18, l1=None, l2=None, learning_rate=None,
-                 epsilon=None, passes=1, multiclass="oaa", constant=True):
-        self.algorithm = algorithm
-        self.loss = loss
-        self.bits = bits
-        self.l1 = l1
-        self.l2 = l2
-        self.learning_rate = learning_rate
-        self.epsilon = epsilon
-        self.passes = passes
-        self.multiclass = multiclass
-        self.constant = constant
+    Parameters, keyword-only, with their defaults (olcli/settings.py has each row's help):
+
+{parameters}
+    """
 
     def fit(self, X, y, sample_weight=None):
         """A fresh learner, ``passes`` passes over (X, y) in row order."""
@@ -209,33 +259,22 @@ class OlcliClassifier(ClassifierMixin, _OlcliEstimator):
         return np.log(self.predict_proba(X))
 
 
-class OlcliRegressor(RegressorMixin, _OlcliEstimator):
+class OlcliRegressor(RegressorMixin, _OlcliEstimator, kind="regressor", defaults={"loss": "squared"}):
     """An online linear regressor (olcli's Learner) as a scikit-learn estimator.
 
-    Parameters: ``algorithm``, ``loss`` ("squared", "absolute" or "quantile"),
-    ``bits``, ``l1``, ``l2``, ``learning_rate``, ``epsilon``, ``passes``,
-    ``constant``: as for ``OlcliClassifier``; ``quantile_tau``: the level of the
-    quantile loss, in (0, 1).
-    """
+    ``loss`` "squared", "absolute" or "quantile" (its level a parameter too); the
+    others as for ``OlcliClassifier``.
 
-    def __init__(self, algorithm="mix", loss="squared", bits=18, l1=None, l2=None, learning_rate=None,
-                 epsilon=None, passes=1, constant=True, quantile_tau=0.5):
-        self.algorithm = algorithm
-        self.loss = loss
-        self.bits = bits
-        self.l1 = l1
-        self.l2 = l2
-        self.learning_rate = learning_rate
-        self.epsilon = epsilon
-        self.passes = passes
-        self.constant = constant
-        self.quantile_tau = quantile_tau
+    Parameters, keyword-only, with their defaults (olcli/settings.py has each row's help):
+
+{parameters}
+    """
 
     def fit(self, X, y, sample_weight=None):
         """A fresh learner, ``passes`` passes over (X, y) in row order."""
         passes = self._passes()
         X, y = validate_data(self, X, y, reset=True, y_numeric=True, **_CHECK)
-        self.learner_ = self._new_learner(quantile_tau=self.quantile_tau)
+        self.learner_ = self._new_learner()
         self._learn(X, y, sample_weight, passes)
         return self
 
@@ -244,7 +283,7 @@ class OlcliRegressor(RegressorMixin, _OlcliEstimator):
         first = not hasattr(self, "learner_")
         X, y = validate_data(self, X, y, reset=first, y_numeric=True, **_CHECK)
         if first:
-            self.learner_ = self._new_learner(quantile_tau=self.quantile_tau)
+            self.learner_ = self._new_learner()
         self._learn(X, y, sample_weight)
         return self
 

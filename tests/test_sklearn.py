@@ -380,3 +380,63 @@ def test_pickle_keeps_the_model_and_the_summary():
     clf.partial_fit(X[100:], y[100:])
     assert np.array_equal(copy.learner_.model.state, clf.learner_.model.state)
     assert copy.learner_.summary() == clf.learner_.summary()
+
+
+# --- the parameters come from the table of settings (olcli/settings.py) ---
+
+def test_the_parameters_are_keyword_only_with_the_estimators_defaults():
+    import inspect
+
+    with pytest.raises(TypeError, match="positional"):
+        OlcliClassifier("gd")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nonsense'"):
+        OlcliRegressor(nonsense=1)
+    for estimator, expected in (
+            (OlcliClassifier, {"algorithm": "mix", "loss": "logistic", "bits": 18, "l1": None, "l2": None,
+                               "learning_rate": None, "epsilon": None, "passes": 1, "multiclass": "oaa",
+                               "constant": True}),
+            (OlcliRegressor, {"algorithm": "mix", "loss": "squared", "bits": 18, "l1": None, "l2": None,
+                              "learning_rate": None, "epsilon": None, "passes": 1, "constant": True,
+                              "quantile_tau": 0.5})):
+        assert estimator().get_params() == expected
+        parameters = inspect.signature(estimator).parameters
+        assert all(p.kind == p.KEYWORD_ONLY for p in parameters.values())
+        assert {name: p.default for name, p in parameters.items()} == expected
+
+
+def test_set_params_and_clone_round_trip():
+    clf = OlcliClassifier().set_params(bits=12, multiclass="softmax", l2=0.01)
+    assert clf.get_params()["bits"] == 12 and clf.multiclass == "softmax"
+    again = clone(clf)
+    assert again is not clf and again.get_params() == clf.get_params()
+    reg = clone(OlcliRegressor(loss="quantile", quantile_tau=0.2))
+    assert reg.get_params()["quantile_tau"] == 0.2 and repr(reg) == "OlcliRegressor(loss='quantile', quantile_tau=0.2)"
+
+
+def test_a_new_row_of_the_table_is_a_parameter_without_editing_the_estimators(monkeypatch):
+    """A row naming an estimator (Setting.estimator) becomes its parameter, with the row's
+    default; a Learner keyword goes to the Learner: here the hash seed (a row the estimators
+    do not take) and a row that is no Learner keyword."""
+    import dataclasses
+
+    from olcli import settings
+
+    seed = dataclasses.replace(settings.BY_NAME["hash_seed"], estimator=("regressor",))
+    extra = settings.Setting("probe_setting", "int", 5, keyword=False, estimator=("regressor", "classifier"))
+    rows = tuple(seed if row.name == "hash_seed" else row for row in settings.MODEL_SETTINGS) + (extra,)
+    monkeypatch.setattr(settings, "MODEL_SETTINGS", rows)
+
+    class Regressor(OlcliRegressor):
+        pass
+
+    class Classifier(OlcliClassifier):
+        pass
+
+    assert Regressor().get_params()["hash_seed"] == 0 and Regressor().get_params()["probe_setting"] == 5
+    assert "hash_seed" not in Classifier().get_params() and Classifier().get_params()["probe_setting"] == 5
+    assert "hash_seed" not in OlcliRegressor().get_params()   # classes made before the row changed keep theirs
+    X, y = make_regression(n_samples=40, n_features=3, random_state=2)
+    reg = clone(Regressor(hash_seed=7, bits=10)).fit(X, y)
+    assert reg.learner_.model.hash_seed == 7 and reg.get_params()["hash_seed"] == 7
+    with pytest.raises(UsageError, match=r"hash_seed \(--hash-seed\) must be a whole number 0 to 2\^32-1 \(got -1\)"):
+        Regressor(hash_seed=-1).fit(X, y)
