@@ -107,12 +107,26 @@ class BestPass:
         return self.since >= options.early_terminate
 
 
+@dataclass(frozen=True)
+class PassRecord:
+    """What the pass loop yields after each pass: its number, its holdout loss (None: no
+    holdout, or nothing labeled held out), the best pass so far (None: no holdout), and
+    whether it is the loop's last (the last pass, or an early stop)."""
+    number: int
+    holdout_loss: float | None
+    best_pass: int | None
+    last: bool
+
+
 class PassLoop:
     """The pass loop of every run, on one machine (``run`` below) and on a Dask cluster
-    (olcli/scaleout.py): passes 1..``options.passes``, each run by the driver's
-    ``one_pass(number)``; after each, the holdout loss tracked (``BestPass``) and an early
-    stop after ``options.early_terminate`` passes without a better one; at the end, whatever
-    ended the loop, ``keep_best`` puts the best pass's model back (-f keeps it).
+    (olcli/scaleout.py), as River's ``iter_progressive_val_score``: ``passes(one_pass)``
+    runs passes 1..``options.passes``, each by the driver's ``one_pass(number)`` (what
+    learning a pass is differs: a stream on one machine, shard tasks on a cluster), and
+    yields a ``PassRecord`` after each, which the driver renders as it likes; after each
+    pass the holdout loss is tracked (``BestPass``), and the loop stops early after
+    ``options.early_terminate`` passes without a better one. At the end, whatever ended
+    the loop, ``keep_best`` puts the best pass's model back (-f keeps it).
 
     ``whole_passes``: the driver applies a pass to the model only once it is complete (a
     cluster merges the shards' models at the end), so a pass left partway leaves the model
@@ -124,7 +138,8 @@ class PassLoop:
         self.started = 0        # the pass under way, or the last one
         self.in_model = 0       # the pass whose end the model holds (None: a pass left partway)
 
-    def run(self, one_pass, after_pass=None) -> None:
+    def passes(self, one_pass):
+        """Run the passes (``one_pass(number)`` each), yielding a ``PassRecord`` after each."""
         for number in range(1, self.options.passes + 1):
             self.started = number
             if not self.whole_passes:
@@ -132,8 +147,9 @@ class PassLoop:
             one_pass(number)
             self.in_model = number
             stop = self.best.update(self.learner, self.options, number)
-            if after_pass is not None:
-                after_pass(number)
+            held = self.best.losses[-1] if self.options.holdout and self.best.losses else None
+            yield PassRecord(number, held if held != float("inf") else None, self.best.number,
+                             stop or number == self.options.passes)
             if stop:
                 break
 
@@ -225,7 +241,8 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
     started, compiled_before = time.perf_counter(), compile_seconds()
     try:
         with StopSignals() as signals:
-            loop.run(one_pass)
+            for _record in loop.passes(one_pass):
+                pass   # one machine shows its passes as they go (the progress table), nothing after each
     finally:
         with critical():  # what was learned is put in order whole, whatever signal comes
             progress.close()

@@ -237,12 +237,10 @@ class ScaleOut:
                               + (", ..." if len(self.shards) > 6 else "") + "\n" + self.HEADER)
             self.stderr.flush()
 
-        def after_pass(number: int) -> None:
-            self._print_pass(self.passes[-1])
-            result.report = self.report()
-
         try:
-            self.loop.run(self._pass, after_pass)
+            for _record in self.loop.passes(self._pass):
+                self._print_pass(self.passes[-1])   # the pass's line, with the cluster's numbers
+                result.report = self.report()
         finally:
             self.loop.keep_best()
             result.bad_lines, result.bad_line_samples = self.bad_lines, list(self.bad_samples)
