@@ -143,10 +143,70 @@ class Cbify:
         c = self.loss0 if action == label else self.loss1
         return -c if self.flip else c
 
+    def _direct(self):
+        """Can this event loop skip the K text copies (``_scores``/``_learn_mtr``)? One weight copy per action
+        (mtr, no bag) and no features the kernel makes (interactions, n-grams, skips)."""
+        p, m = self.policy, self.policy.learner.model
+        return p.rule != "bag" and p.cb_type == "mtr" and not (m.interactions or m.ngram or m.skips)
+
+    def _parse(self, features):
+        """The line parsed once: its table rows (the learner's constant row at VW's constant index), values,
+        VW's feature count, and the index dtype the kernels take."""
+        learner = self.policy.learner
+        batch, _ = learner.to_batch([features or "|"])
+        bits = learner.model.bits
+        used = int(batch.row_ptr[1])
+        rows = batch.index[:used].astype(np.int64)
+        rows = np.where(rows == (1 << bits), cb.CONSTANT_HASH & ((1 << bits) - 1), rows)
+        return rows, batch.value[:used].copy(), int(batch.feature_count[0]), batch.index.dtype
+
+    def _placed(self, rows, actions):
+        """The rows of each action's copy (``cb.CbExploreAdf._place`` with one copy per action)."""
+        table = (1 << self.policy.learner.model.bits) - 1
+        mask = (1 << self.k.bit_length()) - 1
+        return ((rows - (rows & mask))[None, :] + np.asarray(actions, dtype=np.int64)[:, None]) & table
+
+    def _scores(self, parsed):
+        """The K actions' raw linear scores from the weights of their placed rows (one kernel call)."""
+        rows, values, _, _ = parsed
+        placed = self._placed(rows, range(self.k))
+        w = self.policy.learner.weights_at(placed.ravel()).reshape(self.k, len(rows))
+        return np.array([(w[a] * values).sum() for a in range(self.k)])
+
+    def _learn_mtr(self, parsed, action, cost, prob, weight):
+        """``cb.CbExploreAdf.learn`` of one mtr event (no bag): the chosen action's copy regressed on its cost
+        with weight w/p · events/actions (squarecb: p = 1 unless the chosen action is the last), then the
+        policy's counters (squarecb's events, first's τ)."""
+        from olcli.engine.records import Batch
+
+        p = self.policy
+        if p.rule == "squarecb" and action != self.k - 1:
+            prob = 1.0
+        p.event_sum[0] += 1
+        p.action_sum[0] += self.k
+        rows, values, count, dtype = parsed
+        batch = Batch(np.array([float(cost)]), np.array([weight / prob * (p.event_sum[0] / p.action_sum[0])]),
+                      np.zeros(1), np.array([0, len(rows)], dtype=np.int64),
+                      self._placed(rows, [action])[0].astype(dtype), values, np.array([count], dtype=np.int64))
+        done = p.learner.process(batch, True)
+        if done.diverged_at >= 0:
+            from olcli.errors import Diverged
+
+            raise Diverged("the model diverged: a prediction is not a finite number; "
+                           + p.learner.divergence_advice())
+        p.events_learned += 1
+        if p.rule == "first" and p.tau > 0:
+            p.tau -= 1
+
     def step(self, label, weight, features, learn=True):
         policy = self.policy
         event = CbEvent(None, (features,) * self.k)
-        scores, counted = policy.scores(event)
+        direct = self._direct()
+        if direct:
+            parsed = self._parse(features)
+            scores, counted = self._scores(parsed), parsed[2] * self.k
+        else:
+            scores, counted = policy.scores(event)
         pmf = policy.bag_pmf(event) if policy.rule == "bag" else policy.pmf(scores)
         i = sample_index(self.app_seed + self.counter, [p for _, p in pmf])
         self.counter += 1
@@ -154,7 +214,9 @@ class Cbify:
         self.current_features = counted // self.k   # the line's own features (with its constant)
         if label is not None:
             c = self.cost(label, action + 1)
-            if learn:
+            if learn and direct:
+                self._learn_mtr(parsed, action, c, prob, weight)
+            elif learn:
                 policy.learn(CbEvent(None, event.actions, action, c, prob, weight))
             self.labelled_weight += weight
             self.sum_loss += weight if action + 1 != label else 0.0
