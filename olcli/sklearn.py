@@ -91,6 +91,10 @@ def _keyword_only_init(names_defaults: list):
     return __init__
 
 
+# the end of an estimator's docstring, which its parameters and defaults follow (added when the class is made)
+_LISTED = "show them too)."
+
+
 class _OlcliEstimator(BaseEstimator):
     """What the classifier and the regressor share: the options -> a Learner, learning
     a batch, pickling. A subclass names its ``kind`` ("classifier", "regressor": the
@@ -105,9 +109,9 @@ class _OlcliEstimator(BaseEstimator):
         cls._learner_rows = tuple(row for row in settings.MODEL_SETTINGS if cls._kind in row.estimator and row.keyword)
         cls.__init__ = _keyword_only_init([(name, default) for name, default, _ in found])
         cls.__init__.__qualname__ = f"{cls.__qualname__}.__init__"
-        if cls.__doc__ and "{parameters}" in cls.__doc__:
-            cls.__doc__ = cls.__doc__.replace("{parameters}", "    " + ", ".join(
-                f"``{name}={default!r}``" for name, default, _ in found))
+        if cls.__doc__ and cls.__doc__.rstrip().endswith(_LISTED):
+            cls.__doc__ = cls.__doc__.rstrip() + "\n\n    " + ", ".join(
+                f"``{name}={default!r}``" for name, default, _ in found) + "\n"
 
     def _learner_keywords(self) -> dict:
         """The parameters that are the Learner's keywords (settings.KEYWORDS), as given."""
@@ -182,9 +186,11 @@ class OlcliClassifier(ClassifierMixin, _OlcliEstimator, kind="classifier",
     ``passes`` over X in ``fit``; ``multiclass`` "oaa" or "softmax" (more than two
     classes); ``constant``: learn an intercept.
 
-    Parameters, keyword-only, with their defaults (olcli/settings.py has each row's help):
-
-{parameters}
+    Parameters (keyword-only): the rows of olcli's table of settings that name this
+    estimator (``Setting.estimator``, olcli/settings.py) and the hyper-parameters ``l1``,
+    ``l2``, ``learning_rate`` and ``epsilon`` (None: the algorithm's default); their
+    defaults follow, listed when the class is made (``help()`` and ``inspect.signature``
+    show them too).
     """
 
     def fit(self, X, y, sample_weight=None):
@@ -262,12 +268,14 @@ class OlcliClassifier(ClassifierMixin, _OlcliEstimator, kind="classifier",
 class OlcliRegressor(RegressorMixin, _OlcliEstimator, kind="regressor", defaults={"loss": "squared"}):
     """An online linear regressor (olcli's Learner) as a scikit-learn estimator.
 
-    ``loss`` "squared", "absolute" or "quantile" (its level a parameter too); the
-    others as for ``OlcliClassifier``.
+    ``loss`` "squared", "absolute" or "quantile" (``quantile_tau``: its level, in
+    (0, 1)); the others as for ``OlcliClassifier``.
 
-    Parameters, keyword-only, with their defaults (olcli/settings.py has each row's help):
-
-{parameters}
+    Parameters (keyword-only): the rows of olcli's table of settings that name this
+    estimator (``Setting.estimator``, olcli/settings.py) and the hyper-parameters ``l1``,
+    ``l2``, ``learning_rate`` and ``epsilon`` (None: the algorithm's default); their
+    defaults follow, listed when the class is made (``help()`` and ``inspect.signature``
+    show them too).
     """
 
     def fit(self, X, y, sample_weight=None):
