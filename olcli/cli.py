@@ -1,10 +1,11 @@
-"""The olcli command: one Typer function per command (train, test, vw, inspect, plot,
-warm, serve) handing its options to the library. train's and test's options are made
-from the table of settings (olcli/cli_options.py, olcli/settings.py).
+"""The olcli command: ``main`` runs it, with errors translated into ``Error: ...`` on
+stderr and an exit code in one place.
 
-Errors are translated into ``Error: ...`` on stderr and an exit code in one
-place, ``main``. Numba is imported only inside the commands, so that
-``olcli --help`` and ``olcli --version`` stay instant.
+A plain ``olcli train`` or ``olcli test`` line is read by olcli/fastpath.py from the
+table of settings, without importing typer, click or rich; everything else (--help,
+an error in the options, the other commands, shell completion) goes to the typer app
+(olcli/cli_app.py, also ``olcli.cli.app``). Numba is imported only inside the
+commands, so that ``olcli --help`` and ``olcli --version`` stay instant.
 """
 
 import os
@@ -26,8 +27,6 @@ if _running_as_command():
     # handled by the command (never a KeyboardInterrupt traceback).
     signals.install()
 
-import traceback  # noqa: E402
-from enum import Enum  # noqa: E402
 from typing import List, Optional  # noqa: E402
 
 from olcli import paths  # noqa: E402
@@ -36,278 +35,19 @@ if _running_as_command():
     # Closed standard streams get /dev/null, so that no file olcli opens takes their place.
     paths.reopen_closed_standard_streams()
 
-import typer  # noqa: E402  (after the handlers: importing typer and rich takes a few tenths of a second)
-from typer.core import TyperCommand  # noqa: E402
-
-from olcli import __version__
-from olcli import cli_options
-from olcli import vw as vw_spellings
-from olcli.cli_options import Link
-from olcli.errors import OlcliError, UsageError
-
-app = typer.Typer(
-    add_completion=True,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    help="Online linear learning in the spirit of Vowpal Wabbit. "
-         "Progress and errors go to stderr; stdout carries only data.",
-)
+from olcli.errors import OlcliError  # noqa: E402
 
 
-class _VWSpellings(TyperCommand):
-    """A command that also takes VW's spellings of its options (olcli/vw.py): they
-    are rewritten into olcli's own before the options are parsed."""
+def __getattr__(name):
+    """The typer app and its commands (``app``, ``_known_options``, ...): olcli/cli_app.py."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from olcli import cli_app
 
-    def parse_args(self, ctx, args):
-        if self.name == "train" and vw_spellings.is_cb_line(args):
-            if {"-h", "--help"} & set(args):
-                args = ["--help"]   # train's help (docs/contextual-bandits.md lists the CB options)
-            else:
-                from olcli import cb_run   # contextual bandits: the run is olcli/cb_run.py's
-
-                cb_run.run(list(args), command="train")
-                ctx.exit(0)
-        return super().parse_args(ctx, vw_spellings.rewrite(list(args), _known_options(self), self.name))
-
-
-def _known_options(command) -> vw_spellings.Known:
-    options, choices = {}, {}
-    for param in command.params:
-        if param.param_type_name == "option":
-            for name in (*param.opts, *param.secondary_opts):
-                options[name] = not param.is_flag and not param.count
-                annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
-                if isinstance(annotation, type) and issubclass(annotation, Enum):
-                    choices[name] = [member.value for member in annotation]
-    options["--help"] = False
-    return vw_spellings.Known(options, choices)
-
-
-def _version(value: bool):
-    if value:
-        typer.echo(f"olcli {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the version and exit."),
-    show_traceback: bool = typer.Option(False, "--traceback",
-                                        help="Show a Python traceback with errors (for bug reports)."),
-):
-    """olcli: train and test linear models on VW or libsvm text, from files or pipes."""
-
-
-
-DATA_HELP = "Data files (.gz, .bz2 too) or '-' for stdin; none = stdin."
-VW_EPILOG = ("VW's spellings work too (-d FILE, --final_regressor, --loss_function, -t, -c, -P N, ...): "
-             "docs \"For VW users\"; `olcli vw --help` lists them.")
-
-
-@app.command(cls=_VWSpellings, epilog=VW_EPILOG)
-@cli_options.command("train")
-def train(ctx: typer.Context, data: Optional[List[str]] = typer.Argument(None, help=DATA_HELP, show_default=False),
-          **flags):
-    """Learn from examples; report progressive validation loss."""
-    from olcli import commands
-
-    _vw_notes(flags["progress_every"], flags["sparse_weights"], flags["quiet"])
-    if flags["testonly"] and flags["initial_model"]:
-        return _test_only(ctx, data, flags)
-    if flags["testonly"] and flags["passes"] > 1:
-        raise UsageError("-t (test mode) with --passes: olcli tests in one pass over the data")
-    commands.train(**cli_options.train_keywords(data, flags))
-
-
-def _test_only(ctx, data, flags) -> None:
-    """VW's -t under train: predict and score with -i's model, learn nothing (olcli test);
-    -f gets a copy of the model, as VW writes the unchanged model."""
-    from olcli import commands
-
-    refused = [name for name in cli_options.given_here(ctx) if name not in cli_options.TEST_MODE_ALLOWED]
-    if refused:
-        spelled = ", ".join(_spelling(ctx, name) for name in refused)
-        raise UsageError(f"-t (test mode) uses the model's own settings: drop {spelled} "
-                         "(or train without -t)")
-    if flags["passes"] > 1:
-        raise UsageError("-t (test mode) with --passes: olcli tests in one pass over the data")
-    commands.test(**cli_options.test_keywords(data, flags["initial_model"], flags), vw_header=flags["vw_header"])
-    if flags["final_model"]:
-        from olcli.atomic import atomic_write
-
-        with open(flags["initial_model"], "rb") as source:
-            atomic_write(flags["final_model"], source.read(), role="model (-f)")
-
-
-def _spelling(ctx, name: str) -> str:
-    for param in ctx.command.params:
-        if param.name == name:
-            return param.opts[0] if param.param_type_name == "option" else name.upper()
-    return name
-
-
-def _vw_notes(vw_progress, sparse_weights, quiet) -> None:
-    """VW options olcli takes without doing what VW does, or with a value VW changes:
-    said, never silent."""
-    if vw_progress is not None:
-        factor, step = vw_spellings.progress_spacing(vw_progress)  # a bad value is refused, --quiet or not
-        if quiet:
-            pass
-        elif "." in vw_progress and factor != float(vw_progress):  # VW's warnings when it changes the value
-            sys.stderr.write(f"warning: multiplicative -P/--progress {vw_progress} is <= 1.0: adding 1.0\n")
-        elif "." not in vw_progress and step != float(vw_progress):
-            sys.stderr.write(f"warning: additive -P/--progress {vw_progress} can't be < 1: forcing to 1\n")
-    if sparse_weights and not quiet:
-        sys.stderr.write("note: --sparse_weights: accepted; olcli's weight table is dense by design "
-                         "(2^-b rows allocated at the start), so nothing changes\n")
-
-
-
-
-@app.command(cls=_VWSpellings, epilog=VW_EPILOG)
-@cli_options.command("test")
-def test(
-    data: Optional[List[str]] = typer.Argument(None, help=DATA_HELP, show_default=False),
-    initial_model: str = typer.Option(..., "-i", "--initial-model", help="The model to test (never changed)."),
-    **flags,
-):
-    """Predict and score with a frozen model; no learning."""
-    from olcli import commands
-
-    _vw_notes(flags["progress_every"], False, flags["quiet"])
-    commands.test(**cli_options.test_keywords(data, initial_model, flags))
-
-
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
-                               "help_option_names": ["-h", "--help"]},  # VW's -h too
-             no_args_is_help=True, epilog=vw_spellings.summary())
-def vw(
-    ctx: typer.Context,
-    args: List[str] = typer.Argument(..., help="A VW command line, as given to vw (e.g. -d train.vw -f m "
-                                     "--loss_function logistic; -t -i m -p preds for test mode).",
-                                     show_default=False, metavar="VW_ARGS..."),
-):
-    """Run a VW command line verbatim (its linear learners): alias vw='olcli vw'.
-
-    VW's default learner (--gd) unless another is chosen, -t is test mode, words that are
-    not options are data files. A VW option olcli does not have is
-    refused by name with what olcli offers instead (exit 2). The docs' "For VW users" page says
-    what each VW option becomes."""
-    if vw_spellings.is_cb_line(args):  # --cb_explore_adf / --cb_adf: olcli/cb_run.py
-        from olcli import cb_run
-
-        cb_run.run(list(args))
-        return
-    group = ctx.find_root().command  # the command olcli is running (with its start-up settings)
-    arguments = vw_spellings.translate(list(args), _known_options(group.get_command(None, "train")))
     try:
-        group.main(["train", *arguments], prog_name="olcli", standalone_mode=False)
-    except Exception as exc:  # click's usage errors: one line, as olcli's own (exit 2)
-        if hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
-            raise UsageError(exc.format_message()) from None
-        raise
-
-
-@app.command()
-def inspect(
-    model: str = typer.Argument(..., help="A model file written by olcli train -f."),
-    top: int = typer.Option(10, "--top", help="How many of the largest weights to list."),
-    readable: bool = typer.Option(False, "--readable", help="Print the whole model as text (as --readable-model)."),
-    invert_hash: Optional[List[str]] = typer.Option(None, "--invert-hash", show_default=False,
-                                                    help="Print the model as text with feature names read from "
-                                                         "this data (repeatable; as train --invert-hash)."),
-):
-    """Print a model's header, options, counters and largest weights (to stdout)."""
-    from olcli import inspection
-
-    inspection.inspect(model, top, readable, invert_hash)
-
-
-@app.command()
-def plot(
-    reports: List[str] = typer.Argument(..., help="JSON reports written by train or test --report.", show_default=False),
-    output: Optional[str] = typer.Option(None, "-o", "--output", show_default=False,
-                                         help="Write a picture (.png, .svg or .pdf, with Matplotlib); "
-                                              "without -o: a text plot on stdout."),
-    label: Optional[List[str]] = typer.Option(None, "--label", show_default=False,
-                                              help="The runs' names in the legend, in the order of the reports "
-                                                   "(repeatable; default: the file name without .json)."),
-):
-    r"""Learning curves from reports: progressive loss against examples, holdout loss by pass.
-    Needs the optional extra olcli\[plot]."""
-    from olcli import plot as learning_curves
-
-    learning_curves.plot(reports, output=output, labels=label or [])
-
-
-@app.command()
-def warm(
-    algorithm: Optional[List[str]] = typer.Option(None, "--algorithm", show_default=False,
-                                                  help="Only this algorithm's kernels (repeatable; default: all)."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", show_default=False,
-                                       help="Processes compiling at once (default: one per core)."),
-):
-    """Compile every kernel ahead (once after installing), so that no run compiles."""
-    from olcli import warm as kernels
-
-    kernels.warm(algorithm, jobs)
-
-
-_limits = "Limits"
-
-
-@app.command()
-def serve(
-    initial_model: str = typer.Option(..., "-i", "--initial-model", help="The model to serve (reloaded on SIGHUP "
-                                      "or POST /reload)."),
-    port: int = typer.Option(26542, "--port", help="Line protocol port (VW's daemon: one line in, "
-                             "'prediction[ tag]' out); 0 = any free port."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: all interfaces, with a warning)."),
-    port_file: Optional[str] = typer.Option(None, "--port-file", show_default=False,
-                                            help="Write the line protocol's port here once listening."),
-    pid_file: Optional[str] = typer.Option(None, "--pid-file", show_default=False,
-                                           help="Write the server's process id here once listening."),
-    http_port: Optional[int] = typer.Option(None, "--http-port", show_default=False,
-                                            help=r"Also serve HTTP/JSON on this port (0 = any); needs olcli\[serve]."),
-    http_port_file: Optional[str] = typer.Option(None, "--http-port-file", show_default=False,
-                                                 help="Write the HTTP port here once listening."),
-    learn: bool = typer.Option(False, "--learn", help="Learn from labelled lines (progressive: the reply is the "
-                               "prediction before learning); needs -f."),
-    final_model: Optional[str] = typer.Option(None, "-f", "--final-model", show_default=False,
-                                              help="With --learn: save the model here (atomically), every "
-                                                   "--save-every seconds and on SIGTERM/SIGINT."),
-    save_every: float = typer.Option(60.0, "--save-every", help="With --learn: seconds between saves of a "
-                                     "changed model (0 = only on stop)."),
-    link: Optional[Link] = typer.Option(None, "--link", help="Transform of the replies (default: the model's link)."),
-    probabilities: bool = typer.Option(False, "--probabilities", help="Replies are probabilities: 1:p1 2:p2 ... "
-                                       "for multiclass, else the logistic link."),
-    max_line_bytes: int = typer.Option(1 << 20, "--max-line-bytes", rich_help_panel=_limits,
-                                       help="Longer lines get an error reply."),
-    max_request_bytes: int = typer.Option(16 << 20, "--max-request-bytes", rich_help_panel=_limits,
-                                          help="Largest HTTP request body (413 above)."),
-    max_connections: int = typer.Option(1000, "--max-connections", rich_help_panel=_limits,
-                                        help="Open connections per protocol (and per worker); more are refused."),
-    idle_timeout: float = typer.Option(300.0, "--idle-timeout", rich_help_panel=_limits,
-                                       help="Close a connection idle this many seconds (0 = never)."),
-    workers: int = typer.Option(1, "--workers", help="Processes sharing the ports (prediction-only serving)."),
-    log_format: str = typer.Option("text", "--log-format", help="Event log on stderr: text or json."),
-    cb_pending: int = typer.Option(10000, "--cb-pending", help="Contextual-bandit model: events kept waiting for "
-                                   "their reward (POST /reward); the oldest is dropped beyond."),
-    cb_seed: Optional[int] = typer.Option(None, "--cb-seed", show_default=False, help="Contextual-bandit model: "
-                                          "the seed of the sampled actions (default: drawn at start, logged)."),
-):
-    """Serve a model: VW's daemon line protocol, and HTTP/JSON with --http-port."""
-    with signals.immediate():   # start-up: a signal stops it at once, also while importing
-        from olcli.serve import ServeOptions, serve as run_server
-
-    run_server(ServeOptions(
-        model_path=initial_model, host=host, port=port, port_file=port_file, pid_file=pid_file,
-        http_port=http_port, http_port_file=http_port_file, learn=learn, final_model=final_model,
-        save_every=save_every, link=link.value if link else None, probabilities=probabilities,
-        max_line_bytes=max_line_bytes, max_request_bytes=max_request_bytes, max_connections=max_connections,
-        idle_timeout=idle_timeout, workers=workers, log_format=log_format, cb_pending=cb_pending,
-        cb_seed=cb_seed))
+        return getattr(cli_app, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -351,9 +91,13 @@ def _run_app(args: list) -> int:
     show_traceback = "--traceback" in args
     try:
         try:
-            from olcli import startup  # the options checked without pydantic; train/test kernels loaded ahead
+            from olcli import fastpath  # a plain train or test line, without typer
 
-            startup.invoke(app, args, command_process=_running_as_command())
+            if not fastpath.run(args, command_process=_running_as_command()):
+                from olcli import startup  # the options checked without pydantic
+                from olcli.cli_app import app
+
+                startup.invoke(app, args, command_process=_running_as_command())
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -382,6 +126,8 @@ def _run_app(args: list) -> int:
 
 def _error(exc: BaseException, show_traceback: bool, cause: BaseException | None = None) -> None:
     if show_traceback:
+        import traceback
+
         traceback.print_exception(cause or exc, file=sys.stderr)
     try:
         sys.stderr.write(f"Error: {exc}\n")

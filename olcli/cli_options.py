@@ -1,6 +1,7 @@
 """The options of olcli train and test, made from the table of settings (olcli/settings.py)
 and the engine's registry, and the values they give turned back into the keywords of
-``commands.train`` and ``commands.test``.
+``commands.train`` and ``commands.test`` (``run_train``, ``run_test``: the bodies of both
+commands, which the typer app, olcli/cli_app.py, and olcli/fastpath.py call).
 
 Each row becomes one Typer option: a switch (``--noconstant``), a repeatable option
 (``many``: ``-q``, ``--ignore``), a choice (an Enum of the row's ``choices``) or a value of
@@ -11,27 +12,37 @@ hyper-parameter (engine/registry.py), then the settings the table's rows spell
 themselves (``typer``).
 """
 
+import sys
 from enum import Enum
-from inspect import Parameter, signature
 from typing import List, Optional
-
-import typer
 
 from olcli import settings
 from olcli.engine.registry import ALGORITHMS, OPTIONS, option_help
 from olcli.errors import UsageError
 
+# typer is imported where an option is made (``command``), not here: the fast path of
+# train and test (olcli/fastpath.py) reads the same rows without typer.
 
-def _choices(name: str, values: tuple) -> type:
-    """An option's few values as the Enum typer lists in --help."""
-    return Enum(name, {value: value for value in values}, type=str, module=__name__)
+_CHOICE_NAMES = {settings.LOSSES: "Loss", settings.LINKS: "Link", settings.HASHES: "HashRule",
+                 settings.FORMATS: "Format"}
+_ENUMS: dict = {}
 
 
-Loss = _choices("Loss", settings.LOSSES)
-Link = _choices("Link", settings.LINKS)
-HashRule = _choices("HashRule", settings.HASHES)
-Format = _choices("Format", settings.FORMATS)
-_CHOICES = {settings.LOSSES: Loss, settings.LINKS: Link, settings.HASHES: HashRule, settings.FORMATS: Format}
+def choices_enum(values: tuple) -> type:
+    """An option's few values as the Enum typer lists in --help (``Loss``, ``Link``,
+    ``HashRule``, ``Format``; made on first need)."""
+    if values not in _ENUMS:
+        _ENUMS[values] = Enum(_CHOICE_NAMES[values], {value: value for value in values}, type=str, module=__name__)
+    return _ENUMS[values]
+
+
+def __getattr__(name):
+    for values, enum_name in _CHOICE_NAMES.items():
+        if name == enum_name:
+            return choices_enum(values)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _TYPES = {"int": int, "int|null": int, "number": float, "number|null": float, "str|null": str}
 _SETTING_ROWS = settings.MODEL_SETTINGS + settings.RUN_SETTINGS
 
@@ -47,13 +58,15 @@ def rows(command_name: str) -> tuple:
 
 def _option(row, command_name: str) -> tuple:
     """(annotation, typer.Option) of one row."""
+    import typer
+
     common = dict(help=row.test_help if command_name == "test" and row.test_help else row.help,
                   rich_help_panel=row.panel, hidden=row.hidden)
     if row.switch:
         return bool, typer.Option(False, *row.flags, **common)
     if row.many:
         return Optional[List[str]], typer.Option(None, *row.flags, show_default=False, **common)
-    annotation = _CHOICES[row.choices] if row.choices else _TYPES[row.kind]
+    annotation = choices_enum(row.choices) if row.choices else _TYPES[row.kind]
     if row.cli_default is not None:
         return annotation, typer.Option(annotation(row.cli_default), *row.flags, min=row.minimum, **common)
     # a model's setting not given is None (-i's model decides); a run's shows its default
@@ -66,6 +79,8 @@ def command(command_name: str):
     """Add to a command its options from the table (``rows``) and, for train, the
     algorithms' flags and hyper-parameters (after the table's placed rows, before the
     settings' own); the command receives them in ``**flags``."""
+    from inspect import Parameter, signature
+
     def decorate(function):
         original = signature(function)
         parameters = [p for p in original.parameters.values() if p.kind != p.VAR_KEYWORD]
@@ -89,6 +104,10 @@ def command(command_name: str):
 def _algorithm_parameters() -> list:
     """One boolean flag per algorithm (--adagrad, --ftrl, ...) and one option per
     hyper-parameter option (-l, --l1, ...), from the registry."""
+    from inspect import Parameter
+
+    import typer
+
     parameters = []
     for algorithm in ALGORITHMS.values():
         parameters.append(Parameter(
@@ -204,6 +223,75 @@ def _interactions(flags: dict) -> dict:
 def given_here(ctx) -> list:
     """The names of the options given on the command line (not left at their defaults)."""
     return [name for name in ctx.params if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"]
+
+
+# --- the bodies of olcli train and test (the typer commands, olcli/cli_app.py, and the fast path) ---
+
+def run_train(ctx, data: Optional[List[str]], flags: dict) -> None:
+    """olcli train: learn from examples; report progressive validation loss. ``flags``: the
+    command's options by name, as typer gives them (``ctx``: click's context, None from the
+    fast path, which leaves -t to typer)."""
+    from olcli import commands
+
+    _vw_notes(flags["progress_every"], flags["sparse_weights"], flags["quiet"])
+    if flags["testonly"] and flags["initial_model"]:
+        return _test_only(ctx, data, flags)
+    if flags["testonly"] and flags["passes"] > 1:
+        raise UsageError("-t (test mode) with --passes: olcli tests in one pass over the data")
+    commands.train(**train_keywords(data, flags))
+
+
+def run_test(data: Optional[List[str]], initial_model: str, flags: dict) -> None:
+    """olcli test: predict and score with a frozen model; no learning."""
+    from olcli import commands
+
+    _vw_notes(flags["progress_every"], False, flags["quiet"])
+    commands.test(**test_keywords(data, initial_model, flags))
+
+
+def _test_only(ctx, data, flags) -> None:
+    """VW's -t under train: predict and score with -i's model, learn nothing (olcli test);
+    -f gets a copy of the model, as VW writes the unchanged model."""
+    from olcli import commands
+
+    refused = [name for name in given_here(ctx) if name not in TEST_MODE_ALLOWED]
+    if refused:
+        spelled = ", ".join(_spelling(ctx, name) for name in refused)
+        raise UsageError(f"-t (test mode) uses the model's own settings: drop {spelled} "
+                         "(or train without -t)")
+    if flags["passes"] > 1:
+        raise UsageError("-t (test mode) with --passes: olcli tests in one pass over the data")
+    commands.test(**test_keywords(data, flags["initial_model"], flags), vw_header=flags["vw_header"])
+    if flags["final_model"]:
+        from olcli.atomic import atomic_write
+
+        with open(flags["initial_model"], "rb") as source:
+            atomic_write(flags["final_model"], source.read(), role="model (-f)")
+
+
+def _spelling(ctx, name: str) -> str:
+    for param in ctx.command.params:
+        if param.name == name:
+            return param.opts[0] if param.param_type_name == "option" else name.upper()
+    return name
+
+
+def _vw_notes(vw_progress, sparse_weights, quiet) -> None:
+    """VW options olcli takes without doing what VW does, or with a value VW changes:
+    said, never silent."""
+    if vw_progress is not None:
+        from olcli import vw as vw_spellings
+
+        factor, step = vw_spellings.progress_spacing(vw_progress)  # a bad value is refused, --quiet or not
+        if quiet:
+            pass
+        elif "." in vw_progress and factor != float(vw_progress):  # VW's warnings when it changes the value
+            sys.stderr.write(f"warning: multiplicative -P/--progress {vw_progress} is <= 1.0: adding 1.0\n")
+        elif "." not in vw_progress and step != float(vw_progress):
+            sys.stderr.write(f"warning: additive -P/--progress {vw_progress} can't be < 1: forcing to 1\n")
+    if sparse_weights and not quiet:
+        sys.stderr.write("note: --sparse_weights: accepted; olcli's weight table is dense by design "
+                         "(2^-b rows allocated at the start), so nothing changes\n")
 
 
 # What VW's test mode (-t) under train may be given besides what olcli test takes:

@@ -319,8 +319,9 @@ def _function_lines(path: str, name: str) -> int:
 
 
 def test_the_train_commands_are_short():
-    """Issue 27: cli.train and commands.train under 30 lines each (decorators included)."""
-    for module, name in (("cli", "train"), ("commands", "train")):
+    """Issue 27: cli_app.train (the typer command), its body cli_options.run_train and
+    commands.train under 30 lines each (decorators included)."""
+    for module, name in (("cli_app", "train"), ("cli_options", "run_train"), ("commands", "train")):
         assert _function_lines(os.path.join(PACKAGE, module + ".py"), name) < 30, module
 
 
