@@ -340,3 +340,16 @@ def test_bad_lines_are_named_and_skipped(cli):
     Path("e.txt").write_text("2 1:1:0.5 | a\n1 | b\n")
     code, _, err = cli("vw", "--cb", "2", "--eval", "-d", "e.txt", "--strict_parse")
     assert code == 1 and "e.txt, line 2" in err and "--eval label" in err
+
+
+def test_cbify_model_continues_as_vws(cli):
+    """-f keeps the reduction (squarecb's counter, mtr's totals); -i continues it. VW 9.11.9: `--cbify 2 --squarecb
+    -d rcv1_multiclass_100.dat -f M`, then `-i M -d` the same file: 100 / 7983 / 0.030000 (its example
+    counter, the draws' seed, starts at 0 again in the second run, as olcli's does)."""
+    data = CB / "rcv1_multiclass_100.dat"
+    code, _, err = cli("vw", "--cbify", "2", "--squarecb", "-d", data, "-f", "m.olm", "--quiet")
+    assert code == 0, err
+    code, _, err = cli("vw", "--cbify", "2", "--squarecb", "-i", "m.olm", "-d", data)
+    assert code == 0 and summary(err) == ("100", "7983", "0.030000"), err
+    code, _, err = cli("vw", "--cb_explore_adf", "-i", "m.olm", "-d", CB / "cb_test.ldf")
+    assert code == 2 and "trained with --cbify" in err
