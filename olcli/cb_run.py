@@ -172,6 +172,10 @@ def cb_settings(given) -> dict:
     evaluating = "eval" in given
     if evaluating and (reduction != "cb" or rules or "epsilon" in given):
         raise UsageError("--eval: olcli evaluates --cb K logs only (VW's legacy --cb --eval), without exploration")
+    odd = [given[k][0] for k in ("dsjson", "rank_all") if k in given and (reduction == "cbify" or evaluating)]
+    if odd:
+        raise UsageError(f"{odd[0]} with {'--cbify' if reduction == 'cbify' else '--eval'}: not supported (the input "
+                         "is single text lines, the output one action per line)")
     if reduction in ("cb", "cbify") and "interactions" in given:
         raise UsageError(f"{given['interactions'][0]} with --{reduction} K: not supported yet (the crosses of features VW's "
                          "per-action placement collapses are counted differently)")

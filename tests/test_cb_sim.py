@@ -325,6 +325,8 @@ def test_eval_on_vws_file(cli):
     (["--cbify", "3", "--cbify_cs"], "--cbify_cs"),
     (["--cbify", "3", "--cover", "3"], "--cover"),
     (["--cbify", "3", "--passes", "2", "--holdout_off"], "--cbify and --eval take one pass"),
+    (["--cbify", "3", "--dsjson"], "--dsjson with --cbify: not supported"),
+    (["--cb", "2", "--eval", "--rank_all"], "--rank_all with --eval: not supported"),
 ])
 def test_refused_by_name(cli, args, message):
     Path("d.txt").write_text("1 |f a\n")
