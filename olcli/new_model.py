@@ -29,13 +29,6 @@ def _interaction_specs(interactions) -> list:
     return specs
 
 
-def _letters(what: str, value) -> str:
-    value = value or ""
-    if not isinstance(value, str):
-        value = "".join(value)
-    return value  # any Unicode letter: engine.features.namespace_letters maps it to its namespace byte
-
-
 # VW's initial label range (shared_data): [0, 0], widened by the labels seen;
 # [-50, 50] for the logistic loss, whose labels are -1/+1 but whose scores are not.
 INITIAL_LABEL_RANGE = {"logistic": (-50.0, 50.0), "poisson": (-50.0, 50.0)}
@@ -56,14 +49,15 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
     s = {row.name: row.default if given.get(row.name) is None else given[row.name] for row in KEYWORDS}
     loss, bits, interactions, link, constant = s.pop("loss"), s.pop("bits"), s.pop("interactions"), s.pop(
         "link"), s.pop("constant")
-    ignore, keep, ignore_linear = s.pop("ignore"), s.pop("keep"), s.pop("ignore_linear")
     ngram, skips, indexing = s.pop("ngram"), s.pop("skips"), s.pop("indexing")
     ends = [s.pop(row.name) for row in PREDICTION_RANGE]   # the clipping range, low and high (None: labels seen)
     initial_weight, initial_constant = s.pop("initial_weight"), s.pop("initial_constant")
 
     ngram, skips = [str(v) for v in ngram or ()], [str(v) for v in skips or ()]
     check_grams(ngram, skips)
-    stored = {BY_NAME[name].field: checked(BY_NAME[name], value) for name, value in s.items()}   # hash_seed, hash, ...
+    # hash_seed, hash, ...; --ignore, --keep, --ignore-linear: any Unicode letters, given as one string or a
+    # sequence of them (engine.features.namespace_letters maps each to its namespace byte)
+    stored = {BY_NAME[name].field: checked(BY_NAME[name], value) for name, value in s.items()}
     spec = registry.get(algorithm or registry.DEFAULT_ALGORITHM)
     params = spec.resolve(hyper)
     if oaa is not None and softmax is not None:
@@ -128,8 +122,7 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
         state=state, slots=spec.slots, initial_weight=float(initial_weight),
         initial_constant=float(initial_constant),
         indexing=INDEXING_UNDECIDED if indexing is None else int(indexing),
-        interactions=_interaction_specs(interactions), ignore=_letters("ignore (--ignore)", ignore),
-        keep=_letters("keep (--keep)", keep), ignore_linear=_letters("ignore_linear (--ignore-linear)", ignore_linear),
+        interactions=_interaction_specs(interactions),
         classes=int(classes), multiclass=mode, ngram=ngram, skips=skips, **stored)
 
 

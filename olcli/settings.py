@@ -297,6 +297,8 @@ def checked(row: Setting, value):
     check finds a problem, else made the row's kind (int, float, bool, str)."""
     if row.refusal and row.problem(value):
         raise UsageError(row.refusal.format(value=value))
+    if row.many == "join":   # letters: one string, or a sequence of them (--ignore a --ignore b)
+        return value if isinstance(value, str) else "".join(value or ())
     return _KIND.get(row.kind, lambda v: v)(value)
 
 

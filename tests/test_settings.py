@@ -131,8 +131,8 @@ def test_no_new_private_imports():
 # Every row whose name is an identifier of its own (it holds "_") is checked; the ones still
 # above 3 are listed with their count, which may only go down. A one-word name (loss, bits,
 # hash, keep, passes...) is also a word of other code and text, so a search cannot count it.
-SPREAD = {"input_format": 14, "predict_only": 8, "cache_path": 8, "kill_cache": 6, "ignore_linear": 4,
-          "max_prediction": 4, "progress_every": 4}
+SPREAD = {"input_format": 14, "predict_only": 8, "cache_path": 8, "kill_cache": 6, "max_prediction": 4,
+          "progress_every": 4}
 CHECKED_SPREAD = sorted(row.name for row in settings.MODEL_SETTINGS + settings.RUN_SETTINGS if "_" in row.name)
 
 
@@ -234,6 +234,8 @@ def test_a_setting_without_a_rule_of_its_own_is_stored_as_given():
     assert (model.hash_seed, model.loss_tau, model.permutations, model.hash) == (5, 0.25, True, "all")
     assert type(model.hash_seed) is int and type(model.permutations) is bool
     assert type(settings.checked(settings.BY_NAME["hash_seed"], np.uint32(3))) is int
+    letters = new_model("gd", bits=8, ignore=["a", "b"], keep="cd", ignore_linear=None)
+    assert (letters.ignore, letters.keep, letters.ignore_linear) == ("ab", "cd", "")
 
 
 def test_run_settings_are_checked_by_their_rows():
