@@ -382,20 +382,33 @@ def _immutable(value):
     return tuple(value) if isinstance(value, list) else value
 
 
-ModelSettings = _frozen("ModelSettings", MODEL_SETTINGS, "A model's settings (what its file stores; what -i "
-                        "and merge compare), one field per row of MODEL_SETTINGS.")
 RunSettings = _frozen("RunSettings", RUN_SETTINGS, "A run's settings, one field per row of RUN_SETTINGS.")
 
 
-def model_settings(model) -> "ModelSettings":
-    """A model's settings as a frozen value (lists as tuples, dicts as sorted item tuples)."""
+def _model_settings_class():
+    """``ModelSettings``, made on first use: a dataclass of a field per row costs ~10 M
+    instructions to make, and a run of train or test never needs it."""
+    if "ModelSettings" not in globals():
+        globals()["ModelSettings"] = _frozen("ModelSettings", MODEL_SETTINGS, "A model's settings (what its file "
+                                             "stores; what -i and merge compare), one field per row of MODEL_SETTINGS.")
+    return globals()["ModelSettings"]
+
+
+def __getattr__(name):
+    if name == "ModelSettings":
+        return _model_settings_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def model_settings(model):
+    """A model's settings as a frozen ``ModelSettings`` value (lists as tuples, dicts as sorted item tuples)."""
     values = {}
     for row in MODEL_SETTINGS:
         value = getattr(model, row.field)
         if isinstance(value, dict):
             value = tuple(sorted(value.items()))
         values[row.name] = _immutable(value)
-    return ModelSettings(**values)
+    return _model_settings_class()(**values)
 
 
 def run_settings(**given) -> "RunSettings":
