@@ -6,7 +6,7 @@ and with float32 state, every algorithm, default parameters, logistic loss, -b 1
 
 Each file is parsed once; then the learning kernel alone (``Learner.process``, the one
 door to the algorithm's kernel, the part the state's dtype can change) runs over all its
-chunks with each state dtype (the learner's ``model.state`` replaced by a float32 array),
+chunks with each state dtype (the learner's ``model.pool.state`` replaced by a float32 array),
 alternating, after a warm-up that compiles the float32 variant. Reported: the
 progressive logistic loss with each dtype and their relative difference, the largest
 weight difference relative to the largest weight, the learning time (median of the
@@ -44,7 +44,7 @@ def parse_file(path):
 def learn(batches, name, dtype):
     """(seconds, progressive loss, final weights, state bytes) of one pass with the given state dtype."""
     learner = Learner(name, loss="logistic", bits=BITS)
-    learner.model.state = learner.model.state.astype(dtype)  # the kernels compile one version per dtype
+    learner.model.pool.state = learner.model.pool.state.astype(dtype)  # the kernels compile one version per dtype
     tally = new_tally()
     elapsed = 0.0
     for batch in batches:
@@ -52,7 +52,7 @@ def learn(batches, name, dtype):
         learner.process(batch, True, tally)
         elapsed += time.perf_counter() - started
     loss = tally.stats[S_LOSS] / tally.stats[S_WEIGHT]
-    return elapsed, loss, learner.weights(), learner.model.state.nbytes
+    return elapsed, loss, learner.weights(), learner.model.pool.state.nbytes
 
 
 def main():

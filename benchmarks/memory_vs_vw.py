@@ -50,7 +50,7 @@ def kernel_paths(aot_dir):
     """[(label, environment)]: the JIT, and the AOT build when it is there and not stale."""
     jit = harness.python_env(OLCLI_KERNELS="jit")
     aot = harness.python_env(OLCLI_KERNELS="aot", **({"OLCLI_AOT_DIR": aot_dir} if aot_dir else {}))
-    why = harness.measure([PY, "-c", "from olcli import aot; from olcli.engine.jit import engine_stamp; "
+    why = harness.measure([PY, "-c", "from olcli import aot; from olcli.kernel_stamp import engine_stamp; "
                            "print(aot.available(engine_stamp()) or '')"],
                           env=dict(aot, OLCLI_KERNELS="jit"), separate_stderr=True).output.strip()
     if why:

@@ -125,7 +125,7 @@ def load_learner(path: str, input_format: str = "auto"):
 def _check_weights(learner, path: str, block: int = 1 << 20) -> None:
     """The weights the file's state and hyper-parameters give must be finite: a file
     can hold a consistent-looking state with hyper-parameters that overflow it."""
-    rows = model_file.nonzero_rows(learner.model.state)  # an all-zero row's weight is 0
+    rows = learner.model.pool.nonzero()[0]  # an all-zero row's weight is 0
     for start in range(0, len(rows), block):
         weights = learner.weights_at(rows[start:start + block])
         bad = np.flatnonzero(~np.isfinite(weights))

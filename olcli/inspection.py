@@ -79,7 +79,7 @@ def _inspect(learner, path, top, readable, invert_hash) -> None:
         write_readable(learner, sys.stdout, names)
         return
     header = model.file_header
-    touched = model_file.nonzero_rows(model.state)  # an all-zero row's weight is 0
+    touched = model.pool.nonzero()[0]  # an all-zero row's weight is 0
     touched_weights = learner.weights_at(touched)
     nonzero = touched[touched_weights != 0.0]
     weights = dict(zip(nonzero.tolist(), touched_weights[touched_weights != 0.0].tolist()))

@@ -178,12 +178,12 @@ class Learner:
         m = self.model
         clip = self._spec.unbounded_loss_clipped and m.loss in UNBOUNDED_LOSSES
         return Settings(self._params, int(LOSS_CODES[m.loss]), float(m.loss_tau), bool(clip), bool(learn),
-                        int(m.block_rows), int(m.classes), m.multiclass == "softmax",
+                        1, int(m.classes), m.multiclass == "softmax",   # class k: pool row + k (state.RowPool)
                         math.nan if m.min_prediction is None else float(m.min_prediction),
                         math.nan if m.max_prediction is None else float(m.max_prediction))
 
     def table(self) -> Table:
-        return Table(self.model.state, self.model.counters, self.model.scalars)
+        return Table(self.model.pool.state, self.model.counters, self.model.scalars)
 
     # --- the door: one kernel call ---
 
@@ -194,6 +194,10 @@ class Learner:
         tally = self.tally if tally is None else tally
         n = len(batch.labels)
         predictions = np.empty(n)
+        # hashed indices -> the pool's rows (learning hands out rows to new features first)
+        lo, hi = int(batch.row_ptr[0]), int(batch.row_ptr[n])
+        batch = batch._replace(index=self.model.pool.rows_for(batch.index[lo:hi], learn), value=batch.value[lo:hi],
+                               row_ptr=batch.row_ptr - lo)
         table = self.table()
         settings = self.settings(learn)
         if self.model.classes:
@@ -351,7 +355,8 @@ class Learner:
         return w.reshape(m.classes, m.block_rows) if m.classes else w
 
     def weights_at(self, rows) -> np.ndarray:
-        return self._kernels.weights_at(self.table(), self.settings(False), np.asarray(rows, np.int64))
+        """The current weights of table rows (k * block_rows + hashed index for class k)."""
+        return self._kernels.weights_at(self.table(), self.settings(False), self.model.pool.pool_rows(rows))
 
     def summary(self) -> Summary:
         from olcli.report import summarize

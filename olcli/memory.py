@@ -40,31 +40,35 @@ MEMORY_RESERVE = 512 << 20
 
 
 def check_memory(bits: int, n_slots: int, classes: int, copies: int = 1) -> None:
-    """Refuse a run that cannot start. The table is mapped without reserving memory
-    (model.zeroed_state): it costs the pages its examples touch, not 2^bits rows x
-    slots, so what is judged here is what the run touches before its first example
-    (MEMORY_FLOOR) and the table's address space; MemoryGuard watches the rest.
-    ``copies`` is accepted for the callers' sake (a kept best pass now copies only
-    its touched rows)."""
-    rows = max(1, classes) * table_rows(bits)
+    """Refuse a run that cannot start. The table holds a row per touched feature
+    (state.RowPool): what it costs grows with the features the examples bring, not with
+    2^bits x slots, and MemoryGuard watches it. What is judged here is what the run needs
+    before its first example (MEMORY_FLOOR) and the table's index, 4 bytes for each of
+    2^bits + 1 hashed indices, allocated zeroed (its pages cost memory once an example
+    reaches them), which may span at most TABLE_SPACE_FACTOR x the machine's memory; and
+    the table's rows (classes x (2^bits + 1)), which the model file numbers in 32 bits.
+    ``n_slots`` and ``copies`` are accepted for the callers' sake (the rows they multiply
+    are the touched ones)."""
     available = available_memory()
     gib = 1 << 30
     if available is not None and available < MEMORY_FLOOR:
         raise UsageError(f"only {available / gib:.2f} GiB of memory is available; a run needs at least "
                          f"{MEMORY_FLOOR / gib:.2f} GiB besides the rows of -b {bits}'s table it touches")
-    table = rows * n_slots * 8
+    rows = max(1, classes) * table_rows(bits)
+    if rows > 1 << 32:
+        raise UsageError(f"-b {bits}{f' with {classes} classes' if classes else ''} is a table of {rows:,} rows, more "
+                         "than the model file's 32-bit row numbers hold (4,294,967,296): use a smaller -b")
+    index = table_rows(bits) * 4
     total = meminfo("MemTotal")
     limit = TABLE_SPACE_FACTOR * total if total else 1 << 46
-    if table > limit:
-        raise UsageError(f"-b {bits}{f' with {classes} classes' if classes else ''} is a table of {rows:,} rows x "
-                         f"{n_slots} slots ({table / gib:,.0f} GiB of address space), more than "
-                         f"{TABLE_SPACE_FACTOR} x this machine's {total / gib:.0f} GiB of memory that olcli maps: "
-                         "use a smaller -b")
+    if index > limit:
+        raise UsageError(f"-b {bits}'s table index is {table_rows(bits):,} entries ({index / gib:,.0f} GiB of "
+                         f"address space), more than {TABLE_SPACE_FACTOR} x this machine's {total / gib:.0f} GiB "
+                         "of memory that olcli maps: use a smaller -b")
 
 
-# A table may span at most this many times the machine's memory: its untouched pages cost
-# nothing, but every save walks its page map (about 0.15 s per 26 GiB) and a touched page
-# costs a page-table entry besides its 4 KiB.
+# The table's index may span at most this many times the machine's memory: its untouched
+# pages cost nothing, but a touched page costs a page-table entry besides its 4 KiB.
 TABLE_SPACE_FACTOR = 16
 
 

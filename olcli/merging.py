@@ -33,18 +33,18 @@ def merge(learner_class, learners, base=None):
         return learners[0].copy()
     # Every merge rule works row by row and keeps a row that is zero in the base and
     # in every shard at zero: the rules run on the rows some learner touched only.
-    touched = [model_file.nonzero_rows(lr.model.state) for lr in learners]
+    touched = [lr.model.pool.nonzero()[0] for lr in learners]
     if base is None:
         base_counters = np.zeros_like(first.counters)
     else:
         base_counters = base.model.counters
-        touched.append(model_file.nonzero_rows(base.model.state))
+        touched.append(base.model.pool.nonzero()[0])
     rows = np.unique(np.concatenate(touched))
-    base_state = (np.zeros((len(rows), first.state.shape[1])) if base is None
-                  else base.model.state[rows])
+    base_state = (np.zeros((len(rows), first.pool.slots)) if base is None
+                  else base.model.pool.gather(rows))
     kernels, spec, params = learners[0]._kernels, learners[0]._spec, learners[0]._params
     shard_weights = [float(lr.model.counters[C_WEIGHT] - base_counters[C_WEIGHT]) for lr in learners]
-    arguments = (base_state, [lr.model.state[rows] for lr in learners], params, float(base_counters[C_ROUNDS]),
+    arguments = (base_state, [lr.model.pool.gather(rows) for lr in learners], params, float(base_counters[C_ROUNDS]),
                  [float(lr.model.counters[C_ROUNDS]) for lr in learners], shard_weights)
     scalars = first.scalars
     if spec.scalars:
@@ -61,9 +61,8 @@ def merge(learner_class, learners, base=None):
     counters[C_MIN_LABEL] = min(lr.model.counters[C_MIN_LABEL] for lr in learners)
     counters[C_MAX_LABEL] = max(lr.model.counters[C_MAX_LABEL] for lr in learners)
     merged = learners[0].copy()
-    full = model_file.zeroed_state(*first.state.shape)
-    full[rows] = state
-    merged.model.state = full
+    merged.model.pool = model_file.RowPool.from_rows(first.pool.block_rows, first.pool.group, first.pool.slots,
+                                                     rows, state)
     merged.model.counters = counters
     merged.model.scalars = np.array(scalars, dtype=np.float64, copy=True)
     merged.reset_summary()

@@ -34,7 +34,7 @@ from olcli.header import (  # noqa: F401
     validate)
 from olcli.settings import HASH_TEXT, MODEL_SETTINGS, STORED
 from olcli.state import (  # noqa: F401
-    all_finite, copy_state, nonzero_rows, restore, snapshot, table_rows, zeroed_state)
+    RowPool, all_finite, copy_state, nonzero_rows, restore, snapshot, table_rows, zeroed_state)
 
 
 MAGIC = b"OLCLIMDL"
@@ -44,19 +44,33 @@ _CHECKSUM_BYTES = 32
 class _Model:
     """A model: its settings (one field per row of settings.MODEL_SETTINGS, by the row's
     ``field``: the algorithm, hyper-parameters, bits, loss, link, input options, multiclass
-    mode, prediction range, ...), the state table (``state``: (2**bits + 1) x len(slots)
-    float64 per class block, the last row of a block the constant's), the lifetime
+    mode, prediction range, ...), the state table (``pool``, olcli/state.py RowPool: the
+    touched rows of (2**bits + 1) x len(slots) float64 per class block, the last row of a
+    block the constant's; ``state`` the whole table as one read-only array), the lifetime
     counters (records.C_* slots), the algorithm's scalars (registry scalars) and, for a
     model read from a file, its header (``file_header``, for inspect)."""
 
     @property
     def rows(self) -> int:
-        return self.state.shape[0]
+        return self.pool.rows
 
     @property
     def block_rows(self) -> int:
         """Rows of one class's block (the whole table when not multiclass)."""
-        return self.rows // max(1, self.classes)
+        return self.pool.block_rows
+
+    @property
+    def state(self) -> np.ndarray:
+        """The whole table, rows x slots, as one read-only array (built from the pool: for
+        tests and the prompt; the run's paths use ``pool``)."""
+        return self.pool.dense()
+
+    @state.setter
+    def state(self, table: np.ndarray) -> None:
+        """A new pool holding ``table`` (the whole table, rows x slots; its all-zero rows untouched)."""
+        table = np.asarray(table, np.float64)
+        given = nonzero_rows(table)
+        self.pool = RowPool.from_rows(self.pool.block_rows, self.pool.group, table.shape[1], given, table[given])
 
     def header(self) -> dict:
         """The file's header: every stored setting (settings.STORED) at its path, in the
@@ -87,7 +101,7 @@ def _setting_field(row) -> tuple:
 
 
 Model = make_dataclass(
-    "Model", [*(_setting_field(row) for row in MODEL_SETTINGS), ("state", np.ndarray), ("slots", tuple),
+    "Model", [*(_setting_field(row) for row in MODEL_SETTINGS), ("pool", RowPool), ("slots", tuple),
               ("counters", np.ndarray, field(default_factory=lambda: np.zeros(N_COUNTERS))),
               ("scalars", np.ndarray, field(default_factory=lambda: np.zeros(0))),
               ("file_header", dict, field(default=None))],
@@ -111,35 +125,35 @@ def _put(header: dict, path: str, value) -> None:
     header[name] = value
 
 
-def _table(rows: int, slots: int, given: np.ndarray, values: np.ndarray, raw, shared_by) -> np.ndarray:
-    """A decoded table: private (``zeroed_state``), or, with ``shared_by`` (olcli serve's
-    supervisor pid), the read-only table its workers share (olcli/shared_table.py),
-    named by the file's checksum."""
+def _table(rows: int, slots: int, classes: int, given: np.ndarray, values: np.ndarray, raw, shared_by) -> RowPool:
+    """A decoded table: private, or, with ``shared_by`` (olcli serve's supervisor pid), the
+    read-only pool its workers share (olcli/shared_table.py), named by the file's checksum."""
+    group = max(1, classes)
     if shared_by is not None:
         from olcli import shared_table
 
-        state = shared_table.shared_state(bytes(raw[-_CHECKSUM_BYTES:]), shared_by, rows, slots, given, values)
-        if state is not None:
-            return state
-    state = zeroed_state(rows, slots)
-    state[given] = values
-    return state
+        pool = shared_table.shared_pool(bytes(raw[-_CHECKSUM_BYTES:]), shared_by, rows // group, group, slots,
+                                        given, values)
+        if pool is not None:
+            return pool
+    return RowPool.from_rows(rows // group, group, slots, given, values)
 
 
 def encode(model: Model) -> bytes:
-    state = model.state
-    nonzero = nonzero_rows(state).astype("<u4")
-    n_slots = state.shape[1]
-    sparse = nonzero.size * (4 + 8 * n_slots) < state.size * 8
+    pool = model.pool
+    logical, at = pool.nonzero()
+    nonzero = logical.astype("<u4")
+    n_slots = pool.slots
+    sparse = nonzero.size * (4 + 8 * n_slots) < pool.rows * n_slots * 8
     header = model.header()
     header["state"]["storage"] = "sparse" if sparse else "dense"
     header["state"]["nonzero_rows"] = int(nonzero.size)
     header_bytes = json.dumps(header, indent=1, sort_keys=True).encode("utf-8")
     parts = [_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header_bytes)), header_bytes]
     if sparse:
-        parts += [nonzero.tobytes(), np.ascontiguousarray(state[nonzero], dtype="<f8").tobytes()]
+        parts += [nonzero.tobytes(), np.ascontiguousarray(pool.state[at], dtype="<f8").tobytes()]
     else:
-        parts.append(np.ascontiguousarray(state, dtype="<f8").tobytes())
+        parts.append(np.ascontiguousarray(pool.dense(), dtype="<f8").tobytes())
     body = b"".join(parts)
     return body + sha256(body).digest()
 
@@ -202,12 +216,12 @@ def decode(raw: bytes, path: str, shared_by: int | None = None) -> Model:
         given = nonzero_rows(dense)
         values = dense[given]
     check_state(values, given, header, path)
-    state = _table(rows, n_slots, given, values, raw, shared_by)
     settings = {setting.field: _READ.get(setting.name, _same)(header_value(header, setting.stored, None))
                 for setting in STORED}
     settings["params"] = {k: float(v) for k, v in _header_params(header).items()}
+    pool = _table(rows, n_slots, int(settings.get("classes") or 0), given, values, raw, shared_by)
     return Model(
-        **settings, state=state, slots=slots,
+        **settings, pool=pool, slots=slots,
         counters=np.array([float(header["counters"].get(name, _V1_COUNTERS.get(name, 0.0)))
                            for name in COUNTER_NAMES]),
         scalars=np.array([float(header.get("scalars", {})[name])
@@ -232,8 +246,10 @@ def weights_only(model: Model, weights: np.ndarray) -> Model:
     from olcli.engine.registry import get
 
     sgd = get("sgd")
-    return replace(model, algorithm="sgd", params=sgd.resolve({}), slots=sgd.slots,
-                   state=np.asarray(weights, np.float64).reshape(-1, 1).copy(),
+    weights = np.asarray(weights, np.float64).reshape(-1, 1)
+    given = np.flatnonzero(weights[:, 0] != 0)
+    pool = RowPool.from_rows(model.pool.block_rows, model.pool.group, 1, given, weights[given])
+    return replace(model, algorithm="sgd", params=sgd.resolve({}), slots=sgd.slots, pool=pool,
                    scalars=np.zeros(0), predict_only=model.predict_only or model.algorithm, file_header=None)
 
 

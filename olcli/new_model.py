@@ -107,19 +107,20 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
     if initial_constant != 0.0 and not constant:
         raise UsageError("--constant with --noconstant: there is no constant feature to start at "
                          f"{initial_constant:g}")
-    state = model_file.zeroed_state(max(1, classes) * model_file.table_rows(bits), len(spec.slots))
-    if initial_weight != 0.0:
-        state[:, 0] = float(initial_weight)  # VW: every weight, the constant's included
+    template = np.zeros((max(1, classes), len(spec.slots)))
+    template[:, 0] = float(initial_weight)  # VW: every weight, the constant's included
+    pool = model_file.RowPool(model_file.table_rows(bits), classes, len(spec.slots), template=template)
     if initial_constant != 0.0:
         # VW's --constant: the constant's weight (after --initial_weight); with --oaa that of
         # the first class only, as VW sets the one weight at the constant's index
-        state[model_file.table_rows(bits) - 1, 0] = float(initial_constant)
+        constant_row = pool.rows_for(np.array([model_file.table_rows(bits) - 1]), True)[0]
+        pool.state[constant_row, 0] = float(initial_constant)
     return model_file.Model(
         counters=counters, scalars=np.array(spec.initial_scalars(params), dtype=np.float64),
         **{row.field: None if end is None else float(end) for row, end in zip(PREDICTION_RANGE, ends)},
         algorithm=spec.name, params=params, bits=int(bits), loss=loss,
         link=link, input_format=None, constant=bool(constant),
-        state=state, slots=spec.slots, initial_weight=float(initial_weight),
+        pool=pool, slots=spec.slots, initial_weight=float(initial_weight),
         initial_constant=float(initial_constant),
         indexing=INDEXING_UNDECIDED if indexing is None else int(indexing),
         interactions=_interaction_specs(interactions),

@@ -9,13 +9,10 @@ def write_readable(learner, stream, names: dict | None = None) -> None:
     non-zero state: ``[name:]index:weight slot=value ...``; for multiclass the
     index is ``class/index``. With ``names``, rows never named in the run are
     left out and counted in the header."""
-    from olcli.model import nonzero_rows
-
     model = learner.model
     # a row whose state is all zeros has weight 0 with every algorithm: the touched rows are the candidates
-    candidates = nonzero_rows(model.state)
-    weights = np.zeros(model.rows)
-    weights[candidates] = learner.weights_at(candidates)
+    candidates, at = model.pool.nonzero()
+    weights = learner.weights_at(candidates)
     rows = candidates
     stream.write(f"# olcli model, algorithm {model.algorithm} "
                  + " ".join(f"{k}={v:g}" for k, v in sorted(model.params.items())) + "\n")
@@ -24,11 +21,11 @@ def write_readable(learner, stream, names: dict | None = None) -> None:
     stream.write(f"# state slots: {', '.join(model.slots)} (weight: the current weight, lazy terms paid)\n")
     lines = []
     unnamed = 0
-    for row in rows:
+    for k, row in enumerate(rows):
         block, index = divmod(int(row), model.block_rows)
         where = f"{block + 1}/{index}" if model.classes else str(index)
-        state = " ".join(f"{slot}={value:.17g}" for slot, value in zip(model.slots, model.state[row]))
-        body = f"{where}:{weights[row]:.17g} {state}"
+        state = " ".join(f"{slot}={value:.17g}" for slot, value in zip(model.slots, model.pool.state[at[k]]))
+        body = f"{where}:{weights[k]:.17g} {state}"
         if names is not None:
             name = "Constant" if index == model.block_rows - 1 else names.get(index)
             if name is None:

@@ -101,7 +101,7 @@ class BestPass:
         self.losses.append(loss)
         if loss < self.loss:
             self.loss, self.number, self.since = loss, pass_number, 0
-            self.snapshot = (model_file.snapshot(learner.model.state), learner.model.counters.copy())
+            self.snapshot = (model_file.snapshot(learner.model.pool), learner.model.counters.copy())
         else:
             self.since += 1
         return self.since >= options.early_terminate
@@ -158,7 +158,7 @@ class PassLoop:
         model holds it already."""
         best, model = self.best, self.learner.model
         if best.snapshot is not None and best.number != self.in_model:
-            model_file.restore(model.state, best.snapshot[0])
+            model_file.restore(model.pool, best.snapshot[0])
             model.counters[:] = best.snapshot[1]
 
 

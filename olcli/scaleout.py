@@ -268,7 +268,7 @@ class ScaleOut:
         if isinstance(part, TaskFailure):
             raise part.error()
         merged = type(learner).from_bytes(part.model, "<the merged model>")
-        learner.model.state = merged.model.state
+        learner.model.pool = merged.model.pool
         learner.model.counters = merged.model.counters
         learner.model.scalars = merged.model.scalars   # --gd, --coin, --mix: their global numbers
         tally = learner.tally
@@ -376,7 +376,7 @@ def execute(session, options, cluster_options: dict, prediction_output=None, ext
     learner = session.learner
     session.finished = True  # from here on this function reports whatever happens
     started_examples = float(learner.model.counters[C_EXAMPLES])
-    start_state = (copy_state(learner.model.state), learner.model.counters.copy())  # its touched rows only
+    start_state = (copy_state(learner.model.pool), learner.model.counters.copy())  # its touched rows only
     result = RunResult(report={})
     outcome, ran, trainer = None, False, None
     cluster = Cluster(cluster_options.get("workers"), cluster_options.get("scheduler"), quiet=options.quiet)
@@ -396,7 +396,7 @@ def execute(session, options, cluster_options: dict, prediction_output=None, ext
     if outcome is not None and not isinstance(outcome, signals.RunStopped):
         # A run that cannot finish keeps the previous model file as it was (the
         # session's ending then says that nothing was learned and -f was not written).
-        learner.model.state, learner.model.counters = start_state
+        learner.model.pool, learner.model.counters = start_state
         done = len(trainer.passes) if trainer is not None else 0
         if session.model_path and done and not isinstance(outcome, Diverged):
             outcome.args = (f"{outcome}; a cluster run that cannot finish keeps none of its passes "

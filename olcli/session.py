@@ -133,7 +133,7 @@ class Session:
         report = dict(result.report) or {"examples": 0, "bad_lines": 0}  # stopped before the run began
         read = int(report.get("examples") or 0)
         bad = int(report.get("bad_lines") or 0)
-        if outcome is None and not model_file.all_finite(model.state):
+        if outcome is None and not model_file.all_finite(model.pool):
             outcome = Diverged(f"the model's weights are not finite numbers; {learner.divergence_advice()}")
         if outcome is None and read == 0 and bad > 0:
             first = result.bad_line_samples[0] if result.bad_line_samples else "?"

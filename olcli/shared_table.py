@@ -18,7 +18,7 @@ copy the page into the writer alone, never change another worker's model. The
 mapping is writable for the kernels' sake (Numba types a read-only array apart, so
 it would compile, or miss among the ahead-of-time kernels, a second version of
 every serving kernel). Where this cannot be done (no memfd, no /proc),
-``shared_state`` returns None and the worker keeps a private table.
+``shared_pool`` returns None and the worker keeps a private table.
 """
 
 import mmap
@@ -32,8 +32,7 @@ _HELD = {}   # entry name -> (descriptor, inode) of the memory files this proces
 
 
 class SharedTable(mmap.mmap):
-    """A copy-on-write mapping of a shared table; ``rows`` are its non-zero rows
-    (increasing), known from the model file (the table is only read)."""
+    """A copy-on-write mapping of a shared table (a RowPool's index, keys and state)."""
 
 
 def folder(group: int) -> str:
@@ -45,20 +44,41 @@ def remove_folder(group: int) -> None:
     shutil.rmtree(folder(group), ignore_errors=True)
 
 
-def shared_state(key: bytes, group: int, rows: int, slots: int, given: np.ndarray, values: np.ndarray):
-    """The (rows, slots) float64 table holding ``values`` at rows ``given`` (others zero),
-    mapped from the memory file shared by ``group``'s workers; None if that
-    cannot be done here."""
+def _layout(block_rows: int, group: int, slots: int, groups: int) -> tuple:
+    """Byte offsets of the pool's index, keys and state in the memory file, and its size."""
+    keys_at = (block_rows * 4 + 7) // 8 * 8
+    state_at = keys_at + groups * 8
+    return keys_at, state_at, state_at + groups * group * slots * 8
+
+
+def _views(buffer, block_rows: int, group: int, slots: int, groups: int) -> tuple:
+    keys_at, state_at, _ = _layout(block_rows, group, slots, groups)
+    index = np.frombuffer(buffer, np.int32, block_rows, 0)
+    keys = np.frombuffer(buffer, np.int64, groups, keys_at)
+    state = np.frombuffer(buffer, np.float64, groups * group * slots, state_at).reshape(groups * group, slots)
+    return index, keys, state
+
+
+def shared_pool(key: bytes, group: int, block_rows: int, classes: int, slots: int, given: np.ndarray,
+                values: np.ndarray):
+    """The model's row pool (olcli/state.py RowPool) holding ``values`` at logical rows
+    ``given``, its index, keys and state mapped from the memory file shared by ``group``'s
+    workers; None if that cannot be done here."""
     if not hasattr(os, "memfd_create") or not os.path.isdir("/proc/self/fd"):
         return None
-    nbytes = rows * slots * 8
+    from olcli.state import RowPool, _unique
+
+    features = _unique(np.asarray(given, np.int64) % block_rows)
+    groups = len(features) + 1
+    nbytes = _layout(block_rows, classes, slots, groups)[2]
     name = key.hex()[:32]
     where = folder(group)
+    fill = (block_rows, classes, slots, groups, given, values, features)
     try:
         os.makedirs(where, mode=0o700, exist_ok=True)
         descriptor = _open_entry(os.path.join(where, name), nbytes)
         if descriptor is None:
-            descriptor = _create(where, name, nbytes, slots, given, values)
+            descriptor = _create(where, name, nbytes, fill)
         try:
             mapping = SharedTable(descriptor, nbytes, flags=mmap.MAP_PRIVATE)
         finally:
@@ -68,10 +88,10 @@ def shared_state(key: bytes, group: int, rows: int, slots: int, given: np.ndarra
         return None
     for old in [old for old in _HELD if old != name]:   # older tables: their pages go with their last mapping
         os.close(_HELD.pop(old)[0])
-    mapping.rows = np.asarray(given, np.int64)
-    table = np.frombuffer(mapping, np.float64).reshape(rows, slots)
-    table[mapping.rows].sum()   # map every page the model uses now (shared pages: read faults, no copies)
-    return table
+    index, keys, state = _views(mapping, block_rows, classes, slots, groups)
+    index[keys[1:]].sum()   # map every page the model uses now (shared pages: read faults, no copies)
+    state.sum()
+    return RowPool.on(block_rows, classes, slots, index, keys, state)
 
 
 def _open_entry(entry: str, nbytes: int):
@@ -89,7 +109,7 @@ def _open_entry(entry: str, nbytes: int):
     return descriptor
 
 
-def _create(where: str, name: str, nbytes: int, slots: int, given, values) -> int:
+def _create(where: str, name: str, nbytes: int, fill: tuple) -> int:
     """A memory file holding the table, its entry published; another worker's entry if it
     published first (both were filling: this one is dropped). The creator keeps the
     descriptor open (other workers open it through /proc) and closes those of older tables."""
@@ -97,9 +117,12 @@ def _create(where: str, name: str, nbytes: int, slots: int, given, values) -> in
     try:
         os.ftruncate(descriptor, nbytes)
         with mmap.mmap(descriptor, nbytes, flags=mmap.MAP_SHARED) as writable:
-            table = np.frombuffer(writable, np.float64).reshape(-1, slots)
-            table[given] = values
-            del table
+            from olcli.state import RowPool
+
+            block_rows, classes, slots, groups, given, values, features = fill
+            pool = RowPool.on(block_rows, classes, slots, *_views(writable, block_rows, classes, slots, groups))
+            pool.fill(given, values, features)
+            del pool
         inode = os.fstat(descriptor).st_ino
         entry = os.path.join(where, name)
         draft = f"{entry}.{os.getpid()}"

@@ -1,6 +1,8 @@
-"""The weight table in memory: a model's state (rows x slots of float64), made zeroed
-without paying for rows no example touches, and walked by its touched rows only
-(saving, checking a loaded file, merging, inspect).
+"""The weight table in memory: a model's state as a pool of the rows its examples touched
+(``RowPool``: a hashed index's row is handed out at its first touch; the index of 2^bits + 1
+entries costs the pages examples reach), walked by its touched rows only (saving, checking a
+loaded file, merging, inspect); and zeroed tables that cost only the pages written
+(``zeroed_state``: the whole table built for a dense model file or for inspection).
 """
 
 import mmap
@@ -48,6 +50,13 @@ def zeroed_state(rows: int, slots: int, dtype=np.float64) -> np.ndarray:
     return np.frombuffer(mapping, dtype).reshape(rows, slots)
 
 
+def zeroed_index(count: int) -> np.ndarray:
+    """``count`` int32 zeros whose pages cost memory only once written: a mapping like
+    ``zeroed_state``'s, not np.zeros (NumPy asks the kernel for 2 MiB pages on a large
+    array, and a single entry written would then cost 2 MiB)."""
+    return zeroed_state(count, 1, np.int32).reshape(count)
+
+
 def _root(state: np.ndarray):
     base = state
     while isinstance(base, (np.ndarray, memoryview)):
@@ -63,7 +72,8 @@ def _shared_rows(state: np.ndarray):
     """The non-zero rows of a whole read-only shared table (olcli/shared_table.py), or None."""
     module = sys.modules.get("olcli.shared_table")   # not imported: no shared table exists
     base = _root(state)
-    if (module is not None and isinstance(base, module.SharedTable) and state.nbytes == len(base)
+    if (module is not None and isinstance(base, module.SharedTable) and hasattr(base, "rows")
+            and state.nbytes == len(base)
             and state.__array_interface__["data"][0] == np.frombuffer(base, np.uint8).__array_interface__["data"][0]):
         return base.rows.copy()
     return None
@@ -146,28 +156,222 @@ def _unique(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def all_finite(state: np.ndarray) -> bool:
-    """Every number of the table is finite (only non-zero rows can fail)."""
+def all_finite(state) -> bool:
+    """Every number of the table (an array or a RowPool) is finite (only non-zero rows can fail)."""
+    if isinstance(state, RowPool):
+        return state.all_finite()
     rows = nonzero_rows(state)
     return bool(np.isfinite(state[rows]).all())
 
 
-def snapshot(state: np.ndarray) -> tuple:
-    """(rows, their values): what ``restore`` needs to put the table back as it is now."""
+def snapshot(state) -> tuple:
+    """(rows, their values): what ``restore`` needs to put the table (an array or a
+    RowPool) back as it is now."""
+    if isinstance(state, RowPool):
+        return state.snapshot()
     rows = nonzero_rows(state)
     return rows, state[rows]
 
 
-def restore(state: np.ndarray, saved: tuple) -> None:
+def restore(state, saved: tuple) -> None:
     """Put a ``snapshot`` back, in place: the rows non-zero now are cleared first."""
+    if isinstance(state, RowPool):
+        return state.restore(saved)
     state[nonzero_rows(state)] = 0.0
     rows, values = saved
     state[rows] = values
 
 
-def copy_state(state: np.ndarray) -> np.ndarray:
-    """An independent copy that writes only the source's non-zero rows."""
+def copy_state(state):
+    """An independent copy that writes only the source's non-zero rows (or a RowPool's)."""
+    if isinstance(state, RowPool):
+        return state.copy()
     out = zeroed_state(*state.shape, dtype=state.dtype)
     rows = nonzero_rows(state)
     out[rows] = state[rows]
     return out
+
+
+# --- the row pool: a model's state, one row per touched feature ---
+#
+# A hashed feature index h (0 .. 2^bits, the last the constant's) has no row of its own:
+# ``index[h]`` (int32, 2^bits + 1 entries allocated zeroed, so that the entries no example
+# reaches cost nothing) is the pool row of its first class, 0 while h was never touched. The
+# state (``state``, rows x slots float64) holds groups of K rows (K = the classes, 1 when
+# not multiclass): group g is rows g*K .. g*K+K-1, class k of feature ``keys[g]`` at row
+# g*K + k, so a kernel's class offset is k (Settings.block_rows = 1). Group 0 is the
+# "template": the state of a row never touched (zeros, or --initial-weight's w), read by
+# predictions of unseen features and copied into every free row, so that a group handed out
+# holds what a never-touched row holds. Groups are handed out in the order features first
+# arrive while learning (``rows_for``); saving, merging and inspect walk them through
+# ``keys`` (``nonzero``), by the logical row k * (2^bits + 1) + h the model file keeps.
+
+_FIRST_GROUPS = 1 << 10
+
+
+class RowPool:
+    """The touched rows of a model's table (see above). ``block_rows``: 2^bits + 1 (the
+    logical rows of one class), ``group``: K (1 when not multiclass)."""
+
+    def __init__(self, block_rows: int, group: int, slots: int, groups: int = _FIRST_GROUPS,
+                 template: np.ndarray | None = None):
+        self.block_rows, self.group, self.slots = int(block_rows), max(1, int(group)), int(slots)
+        self.index = zeroed_index(self.block_rows)
+        groups = max(2, int(groups))
+        self.keys = np.full(groups, -1, np.int64)
+        self.state = np.zeros((groups * self.group, self.slots))
+        if template is not None and np.any(template != 0):
+            self.state[:] = np.tile(template, (groups, 1))
+        self.used = 1   # group 0: the template
+
+    # -- shape --
+    @property
+    def rows(self) -> int:
+        """The logical rows: K x (2^bits + 1) (what the model file calls the table's rows)."""
+        return self.group * self.block_rows
+
+    @property
+    def capacity(self) -> int:
+        return len(self.keys)
+
+    @property
+    def template(self) -> np.ndarray:
+        return self.state[:self.group]
+
+    def _template_zero(self) -> bool:
+        return not np.any(self.template != 0)
+
+    def grow(self, groups: int) -> None:
+        """Room for at least ``groups`` groups (the capacity doubles at least); the new
+        rows hold the template."""
+        if groups <= self.capacity:
+            return
+        groups = max(groups, 2 * self.capacity)
+        state = np.zeros((groups * self.group, self.slots), self.state.dtype)
+        old = self.capacity * self.group
+        state[:old] = self.state
+        if not self._template_zero():
+            state[old:] = np.tile(self.template, (groups - self.capacity, 1))
+        keys = np.full(groups, -1, np.int64)
+        keys[:self.capacity] = self.keys
+        self.state, self.keys = state, keys
+
+    # -- kernels' rows --
+    def rows_for(self, index: np.ndarray, learn: bool) -> np.ndarray:
+        """The pool rows (int32, class 0's) of a batch's hashed indices. Learning hands out a
+        group to each index not met before, in the order of first arrival; predicting maps
+        those to the template (group 0), and nothing writes there."""
+        if learn and len(index):
+            current = self.index[index]
+            new = index[current == 0]
+            if new.size:
+                order = np.argsort(new, kind="stable")
+                ordered = new[order]
+                first = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+                arrivals = new[np.sort(order[first])]
+                start = self.used
+                self.grow(start + len(arrivals))
+                groups = np.arange(start, start + len(arrivals), dtype=np.int64)
+                self.index[arrivals] = (groups * self.group).astype(np.int32)
+                self.keys[groups] = arrivals
+                self.used = start + len(arrivals)
+                return self.index[index]
+            return current
+        return self.index[index]
+
+    def pool_rows(self, rows) -> np.ndarray:
+        """Pool rows (int64) of logical rows k * block_rows + h (a never-touched h: the
+        template's row k)."""
+        rows = np.asarray(rows, np.int64)
+        k, h = np.divmod(rows, self.block_rows)
+        return self.index[h].astype(np.int64) + k
+
+    def gather(self, rows) -> np.ndarray:
+        """The state of logical rows (a copy)."""
+        return self.state[self.pool_rows(rows)]
+
+    def nonzero(self) -> tuple:
+        """(logical rows, increasing; their pool rows) of the rows holding a non-zero value:
+        every logical row when the template is not all zeros (a never-touched row then holds
+        it), else the touched ones."""
+        if not self._template_zero():
+            rows = np.arange(self.rows, dtype=np.int64)
+            return rows, self.pool_rows(rows)
+        groups = np.arange(1, self.used, dtype=np.int64)
+        k = np.arange(self.group, dtype=np.int64)
+        logical = (k[None, :] * self.block_rows + self.keys[groups][:, None]).reshape(-1)
+        pool = (groups[:, None] * self.group + k[None, :]).reshape(-1)
+        live = np.any(self.state[pool] != 0, axis=1)
+        logical, pool = logical[live], pool[live]
+        order = np.argsort(logical, kind="stable")
+        return logical[order], pool[order]
+
+    def dense(self) -> np.ndarray:
+        """The whole logical table (K x (2^bits + 1) rows), read-only: for inspecting a
+        model in tests and at the prompt, never on a run's path."""
+        out = zeroed_state(self.rows, self.slots)
+        if not self._template_zero():
+            for k in range(self.group):
+                out[k * self.block_rows:(k + 1) * self.block_rows] = self.template[k]
+        logical, pool = self.nonzero()
+        out[logical] = self.state[pool]
+        out.flags.writeable = False
+        return out
+
+    # -- whole-pool operations --
+    @classmethod
+    def from_rows(cls, block_rows: int, group: int, slots: int, rows, values) -> "RowPool":
+        """A pool holding ``values`` at logical ``rows`` (increasing); every other row zero."""
+        features = _unique(np.asarray(rows, np.int64) % block_rows)
+        pool = cls(block_rows, group, slots, groups=len(features) + 1)
+        pool.fill(rows, values, features)
+        return pool
+
+    @classmethod
+    def on(cls, block_rows: int, group: int, slots: int, index, keys, state) -> "RowPool":
+        """A pool on given arrays (olcli/shared_table.py's mapping), all its groups in use."""
+        pool = cls.__new__(cls)
+        pool.block_rows, pool.group, pool.slots = int(block_rows), max(1, int(group)), int(slots)
+        pool.index, pool.keys, pool.state, pool.used = index, keys, state, len(keys)
+        return pool
+
+    def fill(self, rows, values, features) -> None:
+        """Hand out groups 1.. to ``features`` (the distinct hashed indices of ``rows``,
+        increasing) and write ``values`` at logical ``rows``."""
+        rows = np.asarray(rows, np.int64)
+        k, h = np.divmod(rows, self.block_rows)
+        groups = np.arange(1, len(features) + 1, dtype=np.int64)
+        self.index[features] = (groups * self.group).astype(np.int32)
+        self.keys[0] = -1
+        self.keys[groups] = features
+        self.used = len(features) + 1
+        self.state[self.index[h].astype(np.int64) + k] = values
+
+    def copy(self) -> "RowPool":
+        out = RowPool.__new__(RowPool)
+        out.block_rows, out.group, out.slots, out.used = self.block_rows, self.group, self.slots, self.used
+        out.index = zeroed_index(self.block_rows)
+        touched = self.keys[1:self.used]
+        out.index[touched] = self.index[touched]
+        out.keys, out.state = self.keys.copy(), self.state.copy()
+        return out
+
+    def snapshot(self) -> tuple:
+        return self.used, self.state[:self.used * self.group].copy()
+
+    def restore(self, saved: tuple) -> None:
+        """Back to a ``snapshot``: groups handed out since hold the template again (their
+        features keep them: a group holding the template is what an untouched row is)."""
+        used, values = saved
+        template = values[:self.group].copy()
+        self.state[:used * self.group] = values
+        if np.any(template != 0):     # every free row holds the template too
+            self.state[used * self.group:] = np.tile(template, (self.capacity - used, 1))
+        else:
+            self.state[used * self.group:self.used * self.group] = 0.0
+
+    def all_finite(self) -> bool:
+        return bool(np.isfinite(self.state[:self.used * self.group]).all())
+
+    def bytes_touched(self) -> int:
+        return self.state.nbytes + self.keys.nbytes

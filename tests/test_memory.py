@@ -99,6 +99,66 @@ def test_snapshot_and_restore_put_the_table_back():
     assert state[5, 1] == 1.0
 
 
+def test_the_pool_hands_out_rows_in_arrival_order_and_maps_unseen_features_to_the_template():
+    pool = table_state.RowPool(1 << 20, 3, 2, groups=2)
+    template = pool.template.copy()
+    first = pool.rows_for(np.array([7, 500000, 7, 3], np.int32), True)
+    assert first.dtype == np.int32
+    np.testing.assert_array_equal(first, [3, 6, 3, 9])         # groups 1, 2, 1, 3 of 3 rows (classes)
+    np.testing.assert_array_equal(pool.keys[1:pool.used], [7, 500000, 3])
+    assert pool.capacity >= 4                                   # grown from 2 groups, the rows kept
+    pool.state[first[1] + 2] = [1.5, -2.0]                      # class 3 of feature 500000
+    assert pool.rows_for(np.array([3, 8], np.int32), False).tolist() == [9, 0]   # 8 unseen: the template
+    assert pool.used == 4
+    np.testing.assert_array_equal(pool.template, template)
+    logical, at = pool.nonzero()
+    np.testing.assert_array_equal(logical, [2 * (1 << 20) + 500000])
+    np.testing.assert_array_equal(pool.gather(logical), [[1.5, -2.0]])
+    np.testing.assert_array_equal(pool.gather([5, (1 << 20) + 7]), np.zeros((2, 2)))
+    dense = pool.dense()
+    assert dense.shape == (3 << 20, 2) and not dense.flags.writeable
+    np.testing.assert_array_equal(scan(dense), logical)
+    again = table_state.RowPool.from_rows(1 << 20, 3, 2, logical, pool.gather(logical))
+    np.testing.assert_array_equal(again.dense(), dense)
+    saved = pool.snapshot()
+    row = pool.rows_for(np.array([11], np.int32), True)[0]   # grows the pool: a new state array
+    pool.state[row] = 4.0
+    pool.restore(saved)
+    np.testing.assert_array_equal(pool.nonzero()[0], logical)
+
+
+def test_a_b28_learner_holds_the_rows_it_touched():
+    """The index is 2^28 + 1 int32 entries allocated zeroed; the state only the touched rows."""
+    learner = Learner("mix", loss="logistic", bits=28)
+    learner.learn(_lines(SAMPLE, 0, 300))
+    pool = learner.model.pool
+    features = pool.used - 1
+    assert 50 < features < 400 and pool.capacity <= 2 * (features + 1) + 1024
+    assert pool.state.nbytes < 2 * 1024 * 13 * 8 + 2 * pool.used * 13 * 8
+    if sys.platform.startswith("linux"):
+        assert _resident_kib(pool.index) < 4 * features + 64
+
+
+def test_b27_with_26_classes_starts_and_a_table_index_beyond_memory_is_refused(tmp_path, monkeypatch, capsys):
+    """-b 27 --oaa 26 was 349 GiB of table (refused); its rows are now the touched ones and its
+    index 512 MiB of address space. On a machine whose memory is less than 1/16 of its index,
+    -b 30 is refused before reading data, in one line (-b 30 --oaa 26, more rows than the
+    model file numbers, always is: tests/test_robustness.py)."""
+    done = subprocess.run([sys.executable, "-m", "olcli", "train", "-b", "27", "--oaa", "26", "--quiet", "-f",
+                           str(tmp_path / "m.olm")], input=b"3 |f a b\n", capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert olcli.load(tmp_path / "m.olm").counters["examples"] == 1
+    from olcli import memory
+
+    monkeypatch.setattr(memory, "meminfo", lambda field: 1 << 40 if field == "MemAvailable" else 200 << 20)
+    (tmp_path / "d.vw").write_text("1 |f a\n")
+    with pytest.raises(SystemExit) as refused:
+        main(["train", "-b", "30", str(tmp_path / "d.vw")])
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert "use a smaller -b" in err and "Traceback" not in err
+
+
 def _trained(name, lines, bits=18, **options):
     learner = Learner(name, loss="logistic" if not options.get("oaa") else None, bits=bits, **options)
     learner.learn(lines)

@@ -19,10 +19,12 @@ def make_model(bits=6, fill=0.1, seed=0):
     state[mask] = rng.normal(size=(mask.sum(), 3))
     state[:, 1] = np.abs(state[:, 1])
     state[:, 2] = np.minimum(np.floor(np.abs(state[:, 2]) * 3), 10.0)
+    rows = model_file.nonzero_rows(state)
+    pool = model_file.RowPool.from_rows(model_file.table_rows(bits), 1, 3, rows, state[rows])
     return model_file.Model(algorithm="adagrad", params={"eta": 0.3, "delta": 1e-6, "l1": 0.0, "l2": 0.0,
                                                          "radius": 0.0}, bits=bits,
                             loss="logistic", loss_tau=0.5, link="identity", input_format="vw", constant=True,
-                            state=state, slots=("w", "G", "last"),
+                            pool=pool, slots=("w", "G", "last"),
                             counters=np.array([10.0, 12.0, 11.0, 11.0, 0.25, 3.5, 120.0, -50.0, 50.0]))
 
 

@@ -238,14 +238,14 @@ def test_round_trip_libsvm_and_indices_in_range(features, bits):
        st.randoms(use_true_random=False))
 def test_feature_order_does_not_change_the_prediction(features, rng):
     learner = Learner("adagrad", bits=BITS)
-    learner.model.state[:] = np.random.default_rng(0).normal(size=(CONSTANT + 1, len(adagrad.SLOTS)))
+    learner.model.state = np.random.default_rng(0).normal(size=(CONSTANT + 1, len(adagrad.SLOTS)))
     learner.model.counters[C_MIN_LABEL:] = -np.inf, np.inf
     shuffled = list(features)
     rng.shuffle(shuffled)
     predictions = []
     for order in (features, shuffled):
         (ex,), _ = parse("1 |f " + " ".join(f"{n}:{v}" for n, v in order) + "\n")
-        index = np.array([i for i, _ in ex["features"]], np.int32)
+        index = learner.model.pool.rows_for(np.array([i for i, _ in ex["features"]], np.int32), False)
         value = np.array([v for _, v in ex["features"]])
         predictions.append(adagrad.predict(learner.table(), learner.settings(False), index, value, 0, len(index), 0,
                                            False, 1.0))

@@ -268,10 +268,12 @@ def test_divergence_advice_fits_the_algorithm(cli, tmp_path):
                                                if "-l" in Learner(n).divergence_advice()}
     learner = Learner("scinol2", loss="logistic", bits=4)
     learner.learn(["1 |a x", "-1 |a y"])
-    learner.model.state[:, 0] = 1e300  # G: every weight is near its largest, finite
-    learner.model.state[:, 1] = 1.0
-    learner.model.state[:, 2] = 1.0
-    learner.model.state[:, 3] = 1e308  # the wealth: weights of 5e307
+    state = learner.model.state.copy()
+    state[:, 0] = 1e300  # G: every weight is near its largest, finite
+    state[:, 1] = 1.0
+    state[:, 2] = 1.0
+    state[:, 3] = 1e308  # the wealth: weights of 5e307
+    learner.model.state = state
     learner.save(tmp_path / "m.olm")
     (tmp_path / "huge.vw").write_text("1 |a x:2 y:2 z:2\n")
     code, _, err = cli("test", "huge.vw", "-i", "m.olm", "--quiet")

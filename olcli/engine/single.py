@@ -62,7 +62,7 @@ ARRAYS_KEY = ("t(a(<f8,2,C,w),a(<f8,1,C,w),a(<f8,1,C,w),a(<f8,1,C,w),a(<f8,1,C,w
               "a(<i8,2,C,w),a(<i8,1,C,w),a(<f8,1,C,w),a(<f8,2,C,w),a(<f8,2,C,w),a(<f8,1,C,w),a(|u1,1,C,w),"
               "t(a(<f8,1,C,w),a(<f8,1,C,w),a(<f8,1,C,w),a(<i8,2,C,w),a(<i8,1,C,w),a(<i8,1,C,w),a(<i4,1,C,w),"
               "a(<f8,1,C,w),a(|u1,1,C,w),a(<i8,2,C,w),a(<i8,1,C,w),a(<i8,2,C,w),a(<u8,1,C,w),a(<i8,1,C,w),"
-              "a(<i8,1,C,w)),a(<f8,1,C,w))")
+              "a(<i8,1,C,w)),a(<f8,1,C,w),a(<i4,1,C,w))")
 SPEC_DTYPES = {True: "|i1", None: "<i8"}   # by the entries' ``narrow`` flag
 
 
@@ -114,7 +114,7 @@ def _reply(run_chunk, run_chunk_multiclass, data, address, libsvm, interacting, 
     # Borrowed views: the caller holds the arrays, and the callees take the views without
     # counting references (~1 µs a call otherwise).
     (state, counters, scalars, params, config, namespace_mode, interactions, lengths, stats, auc, progress,
-     holdout, out, buffers, predicted) = _arrays_at(address, narrow)
+     holdout, out, buffers, predicted, pool_index) = _arrays_at(address, narrow)
     buf = np.frombuffer(data, np.uint8)
     (n, labels, importance, base, tags, example_line, row_ptr, index, value, feature_count, n_errors, errors,
      n_lines, names, consumed) = parse_into(buf, np.int64(config[K_MASK]), np.int64(config[K_CONSTANT]),
@@ -122,6 +122,8 @@ def _reply(run_chunk, run_chunk_multiclass, data, address, libsvm, interacting, 
                                             float(MAX_EXAMPLE_FEATURES), buffers, libsvm, interacting)
     if n_errors > 0:
         return np.int64(BAD_LINES)
+    for j in range(row_ptr[n]):   # hashed indices -> the pool's rows (never touched: the template's)
+        index[j] = pool_index[index[j]]
     table = Table(state, counters, scalars)
     classes = np.int64(config[K_CLASSES])
     learn = n < 0  # False, typed as a run-time bool (as the batch path's Settings): the same run_chunk
@@ -215,7 +217,7 @@ class LinePredictor:
         settings = learner.settings(False)
         self.learner = learner
         self._model = model
-        self._state = model.state
+        self._state, self._index = model.pool.state, model.pool.index
         self._entry = ENTRIES[model.algorithm]
         config = np.zeros(N_CONFIG)
         config[K_LOSS] = settings.loss
@@ -242,7 +244,7 @@ class LinePredictor:
         narrow = spec.astype(np.int8)
         if np.array_equal(narrow.astype(spec.dtype), spec):
             spec = narrow
-        self._fixed = (model.state, model.counters, model.scalars, settings.params, config, spec,
+        self._fixed = (model.pool.state, model.counters, model.scalars, settings.params, config, spec,
                        features.interactions, features.lengths, tally.stats, tally.auc, tally.progress,
                        tally.holdout)
         # None or not: which parser and example loop the entry compiles (one per kind of model)
@@ -265,7 +267,8 @@ class LinePredictor:
         """The reply text (bytes) for ``data`` (whole lines, each ending in '\\n'), or None:
         a bad line or a diverged prediction, for the batch path to answer."""
         model = self._model
-        if (self.learner.model is not model or model.state is not self._state
+        if (self.learner.model is not model or model.pool.state is not self._state
+                or model.pool.index is not self._index
                 or model.counters is not self._counters or model.scalars is not self._scalars):
             return None  # the learner's model (or an array of it) was replaced: build a new predictor
         if len(data) > self._capacity or type(data) is not bytes:
@@ -293,7 +296,7 @@ class LinePredictor:
         self._view = memoryview(self._out)  # slices of a memoryview cost less than an array's
         self._capacity = length
         buffers = parse_buffers(length)
-        self._arrays = (*self._fixed, self._out, buffers, np.empty(len(buffers[0])))
+        self._arrays = (*self._fixed, self._out, buffers, np.empty(len(buffers[0])), self._index)
         self._call = None
         from olcli import aot
 
