@@ -251,6 +251,10 @@ def build(output_dir: str = HERE, wanted: dict | None = None, jobs: int | None =
                   f"{done['seconds']:.0f} s (this process's CPU {done['cpu']:.0f} s: Numba typing and lowering "
                   f"{sum(typing.values()):.0f} s, slowest {slowest}; the C compiler {done['c_seconds']:.0f} s wall)",
                   flush=True)
+            if verbose:   # every kernel's CPU seconds (what _COST is measured from)
+                print(f"olcli.aot.build: part {k} kernels: " + ", ".join(
+                    f"{name} {seconds:.1f}/{len(parts[k][name])}" for name, seconds in
+                    sorted(typing.items(), key=lambda item: -item[1])), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with open(manifest_path, "w") as f:
