@@ -60,6 +60,8 @@ def arguments():
     parser.add_argument("--http", action="store_true", help="also the same over HTTP (needs olcli[serve])")
     parser.add_argument("--work", default=os.path.join("/tmp", "olcli-bench-cb-serve"))
     parser.add_argument("--out", default="cb_serve")
+    parser.add_argument("--wait-for-quiet", type=float, default=0.0, metavar="SECONDS",
+                        help="wait up to this long for the 1-minute load average to fall below 2 before starting")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     return args
@@ -202,6 +204,9 @@ def served_run(args, m0, name, http) -> dict:
 
 def main():
     args = arguments()
+    deadline = time.monotonic() + args.wait_for_quiet
+    while os.getloadavg()[0] >= 2.0 and time.monotonic() < deadline:
+        time.sleep(10)
     results = harness.Results(args.out, "olcli serve: contextual-bandit round trip (rank, then reward)")
     world = Users(args.users, args.actions, 1)
     warm = os.path.join(args.work, "warm.ldf")
