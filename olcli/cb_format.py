@@ -372,6 +372,21 @@ def read_dsjson(lines, source="<input>", on_error=None):
             yield from _guarded(parse_dsjson, on_error, text, source, n)
 
 
+def _interruptible(lines):
+    """The lines of a stream, each read in olcli's immediate signal phase (olcli/signals.py): a SIGINT, SIGTERM or
+    SIGHUP that arrived while the previous line was being learned, or arrives while waiting for input (a pipe or
+    FIFO whose writer is still open), stops the run there; nothing is half-learned between two reads."""
+    from olcli import signals
+
+    it = iter(lines)
+    while True:
+        with signals.immediate():
+            line = next(it, None)
+        if line is None:
+            return
+        yield line
+
+
 def texts(data):
     """(display name, text stream) of every input in turn (standard input when there is none)."""
     import io
@@ -381,7 +396,8 @@ def texts(data):
     for path in data or ["-"]:
         stream, _ = open_source(path)
         try:
-            yield display_name(path), io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None)
+            yield display_name(path), _interruptible(io.TextIOWrapper(stream, encoding="utf-8", errors="replace",
+                                                                      newline=None))
         finally:
             if path != "-":
                 stream.close()

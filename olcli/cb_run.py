@@ -46,7 +46,7 @@ Options of a CB line olcli does not have (yet) are refused by name.
 import math
 import sys
 
-from olcli import cb, cb_report, cb_sim, vw
+from olcli import cb, cb_report, cb_sim, signals, vw
 from olcli.cb_format import read_sources
 from olcli.errors import DataError, ModelError, OlcliError, UsageError
 
@@ -440,6 +440,35 @@ def run(args, command="vw") -> None:
 
     on_error = None if "strict" in given else skip
     try:
+        _events(policy, settings, given, data, table, out, testing, on_error, passes, explore)
+    except (DataError, OlcliError, signals.RunStopped) as exc:
+        stopped = exc
+    finally:
+        if out is not None:
+            out.close()
+    if final and not testing:
+        try:
+            with signals.finishing():
+                _save(learner, policy, settings, final, "predict_only" in given)
+        except OSError as exc:
+            raise OlcliError(f"cannot write model {final}: {exc.strerror or exc}") from None
+    if stopped is not None:
+        learned = int(policy.labelled_weight)
+        if final and not testing:
+            stopped.args = (f"{stopped}; the model learned so far ({policy.examples} events, {learned} labelled) "
+                            f"was written to {final}",)
+        raise stopped
+    table.summary(policy, passes)
+    if "report" in given:
+        cb_report.write_json(given["report"][1], args, data, policy, settings, len(skipped), table)
+    if skipped and not quiet:
+        sys.stderr.write(f"bad examples skipped = {len(skipped)}\n")
+
+
+def _events(policy, settings, given, data, table, out, testing, on_error, passes, explore):
+    """Every event of the inputs through ``policy``: learned in the deferred signal phase (a signal stops the run
+    before the next line is read, or at once while waiting for one: cb_format's reading is immediate)."""
+    with signals.deferred():
         simulated = settings["reduction"] == "cbify" or settings.get("eval")   # single lines, not CB events
         if simulated:
             cb_sim.run_lines(policy, settings, data, table, out, testing, on_error)
@@ -448,6 +477,7 @@ def run(args, command="vw") -> None:
             events = list(events)   # VW's cache: the later passes read the events again
         for _ in range(passes):
             for source, event in events:
+                signals.check()
                 try:
                     result, _ = policy.step(event, learn=not testing)
                 except DataError as exc:   # a feature the learner's parser refuses (nothing of the event learned)
@@ -464,24 +494,3 @@ def run(args, command="vw") -> None:
                 if out is not None:
                     out.write(text + "\n\n")
                 table.row(policy, event, first)
-    except (DataError, OlcliError) as exc:
-        stopped = exc
-    finally:
-        if out is not None:
-            out.close()
-    if final and not testing:
-        try:
-            _save(learner, policy, settings, final, "predict_only" in given)
-        except OSError as exc:
-            raise OlcliError(f"cannot write model {final}: {exc.strerror or exc}") from None
-    if stopped is not None:
-        learned = int(policy.labelled_weight)
-        if final and not testing:
-            stopped.args = (f"{stopped}; the model learned so far ({policy.examples} events, {learned} labelled) "
-                            f"was written to {final}",)
-        raise stopped
-    table.summary(policy, passes)
-    if "report" in given:
-        cb_report.write_json(given["report"][1], args, data, policy, settings, len(skipped), table)
-    if skipped and not quiet:
-        sys.stderr.write(f"bad examples skipped = {len(skipped)}\n")

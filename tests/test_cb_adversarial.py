@@ -1,0 +1,60 @@
+"""A demanding user's pass over the contextual-bandit command line (olcli/cb_run.py, cb_sim.py, cb_format.py):
+Ctrl-C on a live stream, huge action counts, non-finite costs. Each case failed before its fix."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+CB = Path(__file__).resolve().parent.parent / "sample_data" / "cb"
+OLCLI = [sys.executable, "-m", "olcli"]
+
+
+def _row_seen(stream, seen, lines):
+    for line in stream:
+        lines.append(line)
+        if re.match(r"^\d+\.\d+\s+\S+\s+\d+\s", line):   # a progress row: an event was learned
+            seen.set()
+
+
+@pytest.mark.parametrize("args,data", [
+    (["--cbify", "10"], "rcv1_multiclass_100.dat"),
+    (["--cb_explore_adf"], "cb_test.ldf"),
+    (["--cb", "2"], "rcv1_raw_cb_small_20.vw"),
+])
+def test_sigint_while_waiting_on_a_fifo_stops_and_keeps_the_model(tmp_path, args, data):
+    """SIGINT while the run waits for more input on a FIFO (a live stream, its writer still open): the run stops
+    at once (exit 130), says so, and -f holds what was learned. Before: the signal was only recorded and the run
+    went on waiting until the writer closed the stream."""
+    fifo = tmp_path / "in"
+    os.mkfifo(fifo)
+    model = tmp_path / "m.olm"
+    proc = subprocess.Popen([*OLCLI, "vw", *args, "-d", str(fifo), "-f", str(model), "-P", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen, lines = threading.Event(), []
+    reader = threading.Thread(target=_row_seen, args=(proc.stderr, seen, lines), daemon=True)
+    reader.start()
+    writer = open(fifo, "w")
+    try:
+        writer.write((CB / data).read_text())
+        writer.flush()
+        assert seen.wait(180), "".join(lines)
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail("SIGINT did not stop the run while it waited for input")
+    finally:
+        writer.close()
+    reader.join(10)
+    err = "".join(lines)
+    assert code == 130, err
+    assert "Traceback" not in err and "SIGINT" in err and f"written to {model}" in err, err
+    assert model.exists()
