@@ -411,6 +411,9 @@ def empty_batch() -> Batch:
 
 
 Learner.__init__.__signature__ = spelled_out(Learner.__init__)
+# what inspect.signature(Learner) and help() show: __init__'s keywords, not __new__'s (*args, cb=None, **options)
+Learner.__signature__ = Learner.__init__.__signature__.replace(
+    parameters=list(Learner.__init__.__signature__.parameters.values())[1:])
 
 
 def _restore(raw: bytes, input_format: str, tally) -> Learner:
