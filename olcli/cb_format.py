@@ -11,7 +11,7 @@ line and the offending text.
 * Label words (``parse_cb_label``): ``action[:cost[:probability]]``; no cost means "no observed
   cost" (an allowed-action entry); no probability means 0, and a cost with probability 0 is not an
   observation (VW's ``has_observed_cost``: cost given and p > 0). A probability above 1 is read as
-  1 and below 0 as 0 (VW warns and does the same); a NaN cost or probability, a non-number, or more
+  1 and below 0 as 0 (VW warns and does the same); a NaN cost or probability, an infinite cost, a non-number, or more
   than three ``:`` parts is an error. The word ``shared`` marks the shared line of an ADF example.
 * Label section (VW's text parser): the text before the first ``|``; after a tab, only what follows
   the first tab; its last word is a *tag*, not a label word, when it starts with ``'`` or touches
@@ -109,6 +109,8 @@ def _number(token, what, word, source, line):
         raise DataError(f"{_where(source, line)}: the {what} of label {word!r} is not a number") from None
     if math.isnan(value):
         raise DataError(f"{_where(source, line)}: the {what} of label {word!r} is NaN")
+    if what == "cost" and math.isinf(value):   # the learner regresses on it: no finite model would come out
+        raise DataError(f"{_where(source, line)}: the cost of label {word!r} is not a finite number")
     return value
 
 

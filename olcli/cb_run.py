@@ -200,6 +200,12 @@ def cb_settings(given) -> dict:
             cb_type = "dr"
     if cb_type not in CB_TYPES:
         raise UsageError(f"--cb_type {cb_type}: not supported; olcli's cb_types: {', '.join(CB_TYPES)}")
+    if reduction in ("cb", "cbify"):
+        k, bits = _number(given, reduction, int, 0, low=1), _number(given, "bits", int, 18, low=1)
+        if k > 1 << min(bits, 62):   # each action's weight copies sit at their own offset in the table
+            raise UsageError(f"{given[reduction][0]} {given[reduction][1]}: more actions than the 2^{bits}-entry "
+                             f"weight table has places for their copies; give at most {1 << bits} actions or a "
+                             "larger -b")
     if rule == "squarecb" and cb_type != "mtr":
         raise UsageError(f"--squarecb learns with --cb_type mtr only (given {cb_type})")
     return {
@@ -443,6 +449,9 @@ def run(args, command="vw") -> None:
         _events(policy, settings, given, data, table, out, testing, on_error, passes, explore)
     except (DataError, OlcliError, signals.RunStopped) as exc:
         stopped = exc
+    except MemoryError:
+        stopped = OlcliError(f"out of memory after {policy.examples} events (the events' K action copies, or the "
+                             "weight table of -b, do not fit)")
     finally:
         if out is not None:
             out.close()

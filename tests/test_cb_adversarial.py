@@ -58,3 +58,35 @@ def test_sigint_while_waiting_on_a_fifo_stops_and_keeps_the_model(tmp_path, args
     assert code == 130, err
     assert "Traceback" not in err and "SIGINT" in err and f"written to {model}" in err, err
     assert model.exists()
+
+
+@pytest.mark.parametrize("args,data", [
+    (["--cbify", "100000000"], "rcv1_multiclass_100.dat"),
+    (["--cb", "100000000"], "rcv1_raw_cb_small_20.vw"),
+    (["--cbify", "300", "-b", "8"], "rcv1_multiclass_100.dat"),
+])
+def test_more_actions_than_the_table_holds_is_refused_by_name(cli, args, data):
+    """K weight copies need K distinct offsets in the 2^b table. Before: --cbify 100000000 ended in a numpy
+    MemoryError traceback (95 GiB asked for), --cb 100000000 was killed by the kernel's OOM killer (exit 137)."""
+    code, _, err = cli("vw", *args, "-d", CB / data)
+    assert code == 2 and "Traceback" not in err, err
+    assert f"{args[0]} {args[1]}" in err and "-b" in err, err
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--cb", "2"], "1:inf:0.5 | a b\n2:1:0.5 | c\n"),
+    (["--cb_explore_adf"], "shared | s\n0:inf:0.5 | a\n | b\n\nshared | s\n0:1:0.5 | a\n | b\n"),
+    (["--cb_adf"], "shared | s\n0:-inf:0.5 | a\n | b\n\nshared | s\n0:1:0.5 | a\n | b\n"),
+])
+def test_an_infinite_cost_is_named_in_the_label(cli, args, text):
+    """Before: the label passed, the learner's own parser refused the line it was given ('<examples> line 1:
+    NaN or infinite number: 'inf' in 'inf 1.0 | a b' ... pass skip_bad_lines=True'), naming neither the file's
+    text nor an option of the command, and the ADF run had already counted the event's loss (average loss inf)."""
+    Path("d.txt").write_text(text)
+    code, _, err = cli("vw", *args, "-d", "d.txt")
+    assert code == 0, err
+    assert "d.txt, line " in err and "inf:0.5'" in err and "not a finite number" in err, err
+    assert "skip_bad_lines" not in err and "<examples>" not in err, err
+    assert "average loss = inf" not in err and "number of examples = 1" in err, err
+    code, _, err = cli("vw", *args, "-d", "d.txt", "--strict_parse", "-f", "m.olm")
+    assert code == 1 and "not a finite number" in err and Path("m.olm").exists(), err
