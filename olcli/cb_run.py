@@ -435,7 +435,10 @@ def run(args, command="vw") -> None:
     table = cb_report.Table(sys.stderr, quiet, given.get("progress", (None, None))[1])
     if not quiet:
         sys.stderr.write(cb_report.header(given, data, learner, settings, testing))
-    out = open(given["predictions"][1], "w", encoding="utf-8") if "predictions" in given else None
+    try:
+        out = open(given["predictions"][1], "w", encoding="utf-8") if "predictions" in given else None
+    except OSError as exc:
+        raise OlcliError(f"cannot write predictions (-p) {given['predictions'][1]}: {exc.strerror or exc}") from None
     final = given.get("final", (None, None))[1]
     stopped = None
     skipped = []
@@ -490,7 +493,7 @@ def _events(policy, settings, given, data, table, out, testing, on_error, passes
                 try:
                     result, _ = policy.step(event, learn=not testing)
                 except DataError as exc:   # a feature the learner's parser refuses (nothing of the event learned)
-                    error = DataError(f"{source}, the event at line {event.line}: {exc}")
+                    error = DataError(f"{source}, the event at line {event.line}: {cb_sim.learner_error(exc)}")
                     if on_error is None:
                         raise error from None
                     on_error(error)

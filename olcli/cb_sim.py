@@ -28,6 +28,7 @@ ips`` it is [π = a*]·c/p and nothing is learned. ``dm`` is refused, as VW refu
 """
 
 import math
+import re
 
 import numpy as np
 
@@ -47,6 +48,13 @@ def _where(source, line):
 def _clip(text, n=80):
     text = text.rstrip("\r\n")
     return text if len(text) <= n else text[:n] + "..."
+
+
+def learner_error(exc) -> str:
+    """The learner's parser's message about one copied line (``<examples> line 1: ... (1 bad line(s); ...)``)
+    without what names the copy instead of the input: its line in the batch, and the Python API's advice."""
+    text = re.sub(r"^<examples> line \d+: ", "", str(exc))
+    return re.sub(r" \(\d+ bad line\(s\);[^)]*\)$", "", text)
 
 
 def _int_in(token, k, what, text, source, line):
@@ -344,14 +352,28 @@ def run_lines(policy, settings, data, table, out, testing, on_error):
                         raise
                     on_error(exc)
                     continue
-                policy.step(pi, event, learn=not testing)
+                try:
+                    policy.step(pi, event, learn=not testing)
+                except DataError as exc:   # a feature value the learner's parser refuses (nothing learned)
+                    error = DataError(f"{_where(name, n)}: {learner_error(exc)}")
+                    if on_error is None:
+                        raise error from None
+                    on_error(error)
+                    continue
                 if out is not None:
                     out.write(f"{pi}\n")
                 label = f"{event.chosen + 1}:{event.cost:.2g}:{event.probability:.2g}"
                 table.row(policy, event, str(pi), label=label)
             continue
         for n, label, weight, tag, features in read_multiclass(text, k, name, on_error):
-            action, _, _ = policy.step(label, weight, features, learn=not testing)
+            try:
+                action, _, _ = policy.step(label, weight, features, learn=not testing)
+            except DataError as exc:   # a feature value the learner's parser refuses (nothing learned)
+                error = DataError(f"{_where(name, n)}: {learner_error(exc)}")
+                if on_error is None:
+                    raise error from None
+                on_error(error)
+                continue
             if out is not None:
                 out.write(f"{action}\n")
             table.row(policy, CbEvent(None, (), weight=weight), str(action),

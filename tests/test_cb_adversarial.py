@@ -90,3 +90,37 @@ def test_an_infinite_cost_is_named_in_the_label(cli, args, text):
     assert "average loss = inf" not in err and "number of examples = 1" in err, err
     code, _, err = cli("vw", *args, "-d", "d.txt", "--strict_parse", "-f", "m.olm")
     assert code == 1 and "not a finite number" in err and Path("m.olm").exists(), err
+
+
+@pytest.mark.parametrize("args,data", [
+    (["--cbify", "3"], "rcv1_multiclass_100.dat"),
+    (["--cb_explore_adf"], "cb_test.ldf"),
+])
+def test_predictions_to_a_missing_folder_is_an_error_not_a_traceback(cli, tmp_path, args, data):
+    """Before: FileNotFoundError traceback from cb_run's open of -p."""
+    code, _, err = cli("vw", *args, "-d", CB / data, "-p", tmp_path / "no" / "p.txt")
+    assert code == 1 and "Traceback" not in err and "FileNotFoundError" not in err, err
+    assert "-p" in err and str(tmp_path / "no" / "p.txt") in err, err
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--cbify", "3"], "1 |f a b\n2 |f a:inf b\n3 |f c\n"),
+    (["--cb", "2", "--eval"], "1 1:1:0.5 |f a\n1 2:1:0.5 |f a:inf b\n2 2:0:0.5 |f c\n"),
+    (["--cb_explore_adf"], "shared | s\n0:1:0.5 | a\n | b\n\nshared | s\n0:1:0.5 | a:nan\n | b\n\n"
+                           "shared | s\n0:1:0.5 | a\n | b\n"),
+])
+def test_a_bad_feature_value_is_skipped_with_its_file_and_line(cli, args, text):
+    """A feature value the learner's parser refuses: skipped with a warning naming the file and line, as a bad
+    label is (--strict_parse: exit 1, -f written). Before: --cbify and --eval stopped the whole run (exit 1)
+    with '<examples> line 1: ... pass skip_bad_lines=True to skip them', naming neither file nor line nor an
+    option of the command; the ADF run named the line but kept the Python API's advice."""
+    Path("d.txt").write_text(text)
+    code, _, err = cli("vw", *args, "-d", "d.txt")
+    assert code == 0, err
+    assert re.search(r"d\.txt, (the event at )?line [25]", err) and "bad examples skipped = 1" in err, err
+    assert "skip_bad_lines" not in err and "<examples>" not in err, err
+    assert "number of examples = 2" in err, err
+    code, _, err = cli("vw", *args, "-d", "d.txt", "--strict_parse", "-f", "m.olm")
+    assert code == 1 and "d.txt" in err and "skip_bad_lines" not in err, err
+    if "--eval" not in args:
+        assert Path("m.olm").exists() and "written to m.olm" in err, err
