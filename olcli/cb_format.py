@@ -11,8 +11,8 @@ line and the offending text.
 * Label words (``parse_cb_label``): ``action[:cost[:probability]]``; no cost means "no observed
   cost" (an allowed-action entry); no probability means 0, and a cost with probability 0 is not an
   observation (VW's ``has_observed_cost``: cost given and p > 0). A probability above 1 is read as
-  1 and below 0 as 0 (VW warns and does the same); a NaN cost or probability, an infinite cost, a non-number, or more
-  than three ``:`` parts is an error. The word ``shared`` marks the shared line of an ADF example.
+  1 and below 0 as 0, with a warning naming the line (as VW does); a NaN cost or probability, an
+  infinite cost, a non-number, or more than three ``:`` parts is an error. The word ``shared`` marks the shared line of an ADF example.
 * Label section (VW's text parser): the text before the first ``|``; after a tab, only what follows
   the first tab; its last word is a *tag*, not a label word, when it starts with ``'`` or touches
   the ``|`` (``1:0:0.5 t|f`` has tag ``t``; ``shared|`` is a tag, not a shared line).
@@ -38,6 +38,7 @@ line and the offending text.
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 
 from olcli.errors import DataError
@@ -121,7 +122,10 @@ def parse_cb_label(word, source="<input>", line=1) -> CbLabel:
         raise DataError(f"{_where(source, line)}: malformed CB label {word!r} (expected action:cost:probability)")
     cost = _number(parts[1], "cost", word, source, line) if len(parts) > 1 and parts[1] != "" else None
     prob = _number(parts[2], "probability", word, source, line) if len(parts) > 2 and parts[2] != "" else 0.0
-    prob = min(max(prob, 0.0), 1.0)
+    if not 0.0 <= prob <= 1.0:
+        sys.stderr.write(f"warning: {_where(source, line)}: the probability of label {word!r} is "
+                         f"{'above 1; read as 1' if prob > 1.0 else 'below 0; read as 0'} (as VW does)\n")
+        prob = min(max(prob, 0.0), 1.0)
     return CbLabel(parts[0], cost, prob)
 
 

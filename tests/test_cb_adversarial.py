@@ -124,3 +124,15 @@ def test_a_bad_feature_value_is_skipped_with_its_file_and_line(cli, args, text):
     assert code == 1 and "d.txt" in err and "skip_bad_lines" not in err, err
     if "--eval" not in args:
         assert Path("m.olm").exists() and "written to m.olm" in err, err
+
+
+@pytest.mark.parametrize("word,said", [("1:1:1.5", "above 1; read as 1"), ("1:1:-0.5", "below 0; read as 0")])
+def test_a_probability_outside_0_1_is_read_as_vw_reads_it_and_said(cli, word, said):
+    """VW 9.11.9 (`--cb 2`, these two lines) warns 'invalid probability > 1 (< 0) specified for an action,
+    resetting to 1 (0)' and prints average loss 1.500000 (0.000000), 2 examples. Before: olcli read the same
+    numbers silently, so a log with broken probabilities went unnoticed."""
+    Path("d.txt").write_text(f"{word} | a b\n2:1:0.5 | c\n")
+    code, _, err = cli("vw", "--cb", "2", "-d", "d.txt")
+    assert code == 0 and "d.txt, line 1" in err and said in err and f"{word!r}" in err, err
+    assert "number of examples = 2" in err
+    assert f"average loss = {'1.500000' if '1.5' in word else '0.000000'}" in err, err
