@@ -504,5 +504,5 @@ def _events(policy, settings, given, data, table, out, testing, on_error, passes
                 else:
                     text = str(result[0][0])
                 if out is not None:
-                    out.write(text + "\n\n")
+                    out.write(text + (f" {event.tag}" if event.tag else "") + "\n\n")   # VW: the tag after
                 table.row(policy, event, first)

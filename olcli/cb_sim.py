@@ -361,7 +361,7 @@ def run_lines(policy, settings, data, table, out, testing, on_error):
                     on_error(error)
                     continue
                 if out is not None:
-                    out.write(f"{pi}\n")
+                    out.write(f"{pi} {event.tag}\n" if event.tag else f"{pi}\n")   # VW: the tag after
                 label = f"{event.chosen + 1}:{event.cost:.2g}:{event.probability:.2g}"
                 table.row(policy, event, str(pi), label=label)
             continue
@@ -375,6 +375,6 @@ def run_lines(policy, settings, data, table, out, testing, on_error):
                 on_error(error)
                 continue
             if out is not None:
-                out.write(f"{action}\n")
+                out.write(f"{action} {tag}\n" if tag else f"{action}\n")
             table.row(policy, CbEvent(None, (), weight=weight), str(action),
                       label="unknown" if label is None else str(label))

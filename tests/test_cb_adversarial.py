@@ -136,3 +136,20 @@ def test_a_probability_outside_0_1_is_read_as_vw_reads_it_and_said(cli, word, sa
     assert code == 0 and "d.txt, line 1" in err and said in err and f"{word!r}" in err, err
     assert "number of examples = 2" in err
     assert f"average loss = {'1.500000' if '1.5' in word else '0.000000'}" in err, err
+
+
+@pytest.mark.parametrize("args,text,expected", [
+    # VW 9.11.9's -p on these lines, byte for byte
+    (["--cbify", "3"], "1 2.0 'tg |f a b\n |f c\n3 0.5 |f d\n2 'x|f e\n| g\n", "2 tg\n3\n1\n3 x\n1\n"),
+    (["--cb", "2"], "1:1:0.5 'tg |f a\n2:0:0.5 t2|f b\n", "0 tg\n\n1 t2\n\n"),
+    (["--cb", "2", "--eval"], "1 1:1:0.5 'tg |f a\n2 2:1:0.5 |f b\n", "1 tg\n2\n"),
+    (["--cb_explore_adf"], "shared 'tg | s\n0:1:0.5 | a\n | b\n\n", "0:0.5,1:0.5 tg\n\n"),
+    (["--cb_adf"], "shared 'tg | s\n0:1:0.5 | a\n | b\n\n", "0 tg\n\n"),
+])
+def test_predictions_carry_the_tag_as_vws_do(cli, args, text, expected):
+    """VW writes an example's tag after its prediction (-p). Before: olcli dropped it on every CB line, so a
+    predictions file could not be joined back to the events by tag."""
+    Path("d.txt").write_text(text)
+    code, _, err = cli("vw", *args, "-d", "d.txt", "-p", "p.txt", "--quiet")
+    assert code == 0, err
+    assert Path("p.txt").read_text() == expected
