@@ -18,7 +18,8 @@ line and the offending text.
   the ``|`` (``1:0:0.5 t|f`` has tag ``t``; ``shared|`` is a tag, not a shared line).
 * ``--cb K`` lines (``parse_cb_line``): one example per line; several words list the allowed
   actions; the observed one is the first word with cost and p > 0; actions must be in 1..K.
-* ADF (``read_adf``): a block of lines ended by a blank line (or the end of the input): an
+* ADF (``read_adf``): a block of lines ended by an empty line (or the end of the input; a line of
+  spaces is an action line without features, as in VW): an
   optional ``shared`` line first, then one line per action. At most one action line may carry a
   cost, and at most one label word per line (VW: "only one line can have a cost"). The chosen
   action is the *position* of the labelled line among the action lines; the action number written
@@ -231,7 +232,7 @@ def read_adf(lines, source="<input>", on_error=None):
     for n, text in enumerate(lines, 1):
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
-        if text.strip() == "":
+        if text.rstrip("\r\n") == "":   # VW: only an empty line ends an example; a line of spaces is an action
             if block:
                 yield from _guarded(_adf_event, on_error, block, source)
                 block = []

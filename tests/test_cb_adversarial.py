@@ -153,3 +153,16 @@ def test_predictions_carry_the_tag_as_vws_do(cli, args, text, expected):
     code, _, err = cli("vw", *args, "-d", "d.txt", "-p", "p.txt", "--quiet")
     assert code == 0, err
     assert Path("p.txt").read_text() == expected
+
+
+def test_a_line_of_spaces_inside_an_adf_block_is_an_action_as_in_vw(cli):
+    """VW 9.11.9 ends an ADF example only at an empty line (a lone '\\r' counts as empty); a line of spaces is an
+    action without features: on this block it prints 1 example, total feature number 8, average loss 0.666667
+    and -p '0:0.333333,1:0.333333,2:0.333333'. Before: olcli split the block there (2 examples, 5 features,
+    average loss 2.000000, and the PMF of a one-action event)."""
+    Path("d.ldf").write_text("shared |s a\n0:1:0.5 |f a\n  \n |f b\n\n")
+    code, _, err = cli("vw", "--cb_explore_adf", "-d", "d.ldf", "-p", "p.txt")
+    assert code == 0, err
+    assert "number of examples = 1\n" in err and "total feature number = 8" in err, err
+    assert "average loss = 0.666667" in err, err
+    assert Path("p.txt").read_text() == "0:0.333333,1:0.333333,2:0.333333\n\n"
