@@ -28,9 +28,9 @@ worker``, dask-jobqueue, dask-kubernetes). The parts, each a module with one job
   features, workers used, seconds in tasks and in merges) and a ``scale_out`` section in the
   JSON report.
 
-The survey before pass 1 (``survey_shard``) counts each shard's lines and examples with a
-kernel of its own: the parser counts lines (``engine/parse.count_lines``) but not the lines it
-reads as examples, which the holdout needs.
+The survey before pass 1 (``survey_shard``) counts each shard's lines and the lines the parser
+reads as examples (the holdout needs them) with the parser's own rule,
+``engine/parse.count_lines_and_examples``.
 """
 
 import math
@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from olcli import signals
+from olcli.engine.parse import count_lines_and_examples
 from olcli.dask_cluster import (RETRIES, Cluster, ClusterError, dask_installed,  # noqa: F401 (ClusterError: re-exported)
                                 probe_scheduler)
 from olcli.engine.records import (C_EXAMPLES, H_LOSS, H_WEIGHT, S_EXAMPLES, S_FEATURES, S_LOSS, S_NEXT_DUMP,
@@ -60,52 +61,13 @@ __all__ = ["ClusterError", "Job", "Part", "ScaleOut", "check_options", "cut_shar
            "merge_levels", "merge_parts", "probe_scheduler", "refuse_streams", "shard_chunks", "survey_shard", "tree"]
 
 
-def _count_kernel():
-    from olcli.engine.jit import njit
-
-    @njit(cache=True, nogil=True)
-    def count_lines_and_examples(buf):
-        """(lines, lines the parser reads as examples or bad lines): a line is
-        skipped when it is only spaces and tabs (one '\\r' before its end
-        aside), as engine/parse.py skips it; a line with a NUL byte is bad."""
-        n = len(buf)
-        lines = 0
-        examples = 0
-        pos = 0
-        while pos < n:
-            content = False
-            nul = False
-            end = pos
-            while end < n and buf[end] != 10:
-                c = buf[end]
-                if c == 0:
-                    nul = True
-                elif c != 32 and c != 9:
-                    if not (c == 13 and (end + 1 == n or buf[end + 1] == 10)):
-                        content = True
-                end += 1
-            lines += 1
-            if content and not nul:
-                examples += 1
-            pos = end + 1
-        return lines, examples
-
-    return count_lines_and_examples
-
-
-_COUNTER = None
-
-
 def survey_shard(shard) -> tuple:
     """(lines, examples) of a shard, examples counted as the parser counts them
     except that a bad line counts as one (counting exactly would cost a parse)."""
-    global _COUNTER
-    if _COUNTER is None:
-        _COUNTER = _count_kernel()
     lines = examples = 0
     try:
         for chunk in shard_chunks(shard):
-            a, b = _COUNTER(chunk.data)
+            a, b = count_lines_and_examples(chunk.data)
             lines += int(a)
             examples += int(b)
     except OlcliError as exc:
@@ -122,10 +84,7 @@ def _warm(algorithm: str, classes: int) -> float:
 
     learner = Learner(algorithm, oaa=classes or None)
     learner.learn([])
-    global _COUNTER
-    if _COUNTER is None:
-        _COUNTER = _count_kernel()
-    _COUNTER(np.zeros(0, np.uint8))
+    count_lines_and_examples(np.zeros(0, np.uint8))
     return time.perf_counter() - started
 
 

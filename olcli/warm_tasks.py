@@ -110,10 +110,10 @@ def everything(folder: str, files: dict, algorithm: str) -> None:
 def library(algorithm: str) -> None:
     """The other callers of the kernels: the Python API's matrix input (``csr_examples``),
     ``olcli serve``'s one-call path for the default's other kinds of model (interactions,
-    libsvm input, multiclass), and the Dask workers' line counter (olcli/scaleout.py)."""
+    libsvm input, multiclass), and the Dask workers' line counter (engine/parse.count_lines_and_examples)."""
     import numpy as np
 
-    from olcli import scaleout
+    from olcli.engine.parse import count_lines_and_examples
     from olcli.learner import Learner
 
     learner = Learner(algorithm, loss="logistic")
@@ -125,9 +125,8 @@ def library(algorithm: str) -> None:
         replier = learner.line_predictor()
         if replier is not None:
             replier.reply(line)
-    counter = scaleout._count_kernel()
-    counter(np.zeros(0, np.uint8))
-    counter(np.frombuffer(b"1 |a x\n", np.uint8))
+    count_lines_and_examples(np.zeros(0, np.uint8))
+    count_lines_and_examples(np.frombuffer(b"1 |a x\n", np.uint8))
 
 
 def run_task(task: str, folder: str, given: dict) -> None:

@@ -166,7 +166,7 @@ def build_part(output_dir: str, wanted: dict, part: int, verbose: bool = False) 
     for name in sorted(wanted):
         module, _, qualname = name.partition(":")
         found = importlib.import_module(module)
-        if ".<locals>." in qualname:  # a kernel made by a module-level function (scaleout's counter)
+        if ".<locals>." in qualname:  # a kernel made by a module-level function
             made.append(getattr(found, qualname.split(".<locals>.")[0])())
 
     dispatchers = _dispatchers()

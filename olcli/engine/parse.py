@@ -222,6 +222,26 @@ def _blank(buf, start, end):
     return True
 
 
+@njit(cache=True, nogil=True)
+def count_lines_and_examples(buf):
+    """(lines, lines the parser reads as examples) of ``buf``, by the parser's own rule
+    (``_line_bounds`` and ``_blank``, as ``_parse_vw_chunk`` walks lines): a line of
+    spaces and tabs only (one '\\r' before its end aside) is skipped, a line with a NUL
+    byte is a bad line, any other is an example (or a bad line that a parse would find:
+    telling those apart costs a parse). A final line without '\\n' counts."""
+    n = len(buf)
+    lines = 0
+    examples = 0
+    pos = 0
+    while pos < n:
+        start, end, next_pos, nul = _line_bounds(buf, pos)
+        pos = next_pos
+        lines += 1
+        if nul < 0 and not _blank(buf, start, end):
+            examples += 1
+    return lines, examples
+
+
 @njit
 def _parse_vw_label_part(buf, start, bar, has_bar, scratch):
     """Label-part tokens; returns (label, importance, base, tag_start, tag_end,
