@@ -66,9 +66,9 @@ def shared_pool(key: bytes, group: int, block_rows: int, classes: int, slots: in
     workers; None if that cannot be done here."""
     if not hasattr(os, "memfd_create") or not os.path.isdir("/proc/self/fd"):
         return None
-    from olcli.state import RowPool, _unique
+    from olcli.state import RowPool, unique_sorted
 
-    features = _unique(np.asarray(given, np.int64) % block_rows)
+    features = unique_sorted(np.asarray(given, np.int64) % block_rows)
     groups = len(features) + 1
     nbytes = _layout(block_rows, classes, slots, groups)[2]
     name = key.hex()[:32]

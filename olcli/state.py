@@ -144,10 +144,10 @@ def nonzero_rows(state: np.ndarray) -> np.ndarray:
         row = hit // slots   # increasing within a page: a row's values are neighbours
         if row.size:
             found.append(row[np.concatenate(([True], row[1:] != row[:-1]))])
-    return _unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+    return unique_sorted(np.concatenate(found)) if found else np.zeros(0, np.int64)
 
 
-def _unique(values: np.ndarray) -> np.ndarray:
+def unique_sorted(values: np.ndarray) -> np.ndarray:
     """np.unique of an integer array, without NumPy's np.unique (which imports numpy.ma,
     ~22 ms that a train run otherwise never pays: tests/test_startup.py)."""
     values = np.sort(values)
@@ -322,7 +322,7 @@ class RowPool:
     @classmethod
     def from_rows(cls, block_rows: int, group: int, slots: int, rows, values) -> "RowPool":
         """A pool holding ``values`` at logical ``rows`` (increasing); every other row zero."""
-        features = _unique(np.asarray(rows, np.int64) % block_rows)
+        features = unique_sorted(np.asarray(rows, np.int64) % block_rows)
         pool = cls(block_rows, group, slots, groups=len(features) + 1)
         pool.fill(rows, values, features)
         return pool
