@@ -1,7 +1,11 @@
 """Exceptions the library raises; olcli/cli.py turns them into messages and exit codes.
 
 Bad data and bad options are also ``ValueError``s, so Python callers (and
-scikit-learn) can catch them as such.
+scikit-learn) can catch them as such. An error about one option's value carries it as
+fields (``option``: the setting's keyword, ``value``, ``reason``), so a caller decides on
+those, never on the message's words; the message itself is worded once, where the error is
+raised (from the settings table's row, naming the keyword and the flag: ``quantile_tau
+(--quantile-tau) must be between 0 and 1 (got 1.5)``), and the CLI prints it as it is.
 """
 
 
@@ -9,6 +13,16 @@ class OlcliError(Exception):
     """A problem the user can fix; the message says what and how. Exit code 1."""
 
     exit_code = 1
+
+    def __init__(self, *args, option: str | None = None, value=None, reason: str | None = None):
+        """``args``: the message, as for any exception; without one, an error with fields reads
+        ``option: reason``."""
+        if not args and option is not None:
+            args = (f"{option}: {reason}" if reason else option,)
+        super().__init__(*args)
+        self.option = option
+        self.value = value
+        self.reason = reason
 
 
 class DataError(OlcliError, ValueError):

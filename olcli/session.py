@@ -156,6 +156,7 @@ class Session:
         if outcome is None and signals.pending():
             outcome = RunStopped(signals.pending())
         write_model = bool(model_path) and not isinstance(outcome, Diverged) and (outcome is None or learned > 0)
+        save_failed = False
         if write_model:
             try:
                 saved = model
@@ -163,7 +164,7 @@ class Session:
                     saved = model_file.weights_only(model, learner.weights_at(np.arange(model.rows, dtype=np.int64)))
                 atomic_write(model_path, model_file.encode(saved), role="model (-f)")
             except OlcliError as exc:
-                write_model = False
+                write_model, save_failed = False, True
                 if outcome is None:
                     outcome = exc
                 else:
@@ -180,7 +181,8 @@ class Session:
         if outcome is None and signals.pending():
             outcome = RunStopped(signals.pending())
         examples = int(model.counters[C_EXAMPLES])
-        outcome = _explained(outcome, write_model, model_path, examples, learned, self.command, read)
+        outcome = _explained(outcome, write_model, save_failed, model_path, examples, learned, self.command,
+                             read)
         finished = outcome is None or isinstance(outcome, MostlySkipped)  # the whole input was read
         report.update({"complete": finished, "stopped_by": None if finished else str(outcome),
                        "error": None if outcome is None else str(outcome),
@@ -211,7 +213,8 @@ class MostlySkipped(DataError):
     that a scheduled job (cron) notices the mistake (the wrong data, --format, --oaa K)."""
 
 
-def _explained(outcome, write_model: bool, model_path, examples: int, learned: float, command: str, read: int):
+def _explained(outcome, write_model: bool, save_failed: bool, model_path, examples: int, learned: float,
+               command: str, read: int):
     """The outcome's message completed with what happened to the model: one line
     that says what was saved."""
     if outcome is None:
@@ -223,7 +226,7 @@ def _explained(outcome, write_model: bool, model_path, examples: int, learned: f
         outcome.args = (f"{outcome}; the model ({examples} examples) was written to {model_path}",)
     elif write_model:
         outcome.args = (f"{outcome}; the model learned so far ({examples} examples) was written to {model_path}",)
-    elif "cannot write model" in str(outcome):
+    elif save_failed:  # the message already says the model could not be written
         pass
     elif model_path and learned <= 0:
         outcome.args = ((f"{outcome} before any example was learned; " if stopped else f"{outcome}; nothing was "

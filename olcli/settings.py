@@ -294,9 +294,11 @@ _KIND = {"int": int, "number": float, "bool": bool, "str": str}
 
 def checked(row: Setting, value):
     """``value`` for ``row``'s setting: refused with the row's words (UsageError) when its
-    check finds a problem, else made the row's kind (int, float, bool, str)."""
-    if row.refusal and row.problem(value):
-        raise UsageError(row.refusal.format(value=value))
+    check finds a problem (the error's fields: ``option`` the row's name, ``value``, ``reason``
+    the check's words), else made the row's kind (int, float, bool, str)."""
+    problem = row.problem(value) if row.refusal else None
+    if problem:
+        raise UsageError(row.refusal.format(value=value), option=row.name, value=value, reason=problem)
     if row.many == "join":   # letters: one string, or a sequence of them (--ignore a --ignore b)
         return value if isinstance(value, str) else "".join(value or ())
     return _KIND.get(row.kind, lambda v: v)(value)
@@ -420,7 +422,7 @@ def run_settings(**given) -> "RunSettings":
         value = row.default if value is None else value
         problem = row.problem(value)
         if problem:
-            raise UsageError(problem)
+            raise UsageError(problem, option=row.name, value=value, reason=problem)
         values[row.name] = value
     if given:
         raise UsageError(f"unknown run settings: {', '.join(sorted(given))}")
