@@ -36,6 +36,7 @@ if _running_as_command():
     paths.reopen_closed_standard_streams()
 
 from olcli.errors import OlcliError  # noqa: E402
+from olcli.settings import BY_NAME, RUN_SETTINGS  # noqa: E402
 
 
 def __getattr__(name):
@@ -130,10 +131,20 @@ def _error(exc: BaseException, show_traceback: bool, cause: BaseException | None
 
         traceback.print_exception(cause or exc, file=sys.stderr)
     try:
-        sys.stderr.write(f"Error: {exc}\n")
+        sys.stderr.write(f"Error: {_worded(exc)}\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+
+
+def _worded(exc: BaseException) -> str:
+    """The message as the command line says it: an error worded from its fields names the
+    option's flag (``--passes must be at least 1``) where the library names the keyword."""
+    if getattr(exc, "from_fields", False):
+        row = BY_NAME.get(exc.option) or next((r for r in RUN_SETTINGS if r.name == exc.option), None)
+        if row is not None and row.flags:
+            return f"{row.flags[0]} {exc.reason}"
+    return str(exc)
 
 
 def _flush_stdout(code: int) -> int:

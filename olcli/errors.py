@@ -3,9 +3,11 @@
 Bad data and bad options are also ``ValueError``s, so Python callers (and
 scikit-learn) can catch them as such. An error about one option's value carries it as
 fields (``option``: the setting's keyword, ``value``, ``reason``), so a caller decides on
-those, never on the message's words; the message itself is worded once, where the error is
-raised (from the settings table's row, naming the keyword and the flag: ``quantile_tau
-(--quantile-tau) must be between 0 and 1 (got 1.5)``), and the CLI prints it as it is.
+those, never on the message's words. A message given where the error is raised names the
+keyword and the flag (``quantile_tau (--quantile-tau) must be between 0 and 1 (got 1.5)``)
+and the CLI prints it as it is; an error worded from its fields names the keyword
+(``passes must be at least 1``) and the CLI words it once with the flag
+(``--passes must be at least 1``).
 """
 
 
@@ -15,10 +17,12 @@ class OlcliError(Exception):
     exit_code = 1
 
     def __init__(self, *args, option: str | None = None, value=None, reason: str | None = None):
-        """``args``: the message, as for any exception; without one, an error with fields reads
-        ``option: reason``."""
-        if not args and option is not None:
-            args = (f"{option}: {reason}" if reason else option,)
+        """``args``: the message, as for any exception; without one, the message is worded
+        from the fields, ``option reason`` (``passes must be at least 1``), and
+        ``from_fields`` is true: the CLI words it again with the option's flag."""
+        self.from_fields = not args and option is not None and reason is not None
+        if self.from_fields:
+            args = (f"{option} {reason}",)
         super().__init__(*args)
         self.option = option
         self.value = value

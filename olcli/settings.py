@@ -247,26 +247,26 @@ MODEL_SETTINGS = (
 # The run's settings: what one run does, never stored in a model.
 RUN_SETTINGS = (
     Setting("passes", "int", 1, "Passes over the data (the first builds an example cache).", ("--passes",),
-            ("--passes",), PASSES, check=lambda v: None if v >= 1 else "--passes must be at least 1",
+            ("--passes",), PASSES, check=lambda v: None if v >= 1 else "must be at least 1",
             learning_only=True, estimator=("classifier", "regressor")),
     Setting("holdout_period", "int", 10, "With --passes > 1: every K-th example is held out.",
             ("--holdout-period",), ("--holdout_period",), PASSES,
-            check=lambda v: None if v == 0 or v >= 2 else "--holdout-period must be 2 or more (or use --holdout-off)",
+            check=lambda v: None if v == 0 or v >= 2 else "must be 2 or more (or use --holdout-off)",
             learning_only=True),
     Setting("early_terminate", "int", 3, "Stop after K passes without a better holdout loss.",
             ("--early-terminate",), ("--early_terminate",), PASSES,
-            check=lambda v: None if v >= 1 else "--early-terminate must be at least 1", learning_only=True),
+            check=lambda v: None if v >= 1 else "must be at least 1", learning_only=True),
     Setting("holdout_after", "int", 0, "Hold out every example after the first N of each pass, instead of every "
             "--holdout-period-th; on even with one pass (VW's --holdout_after).", ("--holdout-after",),
             ("--holdout_after",), PASSES, check=lambda v: None if v >= 0 else
-            "--holdout-after must be 1 or more (the examples learned from in each pass)", learning_only=True),
+            "must be 1 or more (the examples learned from in each pass)", learning_only=True),
     Setting("cache_path", "str|null", None, "Example cache file (default with --passes: DATA.olcache).",
             ("--cache",), ("--cache_file",), PASSES, learning_only=True),
     Setting("kill_cache", "bool", False, "Rebuild the example cache even if it looks current.",
             ("-k", "--kill-cache"), ("--kill_cache", "-k"), PASSES, switch=True, learning_only=True),
     Setting("threads", "int", 2, "Read and parse up to N chunks ahead on threads while one is learned (both cores "
             "busy); 1: read, parse and learn on one thread. The results are the same.",
-            ("--threads",), typer=False, check=lambda v: None if v >= 1 else "--threads must be at least 1",
+            ("--threads",), typer=False, check=lambda v: None if v >= 1 else "must be at least 1",
             minimum=1, test=True),
     Setting("progress_every", "str|null", None, "VW's -P/--progress interval.", ("--vw-progress",),
             ("--progress", "-P"), typer=False, hidden=True, test=True),
@@ -415,14 +415,15 @@ def model_settings(model):
 
 def run_settings(**given) -> "RunSettings":
     """The run's settings: the given values (None: not given, the default), each checked
-    (UsageError with the row's message)."""
+    (a UsageError worded from its fields, ``option reason``, that the CLI words with the
+    row's flag instead of the keyword)."""
     values = {}
     for row in RUN_SETTINGS:
         value = given.pop(row.name, None)
         value = row.default if value is None else value
         problem = row.problem(value)
-        if problem:
-            raise UsageError(problem, option=row.name, value=value, reason=problem)
+        if problem:  # worded from the fields: "passes must be at least 1" (the CLI: --passes)
+            raise UsageError(option=row.name, value=value, reason=problem)
         values[row.name] = value
     if given:
         raise UsageError(f"unknown run settings: {', '.join(sorted(given))}")

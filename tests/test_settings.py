@@ -240,10 +240,10 @@ def test_a_setting_without_a_rule_of_its_own_is_stored_as_given():
 
 def test_run_settings_are_checked_by_their_rows():
     assert settings.run_settings(passes=3) == settings.RunSettings(passes=3)
-    for given, message in (({"passes": 0}, "--passes must be at least 1"),
-                           ({"holdout_period": 1}, "--holdout-period must be 2 or more"),
-                           ({"early_terminate": 0}, "--early-terminate must be at least 1"),
-                           ({"holdout_after": -1}, "--holdout-after must be 1 or more")):
+    for given, message in (({"passes": 0}, "passes must be at least 1"),
+                           ({"holdout_period": 1}, "holdout_period must be 2 or more"),
+                           ({"early_terminate": 0}, "early_terminate must be at least 1"),
+                           ({"holdout_after": -1}, "holdout_after must be 1 or more")):
         with pytest.raises(UsageError, match=message):
             settings.run_settings(**given)
     with pytest.raises(Exception):
