@@ -20,9 +20,8 @@ _LOCATORS = textwrap.dedent("""
     from numba.core.dispatcher import Dispatcher
     from olcli.engine import jit
     from olcli.kernel_stamp import EngineStamp
-    from olcli.scaleout import _count_kernel
     assert jit.MODE == "jit", jit.MODE
-    found = [("olcli.scaleout", _count_kernel())]
+    found = []
     for name in [f"olcli.engine.{m.name}" for m in pkgutil.iter_modules(olcli.engine.__path__)]:
         for value in vars(importlib.import_module(name)).values():
             if isinstance(value, Dispatcher) and value._cache.__class__.__name__ != "NullCache":
@@ -62,17 +61,16 @@ def test_the_stamp_changes_with_any_engine_file(tmp_path):
 
 _PROBE = textwrap.dedent("""
     import numpy as np
-    from olcli.scaleout import _count_kernel
-    kernel = _count_kernel()
+    from olcli.engine.parse import count_lines_and_examples as kernel
     print(kernel(np.frombuffer(b"1 |a b\\n\\n", np.uint8)), kernel.stats.cache_hits.total(),
           kernel.stats.cache_misses.total())
 """)
 
 
 def test_a_changed_dependency_recompiles_a_cached_kernel(tmp_path):
-    # A copy of olcli whose cache lives in tmp_path; the kernel (scaleout's line
-    # counter) is defined outside the engine and calls nothing from it, so with
-    # Numba's own stamp a change to engine/losses.py would leave it cached.
+    # A copy of olcli whose cache lives in tmp_path; the kernel (the line counter of
+    # engine/parse.py) calls nothing from engine/losses.py, so with Numba's own stamp
+    # (its own file's) a change to losses.py would leave it cached.
     shutil.copytree(os.path.join(ROOT, "olcli"), tmp_path / "olcli",
                     ignore=shutil.ignore_patterns("__pycache__", "_aot_kernels*"))
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
