@@ -336,6 +336,20 @@ def normal_interval(values, z=1.96):
     return mean, (mean - half, mean + half)
 
 
+def _stepped(name, n, on_error, step, *args, **kwargs):
+    """(True, ``step(*args, **kwargs)``), or (False, None) when the learner's parser refused a feature
+    value of line ``n`` (nothing learned): the error, named with file and line, is raised when
+    ``on_error`` is None, else handed to it."""
+    try:
+        return True, step(*args, **kwargs)
+    except DataError as exc:
+        error = DataError(f"{_where(name, n)}: {learner_error(exc)}")
+        if on_error is None:
+            raise error from None
+        on_error(error)
+        return False, None
+
+
 def run_lines(policy, settings, data, table, out, testing, on_error):
     """``olcli vw --cbify K`` / ``--cb K --eval``: every line of the inputs through ``policy`` (a ``Cbify`` or
     an ``Evaluate``), VW's progress rows on ``table``, ``-p`` lines on ``out`` (the sampled action, or π)."""
@@ -352,13 +366,7 @@ def run_lines(policy, settings, data, table, out, testing, on_error):
                         raise
                     on_error(exc)
                     continue
-                try:
-                    policy.step(pi, event, learn=not testing)
-                except DataError as exc:   # a feature value the learner's parser refuses (nothing learned)
-                    error = DataError(f"{_where(name, n)}: {learner_error(exc)}")
-                    if on_error is None:
-                        raise error from None
-                    on_error(error)
+                if not _stepped(name, n, on_error, policy.step, pi, event, learn=not testing)[0]:
                     continue
                 if out is not None:
                     out.write(f"{pi} {event.tag}\n" if event.tag else f"{pi}\n")   # VW: the tag after
@@ -366,14 +374,10 @@ def run_lines(policy, settings, data, table, out, testing, on_error):
                 table.row(policy, event, str(pi), label=label)
             continue
         for n, label, weight, tag, features in read_multiclass(text, k, name, on_error):
-            try:
-                action, _, _ = policy.step(label, weight, features, learn=not testing)
-            except DataError as exc:   # a feature value the learner's parser refuses (nothing learned)
-                error = DataError(f"{_where(name, n)}: {learner_error(exc)}")
-                if on_error is None:
-                    raise error from None
-                on_error(error)
+            stepped, result = _stepped(name, n, on_error, policy.step, label, weight, features, learn=not testing)
+            if not stepped:
                 continue
+            action = result[0]
             if out is not None:
                 out.write(f"{action} {tag}\n" if tag else f"{action}\n")
             table.row(policy, CbEvent(None, (), weight=weight), str(action),
