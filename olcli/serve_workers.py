@@ -31,7 +31,7 @@ from olcli.serve_options import ServeOptions
 from olcli.serve_ports import announce, listening_sockets, remove_table_folder, remove_written
 
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-START_TIMEOUT = 120.0     # seconds for every worker to be ready
+START_TIMEOUT = 600.0     # seconds for every worker to be ready (a cold kernel cache: each compiles them)
 MESSAGE_BYTES = 4000      # one message, less than PIPE_BUF: written whole
 # A fresh interpreter's start: olcli from where this one found it, then main(arguments).
 _BOOT = ("import sys\nif sys.argv[1] not in sys.path: sys.path.append(sys.argv[1])\n"
