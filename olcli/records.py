@@ -2,8 +2,8 @@
 the model): ``__slots__`` and an explicit ``__init__`` per class, with the equality, hash, repr
 and ``replace`` a ``dataclass`` would generate.
 
-A ``@dataclass`` builds its methods from generated source at import (``exec``), which cost a
-plain ``olcli train`` several million instructions per class; these are written once here.
+A ``@dataclass`` builds its methods from generated source at import (``exec``), several
+million instructions per class of every start-up; these are written once here.
 A subclass lists its field names in ``_fields``, in ``__init__``'s order.
 """
 
@@ -52,8 +52,8 @@ class Frozen(Record):
         return hash(self._values())
 
     def __reduce__(self):
-        return (_rebuild, (type(self), self._values()))
+        return (_rebuild, (type(self), {name: getattr(self, name) for name in self._fields}))
 
 
-def _rebuild(cls, values):
-    return cls(*values)
+def _rebuild(cls, values: dict):
+    return cls(**values)
