@@ -95,11 +95,13 @@ class CbEvent:
                 and self.probability > 0 and not self.skip_learn)
 
 
-def _where(source, line):
+def located(source, line):
+    """"FILE, line N": where a message points."""
     return f"{source}, line {line}"
 
 
-def _clip(text, n=80):
+def clip(text, n=80):
+    """A line as a message quotes it: without its newline, cut to n characters."""
     text = text.rstrip("\r\n")
     return text if len(text) <= n else text[:n] + "..."
 
@@ -108,11 +110,11 @@ def _number(token, what, word, source, line):
     try:
         value = float(token)
     except ValueError:
-        raise DataError(f"{_where(source, line)}: the {what} of label {word!r} is not a number") from None
+        raise DataError(f"{located(source, line)}: the {what} of label {word!r} is not a number") from None
     if math.isnan(value):
-        raise DataError(f"{_where(source, line)}: the {what} of label {word!r} is NaN")
+        raise DataError(f"{located(source, line)}: the {what} of label {word!r} is NaN")
     if what == "cost" and math.isinf(value):   # the learner regresses on it: no finite model would come out
-        raise DataError(f"{_where(source, line)}: the cost of label {word!r} is not a finite number")
+        raise DataError(f"{located(source, line)}: the cost of label {word!r} is not a finite number")
     return value
 
 
@@ -120,11 +122,11 @@ def parse_cb_label(word, source="<input>", line=1) -> CbLabel:
     """One CB label word ``action[:cost[:probability]]`` (VW's parse_label_cb)."""
     parts = word.split(":")
     if len(parts) > 3 or parts[0] == "":
-        raise DataError(f"{_where(source, line)}: malformed CB label {word!r} (expected action:cost:probability)")
+        raise DataError(f"{located(source, line)}: malformed CB label {word!r} (expected action:cost:probability)")
     cost = _number(parts[1], "cost", word, source, line) if len(parts) > 1 and parts[1] != "" else None
     prob = _number(parts[2], "probability", word, source, line) if len(parts) > 2 and parts[2] != "" else 0.0
     if not 0.0 <= prob <= 1.0:
-        sys.stderr.write(f"warning: {_where(source, line)}: the probability of label {word!r} is "
+        sys.stderr.write(f"warning: {located(source, line)}: the probability of label {word!r} is "
                          f"{'above 1; read as 1' if prob > 1.0 else 'below 0; read as 0'} (as VW does)\n")
         prob = min(max(prob, 0.0), 1.0)
     return CbLabel(parts[0], cost, prob)
@@ -157,10 +159,10 @@ def parse_cb_line(text, k, source="<input>", line=1) -> CbEvent:
         try:
             a = int(lab.action)
         except ValueError:
-            raise DataError(f"{_where(source, line)}: CB action {lab.action!r} is not a number 1..{k}: "
-                            f"{_clip(text)!r}") from None
+            raise DataError(f"{located(source, line)}: CB action {lab.action!r} is not a number 1..{k}: "
+                            f"{clip(text)!r}") from None
         if not 1 <= a <= k:
-            raise DataError(f"{_where(source, line)}: CB action {a} is outside 1..{k}: {_clip(text)!r}")
+            raise DataError(f"{located(source, line)}: CB action {a} is outside 1..{k}: {clip(text)!r}")
         actions.append(a)
     observed = next((i for i, lab in enumerate(labels) if lab.observed), None)
     allowed = tuple(actions) if len(labels) > 1 else None
@@ -190,24 +192,24 @@ def _adf_event(block, source):
         shared = features
         rows = block[1:]
     if not rows:
-        raise DataError(f"{_where(source, first_line)}: an ADF example needs at least one action line after "
-                        f"'shared': {_clip(block[0][1])!r}")
+        raise DataError(f"{located(source, first_line)}: an ADF example needs at least one action line after "
+                        f"'shared': {clip(block[0][1])!r}")
     actions, chosen, cost, prob, labelled_line = [], None, None, None, None
     for pos, (n, text) in enumerate(rows):
         words, _, features = split_line(text)
         if words and words[0] == SHARED:
-            raise DataError(f"{_where(source, n)}: a 'shared' line must be the first line of its example: "
-                            f"{_clip(text)!r}")
+            raise DataError(f"{located(source, n)}: a 'shared' line must be the first line of its example: "
+                            f"{clip(text)!r}")
         if len(words) > 1:
-            raise DataError(f"{_where(source, n)}: an action line can carry one CB label, found {len(words)}: "
-                            f"{_clip(text)!r}")
+            raise DataError(f"{located(source, n)}: an action line can carry one CB label, found {len(words)}: "
+                            f"{clip(text)!r}")
         actions.append(features)
         if words:
             lab = parse_cb_label(words[0], source, n)
             if lab.cost is not None:
                 if labelled_line is not None:
-                    raise DataError(f"{_where(source, n)}: only one action line of an example can have a cost "
-                                    f"(line {labelled_line} has one too): {_clip(text)!r}")
+                    raise DataError(f"{located(source, n)}: only one action line of an example can have a cost "
+                                    f"(line {labelled_line} has one too): {clip(text)!r}")
                 labelled_line, chosen, cost, prob = n, pos, lab.cost, lab.probability
     return CbEvent(shared, tuple(actions), chosen, cost, prob, tag=tag if shared is not None else None,
                    line=first_line)
@@ -314,19 +316,19 @@ def _field(obj, name, kind, where):
 
 def parse_dsjson(text, source="<input>", line=1) -> CbEvent:
     """One Decision Service JSON line to a CbEvent."""
-    where = _where(source, line)
+    where = located(source, line)
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}): {_clip(text)!r}") from None
+        raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}): {clip(text)!r}") from None
     if not isinstance(obj, dict):
-        raise DataError(f"{where}: a Decision Service line is a JSON object: {_clip(text)!r}")
+        raise DataError(f"{where}: a Decision Service line is a JSON object: {clip(text)!r}")
     context = obj.get("c")
     if not isinstance(context, dict):
-        raise DataError(f"{where}: field 'c' (the context) is missing or not an object: {_clip(text)!r}")
+        raise DataError(f"{where}: field 'c' (the context) is missing or not an object: {clip(text)!r}")
     multi = context.get("_multi", [])
     if not isinstance(multi, list) or not all(isinstance(a, dict) for a in multi) or not multi:
-        raise DataError(f"{where}: 'c._multi' must be a non-empty array of action objects: {_clip(text)!r}")
+        raise DataError(f"{where}: 'c._multi' must be a non-empty array of action objects: {clip(text)!r}")
     shared_obj = {k: v for k, v in context.items() if k != "_multi"}
     shared = json_features(shared_obj, where)
     actions = tuple(json_features(a, f"{where}, action {i}") for i, a in enumerate(multi))
@@ -379,7 +381,7 @@ def read_dsjson(lines, source="<input>", on_error=None):
             yield from _guarded(parse_dsjson, on_error, text, source, n)
 
 
-def _interruptible(lines):
+def interruptible(lines):
     """The lines of a stream, each read in olcli's immediate signal phase (olcli/signals.py): a SIGINT, SIGTERM or
     SIGHUP that arrived while the previous line was being learned, or arrives while waiting for input (a pipe or
     FIFO whose writer is still open), stops the run there; nothing is half-learned between two reads."""
@@ -403,7 +405,7 @@ def texts(data):
     for path in data or ["-"]:
         stream, _ = open_source(path)
         try:
-            yield display_name(path), _interruptible(io.TextIOWrapper(stream, encoding="utf-8", errors="replace",
+            yield display_name(path), interruptible(io.TextIOWrapper(stream, encoding="utf-8", errors="replace",
                                                                       newline=None))
         finally:
             if path != "-":

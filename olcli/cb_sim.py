@@ -33,21 +33,13 @@ import re
 import numpy as np
 
 from olcli import cb
-from olcli.cb_format import CbEvent, parse_cb_label, split_line
+from olcli.cb_eval import Evaluate, int_in, parse_eval_line
+from olcli.cb_format import CbEvent, clip, located, split_line
 from olcli.errors import DataError
 
 # cbify's app_seed: VW's uniform_hash("vw", 2, 0), murmur3_32 of b"vw" with seed 0
 # (= olcli.engine.murmur.murmur3_32(b"vw", 0, 2, 0); tests/test_cb_sim.py checks it)
 VW_APP_SEED = 53980556
-
-
-def _where(source, line):
-    return f"{source}, line {line}"
-
-
-def _clip(text, n=80):
-    text = text.rstrip("\r\n")
-    return text if len(text) <= n else text[:n] + "..."
 
 
 def learner_error(exc) -> str:
@@ -57,33 +49,22 @@ def learner_error(exc) -> str:
     return re.sub(r" \(\d+ bad line\(s\);[^)]*\)$", "", text)
 
 
-def _int_in(token, k, what, text, source, line):
-    try:
-        value = int(token)
-    except ValueError:
-        raise DataError(f"{_where(source, line)}: {what} {token!r} is not a whole number 1..{k}: "
-                        f"{_clip(text)!r}") from None
-    if not 1 <= value <= k:
-        raise DataError(f"{_where(source, line)}: {what} {value} is outside 1..{k}: {_clip(text)!r}")
-    return value
-
-
 def parse_multiclass_line(text, k, source="<input>", line=1):
     """A multiclass example line ``label [weight] ['tag] |features`` -> (label or None, weight, tag, features)."""
     words, tag, features = split_line(text)
     if not words:
         return None, 1.0, tag, features
     if len(words) > 2:
-        raise DataError(f"{_where(source, line)}: a multiclass label is 'label [weight]': {_clip(text)!r}")
-    label = _int_in(words[0], k, "class", text, source, line)
+        raise DataError(f"{located(source, line)}: a multiclass label is 'label [weight]': {clip(text)!r}")
+    label = int_in(words[0], k, "class", text, source, line)
     weight = 1.0
     if len(words) == 2:
         try:
             weight = float(words[1])
         except ValueError:
-            raise DataError(f"{_where(source, line)}: weight {words[1]!r} is not a number: {_clip(text)!r}") from None
+            raise DataError(f"{located(source, line)}: weight {words[1]!r} is not a number: {clip(text)!r}") from None
         if not math.isfinite(weight) or weight < 0:
-            raise DataError(f"{_where(source, line)}: weight {words[1]!r} must be finite and >= 0: {_clip(text)!r}")
+            raise DataError(f"{located(source, line)}: weight {words[1]!r} must be finite and >= 0: {clip(text)!r}")
     return label, weight, tag, features
 
 
@@ -301,106 +282,6 @@ class Cbify:
         return action + 1, pmf, prob
 
 
-def parse_eval_line(text, k, source="<input>", line=1):
-    """``--eval``'s label ``π a:c:p [...]`` (VW's parse_label_cb_eval: the evaluated policy's action, then a
-    CB label) -> (π 1..K, the logged CbEvent of ``--cb K``)."""
-    words, tag, features = split_line(text)
-    if len(words) < 2:
-        raise DataError(f"{_where(source, line)}: an --eval label is 'policy_action action:cost:probability' "
-                        f"(two words at least): {_clip(text)!r}")
-    pi = _int_in(words[0], k, "the evaluated policy's action", text, source, line)
-    labels = [parse_cb_label(w, source, line) for w in words[1:]]
-    actions = [_int_in(lab.action, k, "CB action", text, source, line) for lab in labels]
-    observed = next((i for i, lab in enumerate(labels) if lab.observed), None)
-    allowed = tuple(actions) if len(labels) > 1 else None
-    if observed is None:
-        raise DataError(f"{_where(source, line)}: an --eval example needs a logged cost with probability > 0 "
-                        f"(VW: 'can not use a test label for evaluation'): {_clip(text)!r}")
-    lab = labels[observed]
-    return pi, CbEvent(None, (features,), actions[observed] - 1, lab.cost, lab.probability, tag=tag, line=line,
-                       allowed=allowed)
-
-
-class Evaluate:
-    """VW's ``--cb K --eval`` (see the module's docstring): ``step(pi, event)`` -> the example's loss, the
-    DR (``cb_type="dr"``) or IPS estimate of the evaluated action's cost."""
-
-    def __init__(self, learner, k, cb_type="dr"):
-        self.learner, self.k, self.cb_type = learner, int(k), cb_type
-        self.examples = 0
-        self.labelled_weight = 0.0
-        self.sum_loss = 0.0
-        self.sum_loss2 = 0.0
-        self.total_features = 0
-        self.current_features = 0
-        self.estimates = []     # the per-example estimates (the report's interval)
-
-    def state(self) -> dict:
-        return {}
-
-    def _batch(self, features, action, label=None, weight=1.0):
-        """Action ``action`` (1-based)'s cost-model copy of the line: every index + K + action − 1 (the
-        learner's constant row at VW's constant index first)."""
-        head = "" if label is None else f"{label!r} {weight!r} "
-        batch, _ = self.learner.to_batch([head + (features or "|")])
-        bits = self.learner.model.bits
-        table = (1 << bits) - 1
-        used = int(batch.row_ptr[-1])
-        index = batch.index[:used].astype(np.int64)
-        index = np.where(index == (1 << bits), cb.CONSTANT_HASH & table, index)
-        batch.index[:used] = ((index + self.k + action - 1) & table).astype(batch.index.dtype)
-        return batch, int(batch.feature_count.sum())
-
-    def step(self, pi, event, learn=True):
-        from olcli.engine.records import new_tally
-
-        features = event.actions[0]
-        a_star, c, p = event.chosen + 1, float(event.cost), float(event.probability)
-        counted = 0
-        if self.cb_type == "ips":
-            loss = c / p if pi == a_star else 0.0
-            _, counted = self._batch(features, 1)
-        else:
-            g = {}
-            for i in (event.allowed or range(1, self.k + 1)):
-                if i == a_star and learn:
-                    batch, counted = self._batch(features, i, c, event.weight / p)
-                    done = self.learner.process(batch, True)
-                else:
-                    batch, counted = self._batch(features, i)
-                    done = self.learner.process(batch, False, new_tally())
-                g[i] = float(done.predictions[0])
-            base = g.get(pi)
-            if base is None:   # π outside the allowed actions: VW falls back to IPS
-                loss = c / p if pi == a_star else 0.0
-            else:
-                loss = base + ((c - base) / p if pi == a_star else 0.0)
-        self.examples += 1
-        self.labelled_weight += 1.0
-        self.sum_loss += loss
-        self.sum_loss2 += loss * loss
-        self.estimates.append(loss)
-        self.current_features = counted
-        self.total_features += counted
-        return loss
-
-
-def normal_interval(values, z=1.96):
-    """(mean, (low, high)): the normal-approximation (central limit) 95% interval of a mean of
-    per-event estimates, mean ± z·s/√n with s the sample standard deviation (n − 1), z = 1.96 (Wald;
-    e.g. Dudík, Langford, Li 2011, "Doubly robust policy evaluation and learning", §2, for IPS/DR as
-    means of per-event estimates). (None, (None, None)) without values; the interval is the point with one."""
-    n = len(values)
-    if n == 0:
-        return None, (None, None)
-    mean = math.fsum(values) / n
-    if n == 1:
-        return mean, (mean, mean)
-    var = math.fsum((x - mean) ** 2 for x in values) / (n - 1)
-    half = z * math.sqrt(var / n)
-    return mean, (mean - half, mean + half)
-
-
 def _stepped(name, n, on_error, step, *args, **kwargs):
     """(True, ``step(*args, **kwargs)``), or (False, None) when the learner's parser refused a feature
     value of line ``n`` (nothing learned): the error, named with file and line, is raised when
@@ -408,7 +289,7 @@ def _stepped(name, n, on_error, step, *args, **kwargs):
     try:
         return True, step(*args, **kwargs)
     except DataError as exc:
-        error = DataError(f"{_where(name, n)}: {learner_error(exc)}")
+        error = DataError(f"{located(name, n)}: {learner_error(exc)}")
         if on_error is None:
             raise error from None
         on_error(error)
@@ -467,7 +348,7 @@ def _sources(data):
     import os
     import stat
 
-    from olcli.cb_format import _interruptible
+    from olcli.cb_format import interruptible
     from olcli.inputs import display_name, open_source
 
     for path in data or ["-"]:
@@ -480,7 +361,7 @@ def _sources(data):
         except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
             live = None
         try:
-            yield display_name(path), _interruptible(io.TextIOWrapper(stream, encoding="utf-8", errors="replace",
+            yield display_name(path), interruptible(io.TextIOWrapper(stream, encoding="utf-8", errors="replace",
                                                                       newline=None)), live
         finally:
             if path != "-":
