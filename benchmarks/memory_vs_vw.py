@@ -2,15 +2,19 @@
 
     python -m benchmarks.memory_vs_vw [--data DIR] [--work DIR] [--bits 18,24,26,28]
                                       [--click-lines 1000000] [--skip-click] [--aot-dir DIR]
+                                      [--python PATH] [--kernels jit,aot] [--algorithms mix,gd,...]
 
 Each run is one process started the way a user starts it (``python -m olcli train``,
 ``python -m vowpalwabbit`` for VW 9.11.9) and measured by ``benchmarks.harness``: its peak
 resident set size is the process's own high-water mark (VmHWM, sampled; wait4's ru_maxrss
 when it ended first). The data come from the harness's data folder (``--data``,
 ``OLCLI_BENCH_DATA``), the click log from ``olcli.datagen`` (``--work``). olcli runs once per kernel
-path: Numba's JIT (``OLCLI_KERNELS=jit``) and, when a build of these very sources
+path (``--kernels``): Numba's JIT (``OLCLI_KERNELS=jit``) and, when a build of these very sources
 exists (``python -m olcli.aot.build [--output-dir DIR]``), the ahead-of-time kernels
-(``OLCLI_KERNELS=aot``, ``OLCLI_AOT_DIR``). Runs:
+(``OLCLI_KERNELS=aot``, ``OLCLI_AOT_DIR``). ``--python PATH`` runs olcli with another
+interpreter (another install, e.g. a ``pip install .`` venv whose AOT kernels match its own
+sources); VW always runs with this one. olcli's processes start in ``--work`` so that a checkout
+in the current folder does not shadow that install. Runs:
 
 1. 2,000 lines of a9a (train.vw) at each -b: VW's default, olcli's default (--mix)
    and every single algorithm, each writing its model (-f / VW's -f);
@@ -39,24 +43,41 @@ def peak(result: harness.Measured):
     return result.rss, result.wall, result.returncode
 
 
+OLCLI_PY = PY      # the interpreter olcli runs with (--python)
+WORK = os.getcwd()  # where olcli's processes start (--work)
+
+
 def olcli_train(data, bits, algorithm, model, env=None):
     args = ["train", data, "-b", bits, "-f", model, "--quiet"]
     if algorithm != "mix":
         args.append(f"--{algorithm}")
-    return peak(harness.run_olcli(args, env=env, check=False))
+    return peak(harness.measure([OLCLI_PY, "-m", "olcli", *map(str, args)], env=env, cwd=WORK, check=False))
 
 
-def kernel_paths(aot_dir):
-    """[(label, environment)]: the JIT, and the AOT build when it is there and not stale."""
+def kernel_paths(aot_dir, wanted=("jit", "aot")):
+    """[(label, environment)]: the JIT, and the AOT build when it is there and not stale
+    (those of ``wanted``)."""
     jit = harness.python_env(OLCLI_KERNELS="jit")
     aot = harness.python_env(OLCLI_KERNELS="aot", **({"OLCLI_AOT_DIR": aot_dir} if aot_dir else {}))
-    why = harness.measure([PY, "-c", "from olcli import aot; from olcli.kernel_stamp import engine_stamp; "
-                           "print(aot.available(engine_stamp()) or '')"],
-                          env=dict(aot, OLCLI_KERNELS="jit"), separate_stderr=True).output.strip()
-    if why:
-        print(f"(AOT kernels not measured: {why})\n")
-        return [("JIT", jit)]
-    return [("JIT", jit), ("AOT", aot)]
+    paths = [("JIT", jit)] if "jit" in wanted else []
+    if "aot" in wanted:
+        why = harness.measure([OLCLI_PY, "-c", "from olcli import aot; from olcli.kernel_stamp import engine_stamp; "
+                               "print(aot.available(engine_stamp()) or '')"],
+                              env=dict(aot, OLCLI_KERNELS="jit"), cwd=WORK, separate_stderr=True).output.strip()
+        if why:
+            print(f"(AOT kernels not measured: {why})\n")
+        else:
+            paths.append(("AOT", aot))
+    if not paths:
+        raise SystemExit("no kernel path to measure (--kernels)")
+    return paths
+
+
+def olcli_install() -> str:
+    """Which olcli runs: the interpreter, the package's folder and version."""
+    found = harness.measure([OLCLI_PY, "-c", "import os, olcli; print(os.path.dirname(olcli.__file__), olcli.__version__)"],
+                            cwd=WORK, separate_stderr=True).output.strip()
+    return f"olcli: `{OLCLI_PY}`, {found}"
 
 
 def vw_train(data, bits, model):
@@ -71,7 +92,12 @@ def main():
     parser.add_argument("--skip-click", action="store_true")
     parser.add_argument("--algorithms", default=",".join(ALGORITHMS), help="comma-separated (mix: the default)")
     parser.add_argument("--out", default="memory_vs_vw")
+    parser.add_argument("--python", default=PY, help="the interpreter olcli runs with (default: this one)")
+    parser.add_argument("--kernels", default="jit,aot", help="kernel paths to measure: jit, aot or both")
     args = harness.arguments(parser.description, runs=1, parser=parser)
+    global OLCLI_PY, WORK
+    OLCLI_PY, WORK = args.python, os.path.abspath(args.work)
+    args.work = WORK
     algorithms = args.algorithms.split(",")
     results = harness.Results(args.out, "Peak memory of olcli and VW side by side: the same data, the same -b")
     print = results.say  # noqa: A001 (every line of the tables goes to the results file too)
@@ -80,7 +106,8 @@ def main():
     harness.require([harness.shared_file(args.data, "a9a")])
     a9a = harness.head(harness.shared_file(args.data, "a9a"), 2000, os.path.join(args.work, "a9a_2000.vw"))
     model = os.path.join(args.work, "memory.model")
-    paths = kernel_paths(args.aot_dir)
+    paths = kernel_paths(args.aot_dir, args.kernels.split(","))
+    print(olcli_install() + f"; VW: `{PY} -m vowpalwabbit`; kernel paths: {', '.join(p[0] for p in paths)}\n")
     # warm-up: compile/load every kernel once (the Numba cache), so that no row measures a compilation
     for _, env in paths:
         for algorithm in algorithms:
@@ -145,7 +172,7 @@ def save_and_load(path, env=None):
             "    timed('save', lambda: learner.save(sys.argv[1] + '.again'))\n"
             "    del learner\n"
             "print(json.dumps({k: statistics.median(v) for k, v in got.items()}))\n")
-    return json.loads(harness.measure([PY, "-c", code, path], env=env, separate_stderr=True).output)
+    return json.loads(harness.measure([OLCLI_PY, "-c", code, path], env=env, cwd=WORK, separate_stderr=True).output)
 
 
 if __name__ == "__main__":

@@ -140,12 +140,14 @@ def arguments():
     # not "olcli-...": the test suite checks that no test leaves such names in the temp directory
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "serve_vs_vw-work"))
     parser.add_argument("--out", default=os.path.join(harness.RESULTS, "serve_vs_vw.md"))
+    parser.add_argument("--olcli-options", default="", metavar="OPTIONS",
+                        help="more olcli train options for olcli's model (e.g. '--ftrl': another algorithm than the default)")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     return args
 
 
-def prepare(work: str):
+def prepare(work: str, options: tuple = ()):
     from olcli import datagen
 
     train, queries = os.path.join(work, "train.vw"), os.path.join(work, "queries.vw")
@@ -156,7 +158,8 @@ def prepare(work: str):
         with open(queries, "wb") as f:
             f.write(b"\n".join(lines[TRAIN_LINES:TRAIN_LINES + QUERY_LINES]) + b"\n")
     olcli_model, expected = os.path.join(work, "click.olm"), os.path.join(work, "queries.pred")
-    harness.run_olcli(["train", train, "-f", olcli_model, "--loss", "logistic", "-b", "18", "--quiet"], timeout=600)
+    harness.run_olcli(["train", train, "-f", olcli_model, "--loss", "logistic", "-b", "18", *options, "--quiet"],
+                      timeout=600)
     harness.run_olcli(["test", queries, "-i", olcli_model, "-p", expected, "--quiet"], timeout=600)
     vw_model = os.path.join(work, "click.vw")
     try:
@@ -391,7 +394,7 @@ def main():
     if args.pin is not None:
         os.sched_setaffinity(0, {args.pin})              # so do their affinity and their threads'
     work = args.work
-    olcli_model, vw_model, query_lines, expected = prepare(work)
+    olcli_model, vw_model, query_lines, expected = prepare(work, tuple(args.olcli_options.split()))
     lines_nl = [line + b"\n" for line in query_lines]
     count = min(args.pipelined, len(lines_nl))
     payload = b"".join(lines_nl[:count])
@@ -563,7 +566,8 @@ def render(args, results, http_runs, parallel, vw_note, count, loads, cpu, in_pr
                                         if args.nice else "")
         + (f"; the client and every server were pinned to CPU {args.pin}, so every round trip is a wake-up on "
            "the same CPU (see --pin)" if args.pin is not None else "") + "). Click log (olcli.datagen, seed 7): models trained on "
-        f"{TRAIN_LINES:,} lines (logistic, -b 18), queries from the next {QUERY_LINES:,}.",
+        f"{TRAIN_LINES:,} lines (logistic, -b 18{('; olcli with ' + args.olcli_options) if args.olcli_options else ''}"
+        f"), queries from the next {QUERY_LINES:,}.",
         "",
         "## Line protocol",
         "",

@@ -29,13 +29,13 @@ import json
 import os
 import struct
 import zlib
-from dataclasses import dataclass
 
 import numpy as np
 
 from olcli import signals
 from olcli.errors import DataError
 from olcli.paths import OutputError, error_name, write_all
+from olcli.records import Record
 
 MAGIC = b"OLCLICCH"
 VERSION = 2
@@ -48,20 +48,18 @@ class CacheError(DataError):
     """A cache file that is damaged or does not match (the message says how)."""
 
 
-@dataclass
-class CachedChunk:
-    """A parsed chunk read back from the cache, shaped like parsing.ParsedChunk."""
-    n_examples: int
-    labels: np.ndarray
-    importance: np.ndarray
-    base: np.ndarray
-    feature_count: np.ndarray
-    row_ptr: np.ndarray
-    tags: np.ndarray       # (n, 2) spans into `data`
-    index: np.ndarray
-    value: np.ndarray
-    data: np.ndarray       # the tag bytes
-    bad_lines: tuple = ()
+class CachedChunk(Record):
+    """A parsed chunk read back from the cache, shaped like parsing.ParsedChunk (``tags``:
+    (n, 2) spans into ``data``, the tag bytes)."""
+    _fields = ("n_examples", "labels", "importance", "base", "feature_count", "row_ptr", "tags", "index", "value",
+               "data", "bad_lines")
+
+    def __init__(self, n_examples: int, labels: np.ndarray, importance: np.ndarray, base: np.ndarray,
+                 feature_count: np.ndarray, row_ptr: np.ndarray, tags: np.ndarray, index: np.ndarray,
+                 value: np.ndarray, data: np.ndarray, bad_lines: tuple = ()):
+        self.n_examples, self.labels, self.importance, self.base = n_examples, labels, importance, base
+        self.feature_count, self.row_ptr, self.tags, self.index = feature_count, row_ptr, tags, index
+        self.value, self.data, self.bad_lines = value, data, bad_lines
 
 
 def fingerprint(sources: list) -> list:

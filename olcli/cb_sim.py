@@ -33,7 +33,7 @@ import re
 import numpy as np
 
 from olcli import cb
-from olcli.cb_format import CbEvent, parse_cb_label, split_line, texts
+from olcli.cb_format import CbEvent, parse_cb_label, split_line
 from olcli.errors import DataError
 
 # cbify's app_seed: VW's uniform_hash("vw", 2, 0), murmur3_32 of b"vw" with seed 0
@@ -206,6 +206,71 @@ class Cbify:
         if p.rule == "first" and p.tau > 0:
             p.tau -= 1
 
+    def chunk_kernel(self, learn=True):
+        """The kernel that runs this simulation a chunk of lines at a time (``engine/cb_loop.py``), or None
+        where the per-line ``step`` is the path: rules softmax and bag, cb_types other than mtr,
+        interactions/n-grams/skips, and base learners other than gd."""
+        p, m = self.policy, self.policy.learner.model
+        if not self._direct() or p.rule not in ("epsilon", "first", "squarecb") or m.classes:
+            return None
+        if m.algorithm not in ("gd",) or m.pool.group != 1:
+            return None
+        from olcli.engine import cb_loop
+
+        return cb_loop.KERNELS[m.algorithm]
+
+    def run_chunk(self, kernel, items, learn=True):
+        """``step`` of every (label, weight, features) of ``items`` in one kernel call: (the lines done, the
+        drawn actions 1..K, their probabilities, the labelled weight and loss sums after each line, VW's
+        feature count of each). A line the learner's parser refuses raises DataError before anything is
+        learned (the caller then steps the lines one by one); a diverged prediction raises Diverged after
+        the lines before it (``done`` of them) are counted."""
+        from olcli.engine import cb_loop as cl
+
+        policy = self.policy
+        learner = policy.learner
+        model = learner.model
+        batch, _ = learner.to_batch([features or "|" for _, _, features in items])
+        bits = model.bits
+        used = int(batch.row_ptr[-1])
+        rows = batch.index[:used].astype(np.int64)
+        rows = np.where(rows == (1 << bits), cb.CONSTANT_HASH & ((1 << bits) - 1), rows)
+        values = np.ascontiguousarray(batch.value[:used], dtype=np.float64)
+        row_ptr = np.ascontiguousarray(batch.row_ptr, dtype=np.int64)
+        fcount = np.ascontiguousarray(batch.feature_count, dtype=np.int64)
+        n = len(items)
+        labels = np.array([0 if label is None else label for label, _, _ in items], dtype=np.int64)
+        weights = np.array([weight for _, weight, _ in items], dtype=np.float64)
+        pool = model.pool
+        if learn:
+            pool.grow(pool.used + used)   # room for every feature of the chunk being new
+        rule = {"epsilon": cl.RULE_EPSILON, "first": cl.RULE_FIRST, "squarecb": cl.RULE_SQUARECB}[policy.rule]
+        istate = np.zeros(cl.N_ISTATE, dtype=np.int64)
+        istate[[cl.I_COUNTER, cl.I_APP_SEED, cl.I_EXAMPLES, cl.I_TOTAL_FEATURES, cl.I_COSTS_SEEN,
+                cl.I_EVENTS_LEARNED, cl.I_TAU, cl.I_EVENT_SUM, cl.I_ACTION_SUM, cl.I_USED, cl.I_BITS, cl.I_RULE,
+                cl.I_FIRST_ONLY, cl.I_LEARN, cl.I_CURRENT_FEATURES]] = (
+            self.counter, self.app_seed, self.examples, self.total_features, self.costs_seen,
+            policy.events_learned, policy.tau, policy.event_sum[0], policy.action_sum[0], pool.used, bits, rule,
+            int(bool(policy.first_only)), int(bool(learn)), self.current_features)
+        facc = np.zeros(cl.N_FACC)
+        facc[[cl.F_LABELLED_WEIGHT, cl.F_SUM_LOSS, cl.F_SUM_COST, cl.F_SUM_COST2, cl.F_EPSILON,
+              cl.F_GAMMA_SCALE, cl.F_GAMMA_EXPONENT, cl.F_LOSS0, cl.F_LOSS1, cl.F_FLIP]] = (
+            self.labelled_weight, self.sum_loss, self.sum_cost, self.sum_cost2, policy.epsilon,
+            policy.gamma_scale, policy.gamma_exponent, self.loss0, self.loss1, float(self.flip))
+        action, prob = np.zeros(n, dtype=np.int64), np.zeros(n)
+        weight_after, loss_after = np.zeros(n), np.zeros(n)
+        done = int(kernel(learner.table(), learner.settings(True), learner.tally, pool.index, pool.keys, rows,
+                          values, row_ptr, fcount, labels, weights, np.int64(self.k), istate, facc, action, prob,
+                          weight_after, loss_after))
+        (self.counter, self.examples, self.total_features, self.costs_seen, policy.events_learned, policy.tau,
+         policy.event_sum[0], policy.action_sum[0], pool.used, self.current_features) = (
+            int(istate[i]) for i in (cl.I_COUNTER, cl.I_EXAMPLES, cl.I_TOTAL_FEATURES, cl.I_COSTS_SEEN,
+                                     cl.I_EVENTS_LEARNED, cl.I_TAU, cl.I_EVENT_SUM, cl.I_ACTION_SUM, cl.I_USED,
+                                     cl.I_CURRENT_FEATURES))
+        (self.labelled_weight, self.sum_loss, self.sum_cost, self.sum_cost2) = (
+            float(facc[i]) for i in (cl.F_LABELLED_WEIGHT, cl.F_SUM_LOSS, cl.F_SUM_COST, cl.F_SUM_COST2))
+        return done, action, prob, weight_after, loss_after, fcount, bool(istate[cl.I_DIVERGED])
+
     def step(self, label, weight, features, learn=True):
         policy = self.policy
         event = CbEvent(None, (features,) * self.k)
@@ -354,7 +419,7 @@ def run_lines(policy, settings, data, table, out, testing, on_error):
     """``olcli vw --cbify K`` / ``--cb K --eval``: every line of the inputs through ``policy`` (a ``Cbify`` or
     an ``Evaluate``), VW's progress rows on ``table``, ``-p`` lines on ``out`` (the sampled action, or π)."""
     k = settings["actions"]
-    for name, text in texts(data):
+    for name, text, live in _sources(data):
         if isinstance(policy, Evaluate):
             for n, raw in enumerate(text, 1):
                 if not raw.strip():
@@ -373,12 +438,112 @@ def run_lines(policy, settings, data, table, out, testing, on_error):
                 label = f"{event.chosen + 1}:{event.cost:.2g}:{event.probability:.2g}"
                 table.row(policy, event, str(pi), label=label)
             continue
+        kernel = policy.chunk_kernel(learn=not testing)
+        if kernel is not None:
+            _run_chunked(policy, kernel, name, text, live, k, table, out, testing, on_error)
+            continue
         for n, label, weight, tag, features in read_multiclass(text, k, name, on_error):
             stepped, result = _stepped(name, n, on_error, policy.step, label, weight, features, learn=not testing)
             if not stepped:
                 continue
-            action = result[0]
-            if out is not None:
-                out.write(f"{action} {tag}\n" if tag else f"{action}\n")
-            table.row(policy, CbEvent(None, (), weight=weight), str(action),
-                      label="unknown" if label is None else str(label))
+            _written(table, out, policy, result[0], label, weight, tag)
+
+
+def _written(table, out, policy, action, label, weight, tag):
+    """One cbify line's ``-p`` line (the drawn action, then the tag) and progress-table row."""
+    if out is not None:
+        out.write(f"{action} {tag}\n" if tag else f"{action}\n")
+    table.row(policy, CbEvent(None, (), weight=weight), str(action), label="unknown" if label is None else str(label))
+
+
+CHUNK_LINES = 1024
+
+
+def _sources(data):
+    """(display name, lines, descriptor or None) of every input in turn (``cb_format.texts``), with the
+    descriptor of an input that can keep a reader waiting (a pipe, FIFO, socket or terminal: None for a
+    regular file or compressed data)."""
+    import io
+    import os
+    import stat
+
+    from olcli.cb_format import _interruptible
+    from olcli.inputs import display_name, open_source
+
+    for path in data or ["-"]:
+        stream, counted = open_source(path)
+        live = None
+        try:
+            if isinstance(stream, io.BufferedReader):   # not decompressed
+                fd = counted.raw.fileno()
+                live = None if stat.S_ISREG(os.fstat(fd).st_mode) else fd
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            live = None
+        try:
+            yield display_name(path), _interruptible(io.TextIOWrapper(stream, encoding="utf-8", errors="replace",
+                                                                      newline=None)), live
+        finally:
+            if path != "-":
+                stream.close()
+
+
+def _run_chunked(policy, kernel, name, text, live, k, table, out, testing, on_error):
+    """``--cbify``'s lines of one input through ``Cbify.run_chunk``, CHUNK_LINES at a time, printing what
+    the per-line loop prints in the same order: the lines read before a refused line (its warning), a
+    parse error, a signal or the end are run and written first, and so are they before a read from a live
+    input (``live``: its descriptor) that has nothing waiting, so a stream's events are learned and shown as
+    they come. A chunk with a feature value the learner refuses goes through ``Cbify.step`` line by line
+    (each refused line named and skipped there)."""
+    import select
+
+    pending = []
+
+    def flush():
+        if not pending:
+            return
+        items, pending[:] = list(pending), []
+        try:
+            done, action, prob, weight_after, loss_after, fcount, diverged = policy.run_chunk(
+                kernel, [(label, weight, features) for _, label, weight, _, features in items], not testing)
+        except DataError:
+            for n, label, weight, tag, features in items:
+                stepped, result = _stepped(name, n, on_error, policy.step, label, weight, features,
+                                           learn=not testing)
+                if stepped:
+                    _written(table, out, policy, result[0], label, weight, tag)
+            return
+        if done or diverged:   # the table reads the sums as they were after each line
+            final = (policy.examples, policy.labelled_weight, policy.sum_loss, policy.current_features)
+            start = policy.examples - done
+            for e in range(done):
+                _, label, weight, tag, _ = items[e]
+                policy.examples, policy.labelled_weight = start + e + 1, float(weight_after[e])
+                policy.sum_loss, policy.current_features = float(loss_after[e]), int(fcount[e])
+                _written(table, out, policy, int(action[e]), label, weight, tag)
+            policy.examples, policy.labelled_weight, policy.sum_loss, policy.current_features = final
+        if diverged:
+            from olcli.errors import Diverged
+
+            raise Diverged("the model diverged: a prediction is not a finite number; "
+                           + policy.policy.learner.divergence_advice())
+
+    def refused(exc):
+        flush()
+        on_error(exc)
+
+    def waiting(lines):   # a live input's lines, the pending ones run before a read that would wait
+        for line in lines:
+            yield line
+            if pending and not select.select([live], [], [], 0)[0]:
+                flush()
+
+    try:
+        for line in read_multiclass(text if live is None else waiting(text), k, name,
+                                    None if on_error is None else refused):
+            pending.append(line)
+            if len(pending) >= CHUNK_LINES:
+                flush()
+    except BaseException:
+        flush()
+        raise
+    flush()

@@ -7,7 +7,6 @@ another output (olcli/paths.py). The run itself is a ``Session``
 (olcli/session.py): whatever stops it, what was learned is saved and reported.
 """
 
-import dataclasses
 import os
 import sys
 
@@ -168,7 +167,7 @@ def train(*, sources, final_model, initial_model, predictions, algorithm, option
         prediction_output = _train_outputs(sources, initial_model, final_model, predictions, report, run,
                                            text_outputs)
     run_options = RunOptions(sources=sources, learn=learn, input_format=input_format, strict=strict, quiet=quiet,
-                             progress=progress, audit=bool(text_outputs.get("audit")), **dataclasses.asdict(run))
+                             progress=progress, audit=bool(text_outputs.get("audit")), **run.as_dict())
     session = Session("train", sources, report, final_model, quiet)
     session.predict_only_model = bool(settings.get("predict_only"))
     startup.prepare_kernels(quiet)

@@ -6,13 +6,13 @@ checks that need the header's other fields are here (``_CHECKS``).
 """
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from olcli.engine.records import COUNTER_NAMES
 from olcli.engine.registry import KNOWN as ALGORITHMS  # a model file may name a LEGACY one
 from olcli.errors import ModelError, UsageError
+from olcli.records import Frozen
 from olcli.settings import BY_NAME as SETTINGS
 from olcli.settings import INITIAL_WEIGHT_ALGORITHMS, MAX_CLASSES, MODEL_SETTINGS, STARTS
 
@@ -34,13 +34,19 @@ class _Invalid(Exception):
     """A field that fails its check (turned into a ModelError naming the file)."""
 
 
-@dataclass(frozen=True)
-class Field:
-    path: str                  # dotted: "input.constant"
-    kind: str                  # int | number | str | bool | list | dict | str|null
-    check: object = None       # (value, header) -> problem string, or None when fine
-    required: bool = True      # False: a missing field takes ``default`` (older files)
-    default: object = None
+class Field(Frozen):
+    """A header field: its dotted ``path`` ("input.constant"), ``kind`` (int | number | str |
+    bool | list | dict | str|null), ``check`` ((value, header) -> problem string, or None when
+    fine); not ``required``: a missing field takes ``default`` (older files)."""
+    __slots__ = _fields = ("path", "kind", "check", "required", "default")
+
+    def __init__(self, path: str, kind: str, check: object = None, required: bool = True, default: object = None):
+        setter = object.__setattr__
+        setter(self, "path", path)
+        setter(self, "kind", kind)
+        setter(self, "check", check)
+        setter(self, "required", required)
+        setter(self, "default", default)
 
 
 def header_value(header: dict, path: str, default=KeyError):

@@ -24,13 +24,13 @@ import os
 import re
 import stat
 import sys
-from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from olcli.errors import DataError
 from olcli.paths import check_input, fd_alias
+from olcli.records import Record
 
 CHUNK_BYTES = 1 << 21
 READ_PIECE = 1 << 16
@@ -42,12 +42,14 @@ _WIDE_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\x
 MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"))   # compressed files' first bytes
 
 
-@dataclass
-class Chunk:
-    source: str        # file name as given, or "<stdin>"
-    first_line: int    # 1-based number of the chunk's first line in its source
-    data: np.ndarray   # uint8, whole lines
-    position: int | None = None  # bytes read so far from disk or stream, earlier inputs included
+class Chunk(Record):
+    """Whole lines of one input: ``source`` the file name as given, or "<stdin>";
+    ``first_line`` the 1-based number of the chunk's first line in its source; ``data``
+    uint8; ``position`` the bytes read so far from disk or stream, earlier inputs included."""
+    _fields = ("source", "first_line", "data", "position")
+
+    def __init__(self, source: str, first_line: int, data: np.ndarray, position: int | None = None):
+        self.source, self.first_line, self.data, self.position = source, first_line, data, position
 
 
 def display_name(path: str) -> str:

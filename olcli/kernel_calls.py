@@ -1,22 +1,27 @@
 """One kernel call on a batch and what it gives back (``Processed``); multiclass labels
 mapped into the kernels' classes 1..K and back, as VW's --oaa reads them (oaa.cc)."""
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from olcli.engine.records import H_SEEN, S_DIVERGED, Batch
+from olcli.records import Record
 from olcli.settings import INDEXING_UNDECIDED
 
 
-@dataclass
-class Processed:
+class Processed(Record):
     """What one kernel call gave back."""
-    predictions: np.ndarray     # per example: the prediction (multiclass: the class 1..K)
-    scores: np.ndarray | None   # multiclass: (n, K) class scores
-    progress_rows: int          # rows of VW's table written to tally.progress
-    diverged_at: int            # batch position of the first non-finite prediction, or -1
-    label_base: np.ndarray | None = None  # multiclass: per example, the label of the first class (0 or 1)
+    _fields = ("predictions", "scores", "progress_rows", "diverged_at", "label_base")
+
+    def __init__(
+            self,
+            predictions: np.ndarray,     # per example: the prediction (multiclass: the class 1..K)
+            scores: np.ndarray | None,   # multiclass: (n, K) class scores
+            progress_rows: int,          # rows of VW's table written to tally.progress
+            diverged_at: int,            # batch position of the first non-finite prediction, or -1
+            label_base: np.ndarray | None = None,  # multiclass: per example, the label of the first class (0 or 1)
+    ):
+        self.predictions, self.scores, self.progress_rows, self.diverged_at, self.label_base = (
+            predictions, scores, progress_rows, diverged_at, label_base)
 
 
 def process_multiclass(learner, batch, learn, tally, table, settings) -> Processed:

@@ -24,7 +24,6 @@ same model, bit for bit.
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -40,42 +39,49 @@ from olcli.matrix import matrix_batch
 from olcli.memory import MemoryGuard  # noqa: F401  (the runs' guard, re-exported)
 # new_model: re-exported, the library's door to a new model
 from olcli.new_model import new_model, spelled_out  # noqa: F401
+from olcli.records import Frozen, Record
 from olcli.settings import (  # noqa: F401  (the keywords and limits, re-exported for the library's users)
     FORMATS, HASHES, INDEXING_ONE, INDEXING_UNDECIDED, INDEXING_ZERO, KEYWORDS, LINKS, MAX_BITS, MAX_CLASSES,
     MAX_INTERACTION)
 
 
-@dataclass
-class BatchResult:
+class BatchResult(Record):
     """``learn``/``evaluate``: the progressive predictions and loss of one batch."""
-    predictions: np.ndarray     # raw predictions before learning each example (multiclass: classes)
-    loss: float | None          # importance-weighted average loss over the labeled examples
-    weight: float               # their importance weight
-    examples: int
-    scores: np.ndarray | None = None            # multiclass: (n, K)
-    bad_lines: list = field(default_factory=list)  # skipped lines (skip_bad_lines=True)
+    __slots__ = _fields = ("predictions", "loss", "weight", "examples", "scores", "bad_lines")
+
+    def __init__(
+            self,
+            predictions: np.ndarray,     # raw predictions before learning each example (multiclass: classes)
+            loss: float | None,          # importance-weighted average loss over the labeled examples
+            weight: float,               # their importance weight
+            examples: int,
+            scores: np.ndarray | None = None,   # multiclass: (n, K)
+            bad_lines: list | None = None,      # skipped lines (skip_bad_lines=True)
+    ):
+        self.predictions, self.loss, self.weight, self.examples = predictions, loss, weight, examples
+        self.scores, self.bad_lines = scores, [] if bad_lines is None else bad_lines
 
 
-@dataclass(frozen=True)
-class Summary:
+class Summary(Frozen):
     """What a learner has seen since it was made or loaded (the report's numbers),
-    and its model's lifetime counters."""
-    examples: int
-    labeled_examples: int
-    weighted_example_sum: float
-    weighted_label_sum: float
-    average_loss: float | None
-    best_constant: float | None
-    best_constant_loss: float | None
-    total_features: int
-    accuracy: float | None
-    auc: float | None
-    multiclass_log_loss: float | None
-    model_examples: int          # lifetime: examples the model learned from
-    model_rounds: int            # lifetime: updates
+    and its model's lifetime counters (``model_examples``: examples the model learned
+    from; ``model_rounds``: updates)."""
+    __slots__ = _fields = ("examples", "labeled_examples", "weighted_example_sum", "weighted_label_sum",
+                           "average_loss", "best_constant", "best_constant_loss", "total_features", "accuracy", "auc",
+                           "multiclass_log_loss", "model_examples", "model_rounds")
+
+    def __init__(self, examples: int, labeled_examples: int, weighted_example_sum: float, weighted_label_sum: float,
+                 average_loss: float | None, best_constant: float | None, best_constant_loss: float | None,
+                 total_features: int, accuracy: float | None, auc: float | None, multiclass_log_loss: float | None,
+                 model_examples: int, model_rounds: int):
+        for name, value in zip(self._fields, (
+                examples, labeled_examples, weighted_example_sum, weighted_label_sum, average_loss, best_constant,
+                best_constant_loss, total_features, accuracy, auc, multiclass_log_loss, model_examples,
+                model_rounds)):
+            object.__setattr__(self, name, value)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {name: getattr(self, name) for name in self._fields}
 
 
 class Learner:

@@ -17,7 +17,6 @@ No pickle. Float state is stored bit for bit, so continuing from a file is exact
 import json
 import math
 import struct
-from dataclasses import field, make_dataclass
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from olcli.errors import ModelError
 from olcli.header import (  # noqa: F401
     FORMAT_VERSION, HEADER_FIELDS, INITIAL_WEIGHT_ALGORITHMS, SLOT_RULES, check_memory, check_state, header_value,
     validate)
+from olcli.records import Record
 from olcli.settings import HASH_TEXT, MODEL_SETTINGS, STORED
 from olcli.state import (  # noqa: F401
     RowPool, all_finite, copy_state, nonzero_rows, restore, snapshot, table_rows, zeroed_state)
@@ -42,14 +42,45 @@ MAGIC = b"OLCLIMDL"
 _PREFIX = struct.Struct("<8sII")
 _CHECKSUM_BYTES = 32
 
-class _Model:
+def _setting_default(row):
+    """A Model field's default: what an older file lacking the setting reads as
+    (``file_default``), or the row's default."""
+    return row.file_default if row.older_files and row.file_default is not None else row.default
+
+
+# field -> default of the settings' fields; a list field starts as a new empty list
+_DEFAULTS = {row.field: _setting_default(row) for row in MODEL_SETTINGS}
+_LISTS = tuple(row.field for row in MODEL_SETTINGS if row.kind == "list")
+
+
+class Model(Record):
     """A model: its settings (one field per row of settings.MODEL_SETTINGS, by the row's
     ``field``: the algorithm, hyper-parameters, bits, loss, link, input options, multiclass
     mode, prediction range, ...), the state table (``pool``, olcli/state.py RowPool: the
     touched rows of (2**bits + 1) x len(slots) float64 per class block, the last row of a
     block the constant's; ``state`` the whole table as one read-only array), the lifetime
     counters (records.C_* slots), the algorithm's scalars (registry scalars) and, for a
-    model read from a file, its header (``file_header``, for inspect)."""
+    model read from a file, its header (``file_header``, for inspect).
+
+    Made by keywords only, each field's default as above (``pool`` and ``slots`` are
+    required); equal when every field is; ``replace(**changes)`` is a changed copy."""
+    _fields = (*_DEFAULTS, "pool", "slots", "counters", "scalars", "file_header")
+
+    def __init__(self, *, pool: RowPool, slots: tuple, counters: np.ndarray = None, scalars: np.ndarray = None,
+                 file_header: dict = None, **settings):
+        unknown = set(settings).difference(_DEFAULTS)
+        if unknown:
+            raise TypeError(f"Model() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+        values = {**_DEFAULTS, **settings}
+        for name in _LISTS:
+            if name not in settings:
+                values[name] = []
+        self.__dict__.update(values)
+        self.pool = pool
+        self.slots = slots
+        self.counters = np.zeros(N_COUNTERS) if counters is None else counters
+        self.scalars = np.zeros(0) if scalars is None else scalars
+        self.file_header = file_header
 
     @property
     def rows(self) -> int:
@@ -90,24 +121,6 @@ class _Model:
             for path, value in explained.get(setting.name, {}).items():
                 _put(header, path, value)
         return header
-
-
-def _setting_field(row) -> tuple:
-    """A Model field of a setting: its default is what an older file lacking it reads as
-    (``file_default``), or the row's default."""
-    default = row.file_default if row.older_files and row.file_default is not None else row.default
-    if row.kind == "list":
-        return row.field, list, field(default_factory=list)
-    return row.field, object, field(default=default)
-
-
-Model = make_dataclass(
-    "Model", [*(_setting_field(row) for row in MODEL_SETTINGS), ("pool", RowPool), ("slots", tuple),
-              ("counters", np.ndarray, field(default_factory=lambda: np.zeros(N_COUNTERS))),
-              ("scalars", np.ndarray, field(default_factory=lambda: np.zeros(0))),
-              ("file_header", dict, field(default=None))],
-    bases=(_Model,), kw_only=True)
-Model.__doc__, Model.__module__ = _Model.__doc__, __name__
 
 
 def _same(value):
@@ -250,16 +263,14 @@ def weights_only(model: Model, weights: np.ndarray) -> Model:
     weights (every row's, as the algorithm computes them) become the state of
     --sgd, whose prediction is the dot product w.x, so the file predicts what the
     model predicts; the algorithm it came from is recorded (``predict_only``)."""
-    from dataclasses import replace
-
     from olcli.engine.registry import get
 
     sgd = get("sgd")
     weights = np.asarray(weights, np.float64).reshape(-1, 1)
     given = np.flatnonzero(weights[:, 0] != 0)
     pool = RowPool.from_rows(model.pool.block_rows, model.pool.group, 1, given, weights[given])
-    return replace(model, algorithm="sgd", params=sgd.resolve({}), slots=sgd.slots, pool=pool,
-                   scalars=np.zeros(0), predict_only=model.predict_only or model.algorithm, file_header=None)
+    return model.replace(algorithm="sgd", params=sgd.resolve({}), slots=sgd.slots, pool=pool,
+                         scalars=np.zeros(0), predict_only=model.predict_only or model.algorithm, file_header=None)
 
 
 # Format 1 had no label range: its models never clipped predictions, and go on not to.

@@ -1,7 +1,5 @@
 """Turn a chunk of bytes into parsed examples, and parser error codes into messages."""
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from olcli.engine import parse as kernels
@@ -12,6 +10,7 @@ from olcli.engine.features import (
 from olcli.errors import UsageError
 from olcli.engine.records import Batch
 from olcli.inputs import Chunk
+from olcli.records import Frozen, Record
 
 MESSAGES = {
     kernels.ERR_LABEL_NUMBER: "label, importance or base is not a number",
@@ -35,13 +34,13 @@ MESSAGES = {
 _MAX_SHOWN = 200
 
 
-@dataclass
-class BadLine:
-    source: str
-    line: int
-    message: str
-    token: str
-    text: str
+class BadLine(Record):
+    """A line the parser refused: where (``source``, ``line``), why (``message``), the token
+    at fault ("" when the message is about the whole line) and the line's text."""
+    __slots__ = _fields = ("source", "line", "message", "token", "text")
+
+    def __init__(self, source: str, line: int, message: str, token: str, text: str):
+        self.source, self.line, self.message, self.token, self.text = source, line, message, token, text
 
     def __str__(self) -> str:
         where = f"{self.source} line {self.line}"
@@ -50,22 +49,23 @@ class BadLine:
         return f"{where}: {self.message}: {self.token!r} in {self.text!r}"
 
 
-@dataclass
-class ParsedChunk:
-    n_examples: int
-    labels: np.ndarray
-    importance: np.ndarray
-    base: np.ndarray
-    tags: np.ndarray          # (n, 2) byte spans into the chunk
-    example_line: np.ndarray  # line within the chunk, 1-based
-    row_ptr: np.ndarray
-    index: np.ndarray
-    value: np.ndarray
-    feature_count: np.ndarray  # per example, as VW counts features
-    bad_lines: list
-    n_lines: int
-    names: np.ndarray          # record mode only (features.N_* columns), else no rows
-    consumed: int = 0          # bytes of the chunk parsed (less than all of it when the call's budget ran out)
+class ParsedChunk(Record):
+    """A parsed chunk, as the parser's arrays: ``tags`` (n, 2) byte spans into the chunk;
+    ``example_line`` the line within the chunk, 1-based; ``feature_count`` per example, as VW
+    counts features; ``names`` the record mode's names table (features.N_* columns), else no
+    rows; ``consumed`` the bytes of the chunk parsed (less than all of it when the call's
+    budget ran out)."""
+    __slots__ = _fields = ("n_examples", "labels", "importance", "base", "tags", "example_line", "row_ptr", "index",
+                           "value", "feature_count", "bad_lines", "n_lines", "names", "consumed")
+
+    def __init__(self, n_examples: int, labels: np.ndarray, importance: np.ndarray, base: np.ndarray,
+                 tags: np.ndarray, example_line: np.ndarray, row_ptr: np.ndarray, index: np.ndarray,
+                 value: np.ndarray, feature_count: np.ndarray, bad_lines: list, n_lines: int, names: np.ndarray,
+                 consumed: int = 0):
+        self.n_examples, self.labels, self.importance, self.base = n_examples, labels, importance, base
+        self.tags, self.example_line, self.row_ptr, self.index = tags, example_line, row_ptr, index
+        self.value, self.feature_count, self.bad_lines, self.n_lines = value, feature_count, bad_lines, n_lines
+        self.names, self.consumed = names, consumed
 
 
 _ASCII_DIGITS = "0123456789"
@@ -103,12 +103,18 @@ def check_grams(ngram, skips) -> None:
         raise UsageError("--skips needs --ngram 2 or more (a skip is a gap inside an n-gram)")
 
 
-@dataclass(frozen=True)
-class FeatureSpec:
-    """What the parser keeps and generates, as kernel arrays (see engine/features.py)."""
-    namespace_mode: np.ndarray   # int64[SPEC_SIZE]: mode by namespace letter, then n-grams, skips, flags, seed
-    interactions: np.ndarray     # int64[n, MAX_INTERACTION] letters, WILDCARD for ':'
-    lengths: np.ndarray          # int64[n]
+class FeatureSpec(Frozen):
+    """What the parser keeps and generates, as kernel arrays (see engine/features.py):
+    ``namespace_mode`` int64[SPEC_SIZE], the mode by namespace letter, then n-grams, skips,
+    flags, seed; ``interactions`` int64[n, MAX_INTERACTION] letters, WILDCARD for ':';
+    ``lengths`` int64[n]."""
+    __slots__ = _fields = ("namespace_mode", "interactions", "lengths")
+
+    def __init__(self, namespace_mode: np.ndarray, interactions: np.ndarray, lengths: np.ndarray):
+        setter = object.__setattr__
+        setter(self, "namespace_mode", namespace_mode)
+        setter(self, "interactions", interactions)
+        setter(self, "lengths", lengths)
 
     @staticmethod
     def of(model) -> "FeatureSpec":

@@ -19,9 +19,9 @@ import errno
 import os
 import re
 import stat
-from dataclasses import dataclass
 
 from olcli.errors import DataError, ModelError, OlcliError, UsageError
+from olcli.records import Record
 
 # Standard streams found closed when the process started: cli.main points them at
 # /dev/null (so that no file olcli opens takes descriptor 0, 1 or 2, where a stray
@@ -161,18 +161,16 @@ def _stat_fd(fd: int, name: str, error) -> os.stat_result:
 
 # --- outputs ---
 
-@dataclass
-class Output:
+class Output(Record):
     """Where one output goes. ``kind``: 'stdout' (the process's standard output,
     written through sys.stdout), 'fd' (another descriptor of this process),
     'stream' (a character device, FIFO or socket, opened and written in place)
     or 'file' (a regular file, new or existing; ``target`` is where it really is,
-    symbolic links followed)."""
-    role: str
-    path: str
-    kind: str
-    target: str
-    info: os.stat_result | None = None   # of the existing file or stream
+    symbolic links followed); ``info``: the stat of the existing file or stream."""
+    _fields = ("role", "path", "kind", "target", "info")
+
+    def __init__(self, role: str, path: str, kind: str, target: str, info: os.stat_result | None = None):
+        self.role, self.path, self.kind, self.target, self.info = role, path, kind, target, info
 
 
 def _stream_kind(mode: int) -> bool:

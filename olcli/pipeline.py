@@ -19,7 +19,6 @@ a long kernel call.
 import os
 import queue
 import threading
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from olcli import signals
 from olcli.engine.parse import MAX_CALL_FEATURES, MAX_EXAMPLE_FEATURES
 from olcli.inputs import Chunk, input_size, is_stream, read_chunks, vote_format
 from olcli.parsing import parse_chunk
+from olcli.records import Record
 from olcli.settings import PARSE
 
 PARSE_AHEAD = 2   # chunks parsed ahead on worker threads (--threads, default)
@@ -36,15 +36,21 @@ RECORD_SHRINK = 16  # --audit/--invert-hash keep ~90 bytes per feature: smaller 
 MAX_EXAMPLE_UPDATES = 1 << 26  # features x classes of one example (~0.3 s of learning)
 
 
-@dataclass
-class Piece:
+class Piece(Record):
     """One parsed chunk (or part of one) of a pass, as the pass loop learns it."""
-    parsed: object            # parsing.ParsedChunk or cache.CachedChunk
-    data: np.ndarray          # the bytes its tags point into
-    stop: object = None       # --strict: the bad line to stop at (examples before it are kept)
-    origin: tuple = None      # (source, first line) of text chunks; None for cached ones
-    position: int = None      # bytes of the input files read so far (None when unknown)
-    named: object = None      # the record-mode parse (names of features), for --audit
+    _fields = ("parsed", "data", "stop", "origin", "position", "named")
+
+    def __init__(
+            self,
+            parsed: object,            # parsing.ParsedChunk or cache.CachedChunk
+            data: np.ndarray,          # the bytes its tags point into
+            stop: object = None,       # --strict: the bad line to stop at (examples before it are kept)
+            origin: tuple = None,      # (source, first line) of text chunks; None for cached ones
+            position: int = None,      # bytes of the input files read so far (None when unknown)
+            named: object = None,      # the record-mode parse (names of features), for --audit
+    ):
+        self.parsed, self.data, self.stop, self.origin, self.position, self.named = (
+            parsed, data, stop, origin, position, named)
 
 
 def default_cache_path(sources: list) -> str | None:

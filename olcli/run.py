@@ -19,7 +19,6 @@ whatever the data and options.
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from olcli.errors import DataError, Diverged, OlcliError
 from olcli.inputs import CHUNK_BYTES
 from olcli.learner import MemoryGuard
 from olcli.parsing import batch_of
+from olcli.records import Frozen, Record
 from olcli.pipeline import PARSE_AHEAD, Examples
 from olcli.report import summarize
 from olcli.signals import RunStopped, StopSignals, critical
@@ -40,26 +40,38 @@ LEARN_BUDGET = 1 << 22   # feature updates (features x classes) per learning ker
 from olcli.sinks import BadLines, Progress, write_audit
 
 
-@dataclass
-class RunOptions:
-    sources: list
-    learn: bool
-    input_format: str = "auto"     # auto | vw | libsvm
-    strict: bool = False
-    quiet: bool = False
-    progress: bool = False         # --progress: a bar instead of the table, on a terminal
-    chunk_bytes: int = CHUNK_BYTES
-    passes: int = 1
-    holdout_period: int = 10       # used when passes > 1; 0 = --holdout-off
-    holdout_after: int = 0         # --holdout-after N: every example after the pass's first N is held out,
-                                   # instead of every holdout_period-th, even in one pass (VW's); 0 = not given
-    early_terminate: int = 3       # stop after this many passes without a better holdout loss
-    cache_path: str | None = None  # --cache; default <first data file>.olcache when passes > 1
-    kill_cache: bool = False       # -k: rebuild the cache
-    audit: bool = False            # --audit: every example's features, indices, values, weights on stdout
-    names: object = None           # a names.FeatureNames to fill (--invert-hash)
-    threads: int = PARSE_AHEAD     # --threads: chunks read and parsed ahead on threads; 1 = all on this one
-    progress_every: str | None = None  # VW's -P/--progress: "N" a row every N examples, "X.Y" at weight x X.Y
+class RunOptions(Record):
+    """How a run reads, learns and reports (the meaning of each field beside its keyword)."""
+    __slots__ = _fields = ("sources", "learn", "input_format", "strict", "quiet", "progress", "chunk_bytes", "passes",
+                           "holdout_period", "holdout_after", "early_terminate", "cache_path", "kill_cache", "audit",
+                           "names", "threads", "progress_every")
+
+    def __init__(
+            self,
+            sources: list,
+            learn: bool,
+            input_format: str = "auto",     # auto | vw | libsvm
+            strict: bool = False,
+            quiet: bool = False,
+            progress: bool = False,         # --progress: a bar instead of the table, on a terminal
+            chunk_bytes: int = CHUNK_BYTES,
+            passes: int = 1,
+            holdout_period: int = 10,       # used when passes > 1; 0 = --holdout-off
+            holdout_after: int = 0,         # --holdout-after N: every example after the pass's first N is held out,
+                                            # instead of every holdout_period-th, even in one pass (VW's); 0 = not given
+            early_terminate: int = 3,       # stop after this many passes without a better holdout loss
+            cache_path: str | None = None,  # --cache; default <first data file>.olcache when passes > 1
+            kill_cache: bool = False,       # -k: rebuild the cache
+            audit: bool = False,            # --audit: every example's features, indices, values, weights on stdout
+            names: object = None,           # a names.FeatureNames to fill (--invert-hash)
+            threads: int = PARSE_AHEAD,     # --threads: chunks read and parsed ahead on threads; 1 = all on this one
+            progress_every: str | None = None,  # VW's -P/--progress: "N" a row every N examples, "X.Y" at weight x X.Y
+    ):
+        self.sources, self.learn, self.input_format, self.strict = sources, learn, input_format, strict
+        self.quiet, self.progress, self.chunk_bytes, self.passes = quiet, progress, chunk_bytes, passes
+        self.holdout_period, self.holdout_after, self.early_terminate = holdout_period, holdout_after, early_terminate
+        self.cache_path, self.kill_cache, self.audit, self.names = cache_path, kill_cache, audit, names
+        self.threads, self.progress_every = threads, progress_every
 
     @property
     def caching(self) -> bool:
@@ -74,22 +86,24 @@ class RunOptions:
         return self.holdout_period if self.passes > 1 else 0
 
 
-@dataclass
-class RunResult:
-    report: dict
-    bad_lines: int = 0
-    bad_line_samples: list = field(default_factory=list)
+class RunResult(Record):
+    """What a run hands back: the report, and the bad lines skipped (count, first samples)."""
+    __slots__ = _fields = ("report", "bad_lines", "bad_line_samples")
+
+    def __init__(self, report: dict, bad_lines: int = 0, bad_line_samples: list | None = None):
+        self.report, self.bad_lines = report, bad_lines
+        self.bad_line_samples = [] if bad_line_samples is None else bad_line_samples
 
 
-@dataclass
-class BestPass:
-    """The holdout loss of each pass, and a snapshot of the best pass's model."""
-    losses: list = field(default_factory=list)
-    loss: float = float("inf")
-    number: int | None = None
-    since: int = 0
-    snapshot: tuple | None = None
-    start: tuple = (0.0, 0.0)   # the holdout sums (loss, weight) when the pass began
+class BestPass(Record):
+    """The holdout loss of each pass, and a snapshot of the best pass's model; ``start``: the
+    holdout sums (loss, weight) when the pass began."""
+    __slots__ = _fields = ("losses", "loss", "number", "since", "snapshot", "start")
+
+    def __init__(self, losses: list | None = None, loss: float = float("inf"), number: int | None = None,
+                 since: int = 0, snapshot: tuple | None = None, start: tuple = (0.0, 0.0)):
+        self.losses = [] if losses is None else losses
+        self.loss, self.number, self.since, self.snapshot, self.start = loss, number, since, snapshot, start
 
     def update(self, learner, options, pass_number: int) -> bool:
         """After a pass: track the best holdout loss; True when the run should stop early."""
@@ -107,15 +121,18 @@ class BestPass:
         return self.since >= options.early_terminate
 
 
-@dataclass(frozen=True)
-class PassRecord:
+class PassRecord(Frozen):
     """What the pass loop yields after each pass: its number, its holdout loss (None: no
     holdout, or nothing labeled held out), the best pass so far (None: no holdout), and
     whether it is the loop's last (the last pass, or an early stop)."""
-    number: int
-    holdout_loss: float | None
-    best_pass: int | None
-    last: bool
+    __slots__ = _fields = ("number", "holdout_loss", "best_pass", "last")
+
+    def __init__(self, number: int, holdout_loss: float | None, best_pass: int | None, last: bool):
+        setter = object.__setattr__
+        setter(self, "number", number)
+        setter(self, "holdout_loss", holdout_loss)
+        setter(self, "best_pass", best_pass)
+        setter(self, "last", last)
 
 
 class PassLoop:

@@ -11,9 +11,11 @@ the supervisor of ``--workers N``. The parts, each a module with one job:
 - ``serve_lines``: the line protocol (``LineServer``, ``LineConnection``);
 - ``serve_http``: HTTP/JSON (Starlette on uvicorn, imported only with ``--http-port``) on the
   same event loop and the same ``Served``;
-- ``serve_process``: one serving process: sockets, event loop, timer, signals, orderly stop;
-- ``serve_workers``: ``--workers N`` processes (SO_REUSEPORT) under a supervisor that forwards
-  SIGHUP/SIGTERM, restarts a worker that died and writes the port and pid files.
+- ``serve_process``: one serving process: event loop, timer, signals, orderly stop;
+- ``serve_ports``: the listening sockets, the port and pid files, the shared tables' folder;
+- ``serve_workers``: ``--workers N`` processes (SO_REUSEPORT) under a small supervisor (this
+  process, replaced by an interpreter that loads no model code) that forwards SIGHUP/SIGTERM,
+  restarts a worker that died and writes the port and pid files.
 
 ``EventLog``, ``LineConnection``, ``LineServer``, ``Served`` and ``ServeOptions`` are
 re-exported here for callers that serve in-process (benchmarks/serve_vs_vw.py).
@@ -30,9 +32,10 @@ from olcli import signals
 from olcli.serve_lines import LineConnection, LineServer
 from olcli.serve_log import EventLog
 from olcli.serve_options import ALL_INTERFACES, DEFAULT_PORT, ServeOptions
-from olcli.serve_process import announce, http_module, listening_sockets, remove_written, serve_process
+from olcli.serve_ports import announce, listening_sockets, remove_written
+from olcli.serve_process import http_module, serve_process
 from olcli.served import Served
-from olcli.serve_workers import supervise
+from olcli.serve_workers import become_supervisor
 
 __all__ = ["DEFAULT_PORT", "EventLog", "LineConnection", "LineServer", "ServeOptions", "Served", "serve"]
 
@@ -120,7 +123,7 @@ def _serve_checked(options: ServeOptions, signals) -> None:
     _raise_file_limit(options.max_connections + 64)
     if options.workers > 1:
         _startup_over()   # the supervisor watches its own start-up (its loop checks the signals)
-        supervise(options, log)
+        become_supervisor(options, log)   # this process becomes the small supervisor (same pid)
         return
     sockets = {}
     try:

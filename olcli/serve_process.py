@@ -1,21 +1,17 @@
 """One serving process of ``olcli serve``: its listening sockets, the line server and (with
 ``--http-port``) the HTTP server on one asyncio event loop around one ``Served`` model, the
 timer thread for periodic work (``Ticker``), the signals (SIGHUP reloads or saves, SIGTERM/SIGINT
-stop), the port and pid files, and the orderly stop (every received line answered, the last
-save written)."""
+stop), and the orderly stop (every received line answered, the last save written). The sockets
+and the port and pid files are olcli/serve_ports.py's."""
 
 import asyncio
 import gc
-import os
 import signal
-import socket
-import stat
 import threading
 import time
 
 from olcli import signals
-from olcli.atomic import atomic_write
-from olcli.errors import MissingExtra, OlcliError, UsageError
+from olcli.errors import MissingExtra
 from olcli.serve_lines import LineServer
 from olcli.serve_log import EventLog
 from olcli.serve_options import ServeOptions
@@ -70,59 +66,6 @@ class Ticker:
             self._thread.join(5)
 
 
-# --- sockets ---
-
-def bind_socket(host: str, port: int, reuse_port: bool, listen: bool = True, backlog: int = 1024) -> socket.socket:
-    try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise UsageError(f"--host {host!r}: {exc.strerror}") from None
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind(address)
-        if listen:
-            sock.listen(backlog)
-        sock.setblocking(False)
-    except OSError as exc:
-        sock.close()
-        raise OlcliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    return sock
-
-
-_WRITTEN: dict = {}   # path -> the bytes this process wrote there (--port-file, --pid-file, --http-port-file)
-
-
-def write_small_file(path: str | None, text: str, role: str) -> None:
-    """Write a port or pid file: a regular file atomically, a device, FIFO or socket in place
-    (olcli/atomic.py); a failure (``/dev/full``: ENOSPC) is an error naming the option."""
-    if path:
-        data = text.encode()
-        atomic_write(path, data, role=role)
-        _WRITTEN[path] = data
-
-
-def remove_written(path: str | None) -> None:
-    """Remove, on stop, a port or pid file this process wrote: only a regular file that still
-    holds what it wrote (never a device, FIFO or socket it was given, nor a file another
-    process has written since)."""
-    data = _WRITTEN.pop(path, None) if path else None
-    if data is None:
-        return
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return
-        with open(path, "rb") as f:
-            if f.read(len(data) + 1) != data:
-                return
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def http_module():
     """olcli.serve_http, or the message that names the extra."""
     try:
@@ -133,7 +76,6 @@ def http_module():
     from olcli import serve_http
 
     return serve_http
-
 
 
 async def serve_process(options: ServeOptions, log: EventLog, sockets: dict, ready=None,
@@ -219,26 +161,3 @@ async def serve_process(options: ServeOptions, log: EventLog, sockets: dict, rea
         log("stopped", requests=served.stats.requests, examples=served.stats.examples,
             learned=served.stats.learned)
     return 0
-
-
-def listening_sockets(options: ServeOptions, reuse_port: bool, listen: bool) -> dict:
-    sockets = {"line": bind_socket(options.host, options.port, reuse_port, listen, options.max_connections)}
-    if options.http_port is not None:
-        try:
-            sockets["http"] = bind_socket(options.host, options.http_port, reuse_port, listen,
-                                          options.max_connections)
-        except OlcliError:
-            sockets["line"].close()
-            raise
-    return sockets
-
-
-def announce(options: ServeOptions, log: EventLog, sockets: dict, pid: int) -> None:
-    ports = {name: sock.getsockname()[1] for name, sock in sockets.items()}
-    write_small_file(options.port_file, f"{ports['line']}\n", "--port-file")
-    if "http" in ports:
-        write_small_file(options.http_port_file, f"{ports['http']}\n", "--http-port-file")
-    write_small_file(options.pid_file, f"{pid}\n", "--pid-file")
-    log("listening", host=options.host, port=ports["line"],
-        **({"http_port": ports["http"]} if "http" in ports else {}),
-        model=options.model_path, workers=options.workers, learn=options.learn)

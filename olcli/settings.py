@@ -17,14 +17,13 @@ links, formats and hash rules, ...) are here too.
 The algorithms' hyper-parameters (``-l``, ``--l1``, ...) are the engine's registry
 (olcli/engine/registry.py): a model stores them under ``params``.
 
-This module imports nothing of olcli but its errors: the model file, the Learner,
-the command line and ``olcli vw`` read it.
+This module imports nothing of olcli but its errors and olcli/records.py (the record
+classes): the model file, the Learner, the command line and ``olcli vw`` read it.
 """
 
 import numbers
-from dataclasses import dataclass, field, make_dataclass
-
 from olcli.errors import UsageError
+from olcli.records import Frozen
 
 # --- limits ---
 
@@ -80,46 +79,64 @@ def _open_unit(value):
     return None if 0.0 < value < 1.0 else f"{value} is not between 0 and 1"
 
 
-@dataclass(frozen=True)
-class Setting:
-    """One option (see the module's docstring)."""
-    name: str
-    kind: str                  # the header's kind: int | number | str | bool | list | str|null | number|null
-    default: object            # a new model's (or run's) value when not given
-    help: str = ""
-    flags: tuple = ()          # olcli's spellings (train); () = none of its own (spelled by another row)
-    vw: tuple = ()             # VW's spellings (olcli/vw.py)
-    panel: str | None = None   # the --help panel (None: Options)
-    check: object = None       # value -> the problem (str), or None when the value is fine
-    stored: str | None = None  # the header path that stores it; None: a setting of the run
-    attribute: str = ""        # the Model attribute, when not ``name``
-    on_continue: str = "match"  # -i: "match" (a given value must equal the model's) or "run" (changes it)
-    merge: str = "equal"       # Learner.merge: "equal" (must agree), "known" (once both know it) or "first"
-    file_default: object = None  # an older file without the field reads as this (None: the field is required)
-    older_files: bool = False  # the field may be missing from an older file (then file_default)
-    switch: bool = False       # the spellings take no value (given: on)
-    typer: bool = True         # olcli train's option is made from the row (False: cli.py spells it: a list,
-                               # an inverted flag, or one option for several rows)
-    test_help: str = ""        # olcli test takes it too (a model's setting a test may change), with this help
-    keyword: bool = True       # a keyword of Learner/new_model (False: the model file's only)
-    choices: tuple = ()        # the values it takes, when a few names
-    learning_only: bool = False  # acts only when learning: VW's test mode (-t) takes it and does nothing
-    # --- how olcli's commands spell it (olcli/cli_options.py) ---
-    role: str = ""             # COMMAND_OPTIONS: output | text | scale_out | spelling | vw (settings: their table's)
-    many: str = ""             # a repeatable option: "join" (the values joined: --ignore a --ignore b = "ab") or "list"
-    spells: str = ""           # COMMAND_OPTIONS: the setting this option gives a value to (-q -> interactions)
-    hidden: bool = False       # not listed by --help (VW's spellings)
-    minimum: int | None = None  # the command line refuses a smaller number
-    cli_default: object = None  # the command's value when not given, shown by --help (None: not given)
-    test: bool = False         # olcli test takes it too, with this help (test_help: with its own)
-    # --- how the library refuses it, shows it, takes it ---
-    refusal: str = ""          # new_model's words for a value ``check`` refuses ({value}: the value given);
-                               # "": new_model checks it by its own rule
-    shown: tuple = ()          # olcli inspect: (line, words), words with {} for the value (olcli/inspection.py:
-                               # "always" shown, "any" shown when one of its values is set (an empty one as -),
-                               # "set" each shown when set and not an older file's value)
-    estimator: tuple = ()      # the scikit-learn estimators with this parameter: "classifier", "regressor"
-                               # (olcli/sklearn.py; the default is the row's unless the estimator overrides it)
+class Setting(Frozen):
+    """One option (see the module's docstring); the meaning of each field is beside its
+    keyword in ``__init__``."""
+    __slots__ = _fields = (
+        "name", "kind", "default", "help", "flags", "vw", "panel", "check", "stored", "attribute", "on_continue",
+        "merge", "file_default", "older_files", "switch", "typer", "test_help", "keyword", "choices",
+        "learning_only", "role", "many", "spells", "hidden", "minimum", "cli_default", "test", "refusal", "shown",
+        "estimator")
+
+    def __init__(
+            self,
+            name: str,
+            kind: str,                  # the header's kind: int | number | str | bool | list | str|null | number|null
+            default: object,            # a new model's (or run's) value when not given
+            help: str = "",
+            flags: tuple = (),          # olcli's spellings (train); () = none of its own (spelled by another row)
+            vw: tuple = (),             # VW's spellings (olcli/vw.py)
+            panel: str | None = None,   # the --help panel (None: Options)
+            check: object = None,       # value -> the problem (str), or None when the value is fine
+            stored: str | None = None,  # the header path that stores it; None: a setting of the run
+            attribute: str = "",        # the Model attribute, when not ``name``
+            on_continue: str = "match",  # -i: "match" (a given value must equal the model's) or "run" (changes it)
+            merge: str = "equal",       # Learner.merge: "equal" (must agree), "known" (once both know it) or "first"
+            file_default: object = None,  # an older file without the field reads as this (None: the field is required)
+            older_files: bool = False,  # the field may be missing from an older file (then file_default)
+            switch: bool = False,       # the spellings take no value (given: on)
+            typer: bool = True,         # olcli train's option is made from the row (False: cli.py spells it: a list,
+                                        # an inverted flag, or one option for several rows)
+            test_help: str = "",        # olcli test takes it too (a model's setting a test may change), with this help
+            keyword: bool = True,       # a keyword of Learner/new_model (False: the model file's only)
+            choices: tuple = (),        # the values it takes, when a few names
+            learning_only: bool = False,  # acts only when learning: VW's test mode (-t) takes it and does nothing
+            # --- how olcli's commands spell it (olcli/cli_options.py) ---
+            role: str = "",             # COMMAND_OPTIONS: output | text | scale_out | spelling | vw
+                                        # (settings: their table's)
+            many: str = "",             # a repeatable option: "join" (the values joined: --ignore a --ignore b
+                                        # = "ab") or "list"
+            spells: str = "",           # COMMAND_OPTIONS: the setting this option gives a value to (-q -> interactions)
+            hidden: bool = False,       # not listed by --help (VW's spellings)
+            minimum: int | None = None,  # the command line refuses a smaller number
+            cli_default: object = None,  # the command's value when not given, shown by --help (None: not given)
+            test: bool = False,         # olcli test takes it too, with this help (test_help: with its own)
+            # --- how the library refuses it, shows it, takes it ---
+            refusal: str = "",          # new_model's words for a value ``check`` refuses ({value}: the value given);
+                                        # "": new_model checks it by its own rule
+            shown: tuple = (),          # olcli inspect: (line, words), words with {} for the value
+                                        # (olcli/inspection.py: "always" shown, "any" shown when one of its
+                                        # values is set (an empty one as -), "set" each shown when set and not
+                                        # an older file's value)
+            estimator: tuple = (),      # the scikit-learn estimators with this parameter: "classifier", "regressor"
+                                        # (olcli/sklearn.py; the default is the row's unless the estimator overrides it)
+    ):
+        setter = object.__setattr__
+        for field_name, value in zip(self._fields, (
+                name, kind, default, help, flags, vw, panel, check, stored, attribute, on_continue, merge,
+                file_default, older_files, switch, typer, test_help, keyword, choices, learning_only, role, many,
+                spells, hidden, minimum, cli_default, test, refusal, shown, estimator)):
+            setter(self, field_name, value)
 
     @property
     def field(self) -> str:
@@ -372,12 +389,29 @@ COMMAND_OPTIONS = tuple(row for row in _TRAIN_OPTIONS if not isinstance(row, str
 TRAIN_OPTIONS = tuple(BY_NAME[row] if isinstance(row, str) else row for row in _TRAIN_OPTIONS)
 
 
+class _Values(Frozen):
+    """A frozen value of one field per row of a table (``RunSettings``, ``ModelSettings``):
+    keywords by the rows' names, each defaulting to its row's default (lists as tuples)."""
+    __slots__ = ()
+    _defaults = {}
+
+    def __init__(self, **values):
+        unknown = set(values).difference(self._fields)
+        if unknown:
+            raise TypeError(f"{type(self).__qualname__}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+        setter = object.__setattr__
+        for name, default in self._defaults.items():
+            setter(self, name, values.get(name, default))
+
+    def as_dict(self) -> dict:
+        """Field name -> value, in the table's order."""
+        return {name: getattr(self, name) for name in self._fields}
+
+
 def _frozen(name: str, rows: tuple, doc: str):
-    cls = make_dataclass(name, [(row.name, object, field(default=_immutable(row.default))) for row in rows],
-                         frozen=True)
-    cls.__doc__ = doc
-    cls.__module__ = __name__
-    return cls
+    names = tuple(row.name for row in rows)
+    return type(name, (_Values,), {"__slots__": names, "_fields": names, "__doc__": doc, "__module__": __name__,
+                                   "_defaults": {row.name: _immutable(row.default) for row in rows}})
 
 
 def _immutable(value):
@@ -388,8 +422,7 @@ RunSettings = _frozen("RunSettings", RUN_SETTINGS, "A run's settings, one field 
 
 
 def _model_settings_class():
-    """``ModelSettings``, made on first use: a dataclass of a field per row costs ~10 M
-    instructions to make, and a run of train or test never needs it."""
+    """``ModelSettings``, made on first use (a run of train or test never needs it)."""
     if "ModelSettings" not in globals():
         globals()["ModelSettings"] = _frozen("ModelSettings", MODEL_SETTINGS, "A model's settings (what its file "
                                              "stores; what -i and merge compare), one field per row of MODEL_SETTINGS.")

@@ -6,7 +6,8 @@ is shared. The first worker to load a file puts its table into a memory file
 every worker then maps that file copy-on-write (MAP_PRIVATE), so the table's pages
 are in memory once for the whole server instead of once per worker. The workers find
 the memory file through a small entry in a folder of the supervisor's
-(``folder(group)``: ``<tmp>/olcli-tables-<uid>-<supervisor pid>``): the creator's
+(olcli/serve_ports.py ``table_folder(group)``: ``<tmp>/olcli-tables-<uid>-<supervisor pid>``,
+removed by the supervisor at stop): the creator's
 pid, the descriptor number and the file's inode, opened as
 ``/proc/<pid>/fd/<fd>``. The entry is named by the model file's SHA-256 (its last 32
 bytes), so a reloaded model gets its own table and a worker never maps a table of
@@ -23,25 +24,16 @@ every serving kernel). Where this cannot be done (no memfd, no /proc),
 
 import mmap
 import os
-import shutil
-import tempfile
 
 import numpy as np
+
+from olcli.serve_ports import table_folder
 
 _HELD = {}   # entry name -> (descriptor, inode) of the memory files this process created
 
 
 class SharedTable(mmap.mmap):
     """A copy-on-write mapping of a shared table (a RowPool's index, keys and state)."""
-
-
-def folder(group: int) -> str:
-    return os.path.join(tempfile.gettempdir(), f"olcli-tables-{os.getuid()}-{group}")
-
-
-def remove_folder(group: int) -> None:
-    """The supervisor's clean-up at stop (the memory files go with their last user)."""
-    shutil.rmtree(folder(group), ignore_errors=True)
 
 
 def _layout(block_rows: int, group: int, slots: int, groups: int) -> tuple:
@@ -72,7 +64,7 @@ def shared_pool(key: bytes, group: int, block_rows: int, classes: int, slots: in
     groups = len(features) + 1
     nbytes = _layout(block_rows, classes, slots, groups)[2]
     name = key.hex()[:32]
-    where = folder(group)
+    where = table_folder(group)
     fill = (block_rows, classes, slots, groups, given, values, features)
     try:
         os.makedirs(where, mode=0o700, exist_ok=True)

@@ -358,7 +358,7 @@ def test_serve_workers_map_one_shared_table(tmp_path):
     finally:
         for child in children:
             child.communicate("\n", timeout=60)
-        from olcli.shared_table import folder, remove_folder
+        from olcli.serve_ports import remove_table_folder, table_folder
 
-        remove_folder(group)
-        assert not os.path.exists(folder(group))
+        remove_table_folder(group)
+        assert not os.path.exists(table_folder(group))

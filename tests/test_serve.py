@@ -716,6 +716,61 @@ def test_workers_share_the_port(data, server):
             os.kill(pid, 0)
 
 
+def _children(pid: int) -> set:
+    try:
+        return {int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except OSError:
+        return set()
+
+
+def _answering_pids(srv, connections: int) -> set:
+    pids = set()
+    for _ in range(connections):
+        with httpx.Client(base_url=srv.url, timeout=IO_TIMEOUT) as http:   # a new connection each time
+            pids.add(http.get("/model").json()["pid"])
+    return pids
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads the processes' maps in /proc")
+def test_workers_supervisor_is_small_and_restarts_a_worker(data, server):
+    """--workers: the process the user started (its pid in --pid-file) becomes a supervisor that
+    loads no model code (no NumPy, Numba or llvmlite library mapped; its workers do map NumPy)
+    and starts no process besides its workers (no multiprocessing resource tracker); a worker
+    killed with SIGKILL is replaced by one that answers as before."""
+    srv = server(data["a"], "--workers", 2, http=True)
+    supervisor = srv.proc.pid
+    assert int(srv.pid_file.read_text()) == supervisor
+    maps = Path(f"/proc/{supervisor}/maps").read_text()
+    assert not [name for name in ("numpy", "numba", "llvmlite") if name in maps]
+    workers = _children(supervisor)
+    assert len(workers) == 2 and all("numpy" in Path(f"/proc/{pid}/maps").read_text() for pid in workers)
+    assert _answering_pids(srv, 16) == workers
+    victim = min(workers)
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + START_TIMEOUT
+    replaced = set()
+    while time.monotonic() < deadline:
+        now = _children(supervisor)
+        if len(now) == 2 and victim not in now:
+            replaced = _answering_pids(srv, 8)
+            if replaced - workers:
+                break
+        time.sleep(0.1)
+    assert len(replaced - workers) == 1 and victim not in replaced
+    died = [line for line in srv.log().splitlines() if "worker_died" in line]
+    assert len(died) == 1 and f"pid={victim}" in died[0] and "exitcode=-9" in died[0]
+    expected = data["a_pred"].splitlines()
+    for k in range(8):
+        with srv.connect() as s:
+            assert ask(s, data["test_lines"][k:k + 5]) == expected[k:k + 5]
+    workers = _children(supervisor)
+    assert srv.stop() == 0
+    for pid in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not srv.pid_file.exists() and not srv.port_file.exists()
+
+
 def test_refusals_at_start(data, server, tmp_path):
     proc, log = server(data["a"], "--learn", expect_failure=True)
     assert proc.returncode == 2 and "--learn needs -f" in log

@@ -417,11 +417,9 @@ def test_a_new_row_of_the_table_is_a_parameter_without_editing_the_estimators(mo
     """A row naming an estimator (Setting.estimator) becomes its parameter, with the row's
     default; a Learner keyword goes to the Learner: here the hash seed (a row the estimators
     do not take) and a row that is no Learner keyword."""
-    import dataclasses
-
     from olcli import settings
 
-    seed = dataclasses.replace(settings.BY_NAME["hash_seed"], estimator=("regressor",))
+    seed = settings.BY_NAME["hash_seed"].replace(estimator=("regressor",))
     extra = settings.Setting("probe_setting", "int", 5, keyword=False, estimator=("regressor", "classifier"))
     rows = tuple(seed if row.name == "hash_seed" else row for row in settings.MODEL_SETTINGS) + (extra,)
     monkeypatch.setattr(settings, "MODEL_SETTINGS", rows)

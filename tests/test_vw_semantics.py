@@ -315,9 +315,7 @@ def test_initial_weight_model_and_refusals(cli, sample):
     assert again.predict(["| a b"])[0] == pytest.approx(-0.75)   # a, b and the constant
     code, _, err = cli("train", "--ftrl", "--initial-weight", "1", stdin=b"1 |a x\n")
     assert code == 2 and "--ftrl does not keep its weights" in err
-    from dataclasses import replace
-
-    crafted = model_file.encode(replace(learner.model, initial_weight=0.0))  # weights, yet nothing learned
+    crafted = model_file.encode(learner.model.replace(initial_weight=0.0))  # weights, yet nothing learned
     with pytest.raises(model_file.ModelError, match="state is not empty"):
         model_file.decode(crafted, "m.olm")
 

@@ -14,13 +14,12 @@ Adding an algorithm: write its module, add one entry here.
 """
 
 import math
-from dataclasses import dataclass
 
 from olcli.errors import UsageError as ParameterError  # exit code 2 on the command line
+from olcli.records import Frozen
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(Frozen):
     """A command-line option that sets a hyper-parameter (shared by the
     algorithms whose parameter names it, e.g. -l sets AdaGrad's eta and FTRL's alpha).
 
@@ -31,10 +30,14 @@ class Option:
     select VW's default learner, gd (--adaptive, --l1, --l2); an option of one
     other learner selects it (--radius: adagrad). olcli/commands.py says so on
     stderr and in the report (implied_algorithm)."""
-    flags: tuple
-    help: str
-    switch: bool = False
-    implies: str = ""
+    __slots__ = _fields = ("flags", "help", "switch", "implies")
+
+    def __init__(self, flags: tuple, help: str, switch: bool = False, implies: str = ""):
+        setter = object.__setattr__
+        setter(self, "flags", flags)
+        setter(self, "help", help)
+        setter(self, "switch", switch)
+        setter(self, "implies", implies)
 
 
 # Option name (the train command's parameter) -> how it is spelled.
@@ -60,16 +63,23 @@ OPTIONS = {
 }
 
 
-@dataclass(frozen=True)
-class Param:
-    name: str                  # the kernel's PARAMS entry and the Python API keyword
-    default: float
-    option: str                # key of OPTIONS
-    low: float = 0.0           # allowed: value > low (>= low when low_inclusive), finite
-    low_inclusive: bool = False
-    help: str = ""
-    added: bool = False        # added after model files existed: a file without it gets the
-                               # default, which must be the behaviour from before it existed
+class Param(Frozen):
+    """One hyper-parameter: ``name`` is the kernel's PARAMS entry and the Python API keyword;
+    ``option`` the key of OPTIONS; allowed values are finite and > ``low`` (>= ``low`` when
+    ``low_inclusive``); ``added``: added after model files existed, so a file without it gets
+    the default, which must be the behaviour from before it existed."""
+    __slots__ = _fields = ("name", "default", "option", "low", "low_inclusive", "help", "added")
+
+    def __init__(self, name: str, default: float, option: str, low: float = 0.0, low_inclusive: bool = False,
+                 help: str = "", added: bool = False):
+        setter = object.__setattr__
+        setter(self, "name", name)
+        setter(self, "default", default)
+        setter(self, "option", option)
+        setter(self, "low", low)
+        setter(self, "low_inclusive", low_inclusive)
+        setter(self, "help", help)
+        setter(self, "added", added)
 
     @property
     def flag(self) -> str:
@@ -96,18 +106,29 @@ class Param:
         return value
 
 
-@dataclass(frozen=True)
-class Algorithm:
-    name: str                  # the flag (--name) and the model header's algorithm
-    module: str                # olcli.engine.<module>
-    slots: tuple               # per-coordinate state columns (the module's SLOTS)
-    params: tuple              # Param, in the module's PARAMS order
-    summary: str = ""
-    paper: str = ""
-    unbounded_loss_clipped: bool = False   # clip dloss/dp to [-1, 1] for unbounded losses
-    scalars: tuple = ()        # (name, initial value): the algorithm's global numbers (Table.scalars);
-                               # the initial value is a number or the name of a parameter it starts at
-    rules: object = None       # rules(given, params) -> params: defaults that depend on what was given
+class Algorithm(Frozen):
+    """One algorithm: ``name`` is the flag (--name) and the model header's algorithm;
+    ``module`` is olcli.engine.<module>; ``slots`` its per-coordinate state columns (the
+    module's SLOTS); ``params`` its Param, in the module's PARAMS order;
+    ``unbounded_loss_clipped``: clip dloss/dp to [-1, 1] for unbounded losses; ``scalars``:
+    (name, initial value) of the algorithm's global numbers (Table.scalars), the initial value a
+    number or the name of a parameter it starts at; ``rules(given, params) -> params``: defaults
+    that depend on what was given."""
+    __slots__ = _fields = ("name", "module", "slots", "params", "summary", "paper", "unbounded_loss_clipped",
+                           "scalars", "rules")
+
+    def __init__(self, name: str, module: str, slots: tuple, params: tuple, summary: str = "", paper: str = "",
+                 unbounded_loss_clipped: bool = False, scalars: tuple = (), rules: object = None):
+        setter = object.__setattr__
+        setter(self, "name", name)
+        setter(self, "module", module)
+        setter(self, "slots", slots)
+        setter(self, "params", params)
+        setter(self, "summary", summary)
+        setter(self, "paper", paper)
+        setter(self, "unbounded_loss_clipped", unbounded_loss_clipped)
+        setter(self, "scalars", scalars)
+        setter(self, "rules", rules)
 
     def initial_scalars(self, params: dict) -> list:
         """The scalars of a fresh model with these (resolved) hyper-parameters."""

@@ -1,0 +1,340 @@
+"""VW's ``--cbify K`` event loop in one kernel call per chunk of lines (olcli/cb_sim.py drives it).
+
+Per line n of the chunk (its hashed rows with the learner's constant already at VW's constant index,
+values, VW's feature count, label 1..K or 0 = none, weight w), as ``cb_sim.Cbify.step`` does it with
+``cb.CbExploreAdf`` (``placed`` = K, one weight copy per action, cb_type mtr):
+
+1. action a's copy of row r is ((r − (r & m)) + a) & (2^bits − 1), m = 2^⌈log2(K+1)⌉ − 1 (VW's
+   cbify_adf_data::copy_example_to_adf); its score s_a = Σ_j weight(row_aj) · x_j, summed in NumPy's
+   pairwise order (``pairwise_sum``, so that the sums are NumPy's ``(w * x).sum()`` to the last bit);
+2. the actions ranked by (s_a, a) ascending; the PMF of the rule (VW 9.x ``explore_internal.h``):
+   ``epsilon`` (RULE_EPSILON): ε/K each plus (1 − ε)/t on the t actions tied with the best (tied:
+   |s − s_best| ≤ FLT_EPSILON·max(|s|, |s_best|)), or all (1 − ε) on the first with ``first_only``;
+   ``first`` (RULE_FIRST): uniform while τ > 0, else all on the best; ``squarecb`` (RULE_SQUARECB):
+   γ = gamma_scale · n^gamma_exponent (n = events learned), p_a = 1/(K + γ (s_a − s_best)) off the
+   best, the rest on the best; for first and squarecb then the projection onto p ≥ ε/K
+   (``enforce_minimum_probability``);
+3. VW's draw (``sample_after_normalizing``): u = the first ``merand48`` value of seed app_seed + n
+   (n: VW's example counter), the first ranked position whose running sum exceeds u·Σp;
+4. the cost (loss0 if the drawn action is the label, else loss1; negated with flip_loss_sign); with a
+   label and learning, mtr's update of the drawn action's copy: totals E += 1, A += K, target the cost,
+   importance w / p · E / A (squarecb: p = 1 unless the drawn action is the last), as one example of
+   the learner's own loop (``driver.run_binary``'s steps: holdout, label range, predict, clip, the
+   progress sums, ``update``), its new features given pool rows in order of arrival (state.RowPool);
+   then n += 1 for squarecb, τ −= 1 for first.
+
+The rule's state lives in ``istate`` (I_* slots), the run's sums in ``facc`` (F_*); the kernel returns
+the lines it finished (fewer when a prediction diverged: I_DIVERGED is then 1 + that line). The oracle
+is tests/naive_cb.py (``cbify``, step by step in tests/test_cb_sim.py).
+"""
+
+import numpy as np
+
+from olcli.engine.jit import njit
+
+from olcli.engine import gd
+from olcli.engine.driver import (account_binary, clip_prediction, progress_row, start_example,
+                                 widen_label_range)
+from olcli.engine.losses import loss_derivative
+from olcli.engine.records import C_ROUNDS, S_DIVERGED
+
+RULE_EPSILON, RULE_FIRST, RULE_SQUARECB = 0, 1, 2
+FLT_EPSILON = 1.1920929e-07
+
+# istate slots (int64)
+(I_COUNTER, I_APP_SEED, I_EXAMPLES, I_TOTAL_FEATURES, I_COSTS_SEEN, I_EVENTS_LEARNED, I_TAU, I_EVENT_SUM,
+ I_ACTION_SUM, I_USED, I_BITS, I_RULE, I_FIRST_ONLY, I_LEARN, I_DIVERGED, I_CURRENT_FEATURES) = range(16)
+N_ISTATE = 16
+# facc slots (float64): the run's sums and the rule's parameters
+(F_LABELLED_WEIGHT, F_SUM_LOSS, F_SUM_COST, F_SUM_COST2, F_EPSILON, F_GAMMA_SCALE, F_GAMMA_EXPONENT,
+ F_LOSS0, F_LOSS1, F_FLIP) = range(10)
+N_FACC = 10
+
+
+@njit
+def _block(a, lo, n):
+    """NumPy's pairwise_sum of at most 128 terms: below 8 in order from 0.0, else eight running sums
+    combined as ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)), then the rest added in order."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    end = n - n % 8
+    while i < end:
+        j = lo + i
+        r0 += a[j]
+        r1 += a[j + 1]
+        r2 += a[j + 2]
+        r3 += a[j + 3]
+        r4 += a[j + 4]
+        r5 += a[j + 5]
+        r6 += a[j + 6]
+        r7 += a[j + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@njit
+def pairwise_sum(a, lo, n):
+    """NumPy's pairwise sum of a[lo:lo+n] (numpy/_core/src/umath/loops_utils.h ``pairwise_sum``, the order
+    of ``ndarray.sum`` on a contiguous float64 array): blocks of at most 128 terms (``_block``); above
+    that the two halves, the first n2 = n//2 − (n//2 mod 8) long, summed apart and added. Written
+    with an explicit stack (a recursive kernel does not load from Numba's cache)."""
+    if n <= 128:
+        return _block(a, lo, n)
+    los = np.empty(64, np.int64)
+    ns = np.empty(64, np.int64)
+    stage = np.empty(64, np.int64)   # 0: split next, 1: the left half is summing, 2: the right half is
+    left = np.empty(64)
+    los[0], ns[0], stage[0] = lo, n, 0
+    sp = 1
+    result = 0.0
+    right = 0.0
+    while sp > 0:
+        top = sp - 1
+        m = ns[top]
+        if m <= 128 or stage[top] == 2:
+            if m <= 128:
+                v = _block(a, los[top], m)
+            else:
+                v = left[top] + right
+            sp -= 1
+            if sp == 0:
+                result = v
+            elif stage[sp - 1] == 1:
+                left[sp - 1] = v
+                stage[sp - 1] = 2
+                n2 = ns[sp - 1] // 2
+                n2 -= n2 % 8
+                los[sp], ns[sp], stage[sp] = los[sp - 1] + n2, ns[sp - 1] - n2, 0
+                sp += 1
+            else:
+                right = v
+            continue
+        n2 = m // 2
+        n2 -= n2 % 8
+        stage[top] = 1
+        los[sp], ns[sp], stage[sp] = los[top], n2, 0
+        sp += 1
+    return result
+
+
+@njit(inline="always")
+def _tied(s, k):
+    t = 1
+    while t < k and abs(s[t] - s[0]) <= FLT_EPSILON * max(abs(s[t]), abs(s[0])):
+        t += 1
+    return t
+
+
+@njit
+def enforce_minimum_probability(p, epsilon, srt):
+    """cb.enforce_minimum_probability in place: the projection onto p_a ≥ ε/K (``srt``: scratch)."""
+    k = len(p)
+    if epsilon == 0.0:
+        return
+    if epsilon > 0.999:
+        for i in range(k):
+            p[i] = 1.0 / k
+        return
+    m = epsilon / k
+    srt[:] = np.sort(p)[::-1]
+    running, rho, rho_sum = 0.0, 0, srt[0]
+    for idx in range(k):
+        v = srt[idx]
+        running += v
+        if v > ((k - idx - 1) * m + running - 1.0) / (idx + 1.0) + m:
+            rho, rho_sum = idx, running
+    tau = ((k - rho - 1.0) * m + rho_sum - 1.0) / (rho + 1.0)
+    for i in range(k):
+        p[i] = max(p[i] - tau, m)
+
+
+@njit
+def merand48_first(seed):
+    """The first value of VW's LCG from ``seed`` (cb.merand48)."""
+    x = np.uint64(0xEECE66D5DEECE66D) * np.uint64(seed) + np.uint64(2147483647)
+    return float((x >> np.uint64(25)) & np.uint64(0x7FFFFF)) / float(1 << 23)
+
+
+@njit
+def sample_index(seed, p, k):
+    """cb_sim.sample_index: VW's sample_after_normalizing over the ranked p[0:k]."""
+    total = 0.0
+    for i in range(k):
+        if p[i] > 0.0:
+            total += p[i]
+    if total <= 0.0:
+        return 0
+    u = merand48_first(seed)
+    draw = min(total * u, total)
+    running = 0.0
+    for i in range(k):
+        if p[i] > 0.0:
+            running += p[i]
+        if running > draw:
+            return i
+    return k - 1
+
+
+@njit
+def ranked_pmf(scores, k, rule, istate, facc, order, s, p, srt):
+    """``cb.CbExploreAdf.pmf`` of the rules above: ``order`` = the actions ranked by (score, action),
+    ``p`` their probabilities in that order."""
+    for a in range(k):   # insertion sort by (score, action): stable, as Python's sorted
+        j = a
+        while j > 0 and scores[order[j - 1]] > scores[a]:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = a
+    for i in range(k):
+        s[i] = scores[order[i]]
+    epsilon = facc[F_EPSILON]
+    if rule == RULE_EPSILON:
+        for i in range(k):
+            p[i] = epsilon / k
+        if istate[I_FIRST_ONLY]:
+            p[0] += 1.0 - epsilon
+        else:
+            t = _tied(s, k)
+            for i in range(t):
+                p[i] += (1.0 - epsilon) / t
+    elif rule == RULE_FIRST:
+        for i in range(k):
+            p[i] = 1.0 / k if istate[I_TAU] > 0 else (1.0 if i == 0 else 0.0)
+        enforce_minimum_probability(p, epsilon, srt)
+    else:
+        gamma = facc[F_GAMMA_SCALE] * float(istate[I_EVENTS_LEARNED]) ** facc[F_GAMMA_EXPONENT]
+        best = 0
+        for i in range(1, k):   # np.argmin: the first least
+            if s[i] < s[best]:
+                best = i
+        for i in range(k):
+            p[i] = 1.0 / (k + gamma * (s[i] - s[best]))
+        p[best] = 0.0
+        p[best] = 1.0 - pairwise_sum(p, 0, k)
+        enforce_minimum_probability(p, epsilon, srt)
+
+
+@njit(inline="always")
+def _row(pool_index, pool_keys, istate, h):
+    """The pool row of hashed index h, handing out the next group when h is new (state.RowPool.rows_for;
+    groups of one row: the learner is not multiclass). The caller made room."""
+    r = pool_index[h]
+    if r == 0:
+        g = istate[I_USED]
+        pool_index[h] = np.int32(g)
+        pool_keys[g] = h
+        istate[I_USED] = g + 1
+        r = pool_index[h]
+    return r
+
+
+@njit(inline="always")
+def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool_keys, rows, values, row_ptr,
+               fcount, labels, weights, k, istate, facc, out_action, out_prob, out_weight, out_loss):
+    counters = table.counters
+    stats, holdout, progress = tally.stats, tally.holdout, tally.progress
+    rule = istate[I_RULE]
+    learn = istate[I_LEARN] != 0
+    table_mask = (np.int64(1) << istate[I_BITS]) - 1
+    width = 0   # mask = 2^(bits of K) - 1, K.bit_length()
+    kk = k
+    while kk > 0:
+        width += 1
+        kk >>= 1
+    mask = (np.int64(1) << width) - 1
+    n_lines = len(labels)
+    most = 0
+    for e in range(n_lines):
+        most = max(most, row_ptr[e + 1] - row_ptr[e])
+    contrib = np.empty(most)
+    prow = np.empty(most, np.int32)
+    scores = np.empty(k)
+    order = np.empty(k, np.int64)
+    s = np.empty(k)
+    p = np.empty(k)
+    srt = np.empty(k)
+    for e in range(n_lines):
+        lo, hi = row_ptr[e], row_ptr[e + 1]
+        n = hi - lo
+        for a in range(k):
+            for j in range(n):
+                r = rows[lo + j]
+                placed = ((r - (r & mask)) + a) & table_mask
+                contrib[j] = weight(table, settings, np.int64(pool_index[placed])) * values[lo + j]
+            scores[a] = pairwise_sum(contrib, 0, n)
+        ranked_pmf(scores, k, rule, istate, facc, order, s, p, srt)
+        i = sample_index(istate[I_APP_SEED] + istate[I_COUNTER], p, k)
+        istate[I_COUNTER] += 1
+        action, prob = order[i], p[i]
+        label = labels[e]
+        w = weights[e]
+        istate[I_CURRENT_FEATURES] = fcount[e]
+        if label > 0:
+            c = facc[F_LOSS0] if action + 1 == label else facc[F_LOSS1]
+            if facc[F_FLIP] != 0.0:
+                c = -c
+            if learn:
+                if rule == RULE_SQUARECB and action != k - 1:
+                    prob_used = 1.0
+                else:
+                    prob_used = prob
+                istate[I_EVENT_SUM] += 1
+                istate[I_ACTION_SUM] += k
+                h = w / prob_used * (istate[I_EVENT_SUM] / istate[I_ACTION_SUM])
+                for j in range(n):
+                    r = rows[lo + j]
+                    prow[j] = _row(pool_index, pool_keys, istate, ((r - (r & mask)) + action) & table_mask)
+                y = c
+                held_out, learning = start_example(holdout, True, h, y)
+                widen_label_range(counters, settings, y)
+                pv = 0.0 + predict(table, settings, prow, values[lo:hi], 0, n, 0, learning, h)
+                if not np.isfinite(pv):   # Learner.process: diverged, the example neither counts nor teaches
+                    stats[S_DIVERGED] = 0.0
+                    istate[I_DIVERGED] = e + 1
+                    return e
+                pv = clip_prediction(pv, counters, settings)
+                fc = fcount[e]
+                if account_binary(tally, counters, settings, held_out, fc, y, h, pv) and learning:
+                    derivative = loss_derivative(settings.loss, pv, y, settings.tau)
+                    if settings.clip:
+                        derivative = min(max(derivative, -1.0), 1.0)
+                    update(table, settings, prow, values[lo:hi], 0, n, 0, pv, y, h, h * derivative)
+                    counters[C_ROUNDS] += 1.0
+                progress_row(progress, np.int64(0), stats, holdout, y, pv, fc)
+                istate[I_EVENTS_LEARNED] += 1
+                if rule == RULE_FIRST and istate[I_TAU] > 0:
+                    istate[I_TAU] -= 1
+            facc[F_LABELLED_WEIGHT] += w
+            facc[F_SUM_LOSS] += w if action + 1 != label else 0.0
+            facc[F_SUM_COST] += w * c
+            facc[F_SUM_COST2] += w * c * c
+            istate[I_COSTS_SEEN] += 1
+        istate[I_EXAMPLES] += 1
+        istate[I_TOTAL_FEATURES] += fcount[e]
+        out_action[e] = action + 1
+        out_prob[e] = prob
+        out_weight[e] = facc[F_LABELLED_WEIGHT]
+        out_loss[e] = facc[F_SUM_LOSS]
+    return n_lines
+
+
+@njit(cache=True, nogil=True)
+def cbify_gd(table, settings, tally, pool_index, pool_keys, rows, values, row_ptr, fcount, labels, weights, k,
+             istate, facc, out_action, out_prob, out_weight, out_loss):
+    """``cbify_loop`` over VW's gd learner (engine/gd.py)."""
+    return cbify_loop(gd.predict, gd.update, gd.weight, table, settings, tally, pool_index, pool_keys, rows,
+                      values, row_ptr, fcount, labels, weights, k, istate, facc, out_action, out_prob, out_weight,
+                      out_loss)
+
+
+KERNELS = {"gd": cbify_gd}
