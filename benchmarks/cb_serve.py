@@ -16,8 +16,9 @@ stop (SIGTERM: the final save) SERVED is compared byte for byte with ``olcli tra
 --cb-explore-adf -d LOG -f REF``.
 
 Side by side, in the same run: the transport's floor (a Python asyncio server that answers each JSON
-line with a fixed JSON line: two such round trips per event) and the server's own work per event
-(``CbLearner.ranking_of`` + ``learn_event`` in one process, no sockets).
+line with a fixed JSON line: two such round trips per event), the server's own work per event (the
+line protocol's rank and reward lines through ``CbServing.reply_lines``, the code the server runs, in
+one process without sockets) and the Python API's (``CbLearner.ranking_of`` + ``learn_event``).
 """
 
 import argparse
@@ -156,8 +157,37 @@ def floor(work, world, events) -> np.ndarray:
         server.stop()
 
 
+def serving_work(model, world, events) -> np.ndarray:
+    """The server's own work per event, no sockets: the rank line and the reward line through
+    ``CbServing.reply_lines`` (JSON in and out, ranking, sampling, learning), µs each."""
+    import types
+
+    import olcli
+    from olcli.serve_cb import CbServing
+
+    class Log:
+        def client_error(self, *args, **kwargs):
+            raise RuntimeError(f"refused: {args} {kwargs}")
+
+    served = types.SimpleNamespace(options=types.SimpleNamespace(learn=True, cb_pending=10000), generation=0,
+                                   stats=types.SimpleNamespace(requests=0, examples=0, learned=0), log=Log(),
+                                   diverged=False)
+    serving = CbServing(served, 1)
+    serving.use(olcli.load(model).learner)
+    times = np.empty(events)
+    for n in range(events):
+        user, shared = world.context()
+        started = time.perf_counter_ns()
+        ranked = json.loads(serving.reply_lines(json.dumps({"shared": shared, "actions": world.actions},
+                                                           separators=(",", ":")).encode() + b"\n"))
+        cost = world.cost(user, ranked["action"])
+        serving.reply_lines(json.dumps({"event_id": ranked["event_id"], "cost": cost}).encode() + b"\n")
+        times[n] = (time.perf_counter_ns() - started) / 1000.0
+    return times
+
+
 def in_process(model, world, events) -> np.ndarray:
-    """The server's own work per event, no sockets: rank (PMF, sample) and learn, µs each."""
+    """The Python API's work per event: rank (PMF, sample) and learn, µs each."""
     import olcli
     from olcli import cb
     from olcli.cb_format import CbEvent
@@ -224,7 +254,8 @@ def main():
         runs["HTTP"] = served_run(args, m0, "http", True)
         results.note_load()
     floor_times = floor(args.work, Users(args.users, args.actions, 3), args.events)
-    own = in_process(m0, Users(args.users, args.actions, 4), args.events)
+    own = serving_work(m0, Users(args.users, args.actions, 4), args.events)
+    api = in_process(m0, Users(args.users, args.actions, 4), args.events)
     results.note_load()
 
     results.say(f"{args.events:,} events, {args.actions} actions each (ADF, shared + action features), "
@@ -234,21 +265,25 @@ def main():
     results.say()
     rows = []
     data = {}
+    floor_p = percentiles(floor_times)
     for name, run in runs.items():
         p = percentiles(run["times"])
+        ratios = f"{p['p50'] / floor_p['p50']:.2f} / {p['p99'] / floor_p['p99']:.2f}"
         rows.append([f"olcli serve, {name}", f"{p['p50']:.0f}", f"{p['p99']:.0f}", f"{p['p999']:.0f}",
-                     f"{p['mean']:.0f}", f"{run['cpu_us']:.0f}", "**met**" if p["p99"] <= 1000 else "not met",
+                     f"{p['mean']:.0f}", f"{run['cpu_us']:.0f}", ratios, "**met**" if p["p99"] <= 1000 else "not met",
                      "identical" if run["same"] else "**DIFFERENT**", f"{run['load']:.1f}-{run['load_after']:.1f}"])
         data[name] = {**p, "server_cpu_us_per_event": run["cpu_us"], "model_identical_to_train": run["same"],
+                      "vs_floor_p50": p["p50"] / floor_p["p50"], "vs_floor_p99": p["p99"] / floor_p["p99"],
                       "load": [run["load"], run["load_after"]]}
     for name, times in (("floor: fixed-reply asyncio server, 2 JSON round trips", floor_times),
-                        ("the server's own work in one process (rank + learn, no sockets)", own)):
+                        ("the server's own work in one process (rank + reward lines, no sockets)", own),
+                        ("Python API in one process (ranking_of + learn_event)", api)):
         p = percentiles(times)
         rows.append([name, f"{p['p50']:.0f}", f"{p['p99']:.0f}", f"{p['p999']:.0f}", f"{p['mean']:.0f}", "", "", "",
-                     ""])
+                     "", ""])
         data[name] = p
-    results.table(["per event (µs, wall)", "p50", "p99", "p99.9", "mean", "server CPU", "p99 ≤ 1 ms",
-                   "SERVED vs olcli train", "load"], rows, "lrrrrrrrr")
+    results.table(["per event (µs, wall)", "p50", "p99", "p99.9", "mean", "server CPU", "p50 / p99 vs floor",
+                   "p99 ≤ 1 ms", "SERVED vs olcli train", "load"], rows, "lrrrrrrrrr")
     results.say()
     results.say("Server CPU: the server process's CPU time (all threads, the scheduler's count) over the played "
                 "events, per event. The wall times include waiting for a core: on a machine whose load is above its "

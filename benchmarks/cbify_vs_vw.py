@@ -11,6 +11,12 @@ so K = 2) and for each exploration rule ``--cbify K --cb_explore_adf --epsilon 0
 examples and total feature number from each one's summary, and the wall and CPU seconds of the whole
 process (start-up included). Targets (issue 30): olcli's loss <= 1.02 x VW's, wall <= 1.0 x VW's.
 
+Since both tools' start-up is part of every run (olcli's ~2x VW's), each command is also run on the file
+written twice (2N lines: the second copy continues the same simulation) and the per-event cost is
+(wall(2N) − wall(N)) / N for each tool, likewise for CPU. A third olcli run (N lines, in a process that
+wraps the chunk kernel ``cb_loop.cbify_gd`` and ``cb_sim.Cbify.run_chunk`` with timers) gives the
+seconds spent in the kernel alone and in the chunk step (the chunk's parse + the kernel).
+
 Before the timed runs olcli runs the first 50 lines of each file once, so Numba's cache holds the
 kernels (the development install's ahead-of-time build may be stale; a JIT compile is not counted). The
 load average of the machine (shared with other work) is in the results' heading and per row.
@@ -55,6 +61,53 @@ def prepare(data, work, lines=None):
     return out
 
 
+# olcli's process with timers around the chunk kernel and the chunk step (argv: olcli's arguments; the times go
+# as JSON to the file $CBIFY_TIMES)
+TIMED = """
+import json, os, sys, time
+from olcli import cb_sim
+from olcli.engine import cb_loop
+spent = dict(kernel_wall=0.0, kernel_cpu=0.0, chunk_wall=0.0, chunk_cpu=0.0)
+def timed(fn, key):
+    def call(*a, **k):
+        w, c = time.perf_counter(), time.process_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[key + "_wall"] += time.perf_counter() - w
+            spent[key + "_cpu"] += time.process_time() - c
+    return call
+cb_loop.KERNELS["gd"] = timed(cb_loop.KERNELS["gd"], "kernel")
+cb_sim.Cbify.run_chunk = timed(cb_sim.Cbify.run_chunk, "chunk")
+from olcli.cli import _run_app
+w, c = time.perf_counter(), time.process_time()
+code = _run_app(sys.argv[1:])
+spent.update(run_wall=time.perf_counter() - w, run_cpu=time.process_time() - c, code=code)
+with open(os.environ["CBIFY_TIMES"], "w") as f:
+    json.dump(spent, f)
+"""
+
+
+def doubled(path, out):
+    """``path`` written twice into ``out``."""
+    with open(path, "rb") as f:
+        text = f.read()
+    with open(out, "wb") as g:
+        g.write(text + (b"" if text.endswith(b"\n") else b"\n") + text)
+    return out
+
+
+def timed_olcli(args, work):
+    """The in-process times of TIMED for ``olcli ARGS``."""
+    import json
+
+    out = os.path.join(work, "times.json")
+    env = dict(os.environ, CBIFY_TIMES=out)
+    harness.measure([sys.executable, "-c", TIMED, *[str(a) for a in args]], env=env, separate_stderr=True)
+    with open(out) as f:
+        return json.load(f)
+
+
 def ratio(a, b):
     return a / b if a is not None and b else None
 
@@ -78,17 +131,36 @@ def main():
         for _, rule in RULES:
             harness.run_olcli(["vw", "--cbify", "26", "--cb_explore_adf", *rule, "-d", warm, "--quiet"],
                               check=False)
-    rows, data = [], []
+    rows, data, event_rows = [], [], []
     for name, path, k in files:
+        twice = doubled(path, os.path.join(work, "twice_" + os.path.basename(path)))
+        n_lines = sum(1 for text in open(path, "rb") if text.strip())
         for rule_name, rule in RULES:
             line = ["--cbify", str(k), "--cb_explore_adf", *rule, "-d", path]
-            vw_runs, ol_runs = [], []
+            line2 = [*line[:-1], twice]
+            vw_runs, ol_runs, vw2_runs, ol2_runs, timed_runs = [], [], [], [], []
             for _ in range(args.runs):
                 vw_runs.append(harness.run_vw(line, separate_stderr=True))
                 ol = harness.run_olcli(["vw", *line], separate_stderr=True)
                 ol.summary = harness.vw_summary(ol.output + ol.stderr)
                 ol_runs.append(ol)
+                vw2_runs.append(harness.run_vw(line2, separate_stderr=True))
+                ol2_runs.append(harness.run_olcli(["vw", *line2, "--quiet"], separate_stderr=True))
+                timed_runs.append(timed_olcli(["vw", *line, "--quiet"], work))
                 res.note_load()
+            med = statistics.median
+            per = {tool: {what: (med(getattr(r, what) for r in two) - med(getattr(r, what) for r in one)) / n_lines
+                          for what in ("wall", "cpu")}
+                   for tool, one, two in (("vw", vw_runs, vw2_runs), ("olcli", ol_runs, ol2_runs))}
+            kernel = {key: med(r[key] for r in timed_runs) for key in timed_runs[0] if key != "code"}
+            event_rows.append([name, f"`{rule_name}`", str(n_lines),
+                               f3(per["vw"]["wall"] * 1e6, 1), f3(per["olcli"]["wall"] * 1e6, 1),
+                               f3(ratio(per["olcli"]["wall"], per["vw"]["wall"]), 2),
+                               f3(per["vw"]["cpu"] * 1e6, 1), f3(per["olcli"]["cpu"] * 1e6, 1),
+                               f3(ratio(per["olcli"]["cpu"], per["vw"]["cpu"]), 2),
+                               f3(kernel["kernel_wall"], 3), f3(kernel["kernel_cpu"], 3),
+                               f3(kernel["chunk_wall"], 3), f3(kernel["run_wall"], 3),
+                               f3(med(r.wall for r in vw_runs), 3)])
             vw, ol = vw_runs[-1].summary, ol_runs[-1].summary
             vw_wall = statistics.median(r.wall for r in vw_runs)
             ol_wall = statistics.median(r.wall for r in ol_runs)
@@ -106,6 +178,8 @@ def main():
                          f3(vw_cpu, 2), f3(ol_cpu, 2), f"{load:.1f}"])
             data.append({"dataset": name, "rule": rule_name, "k": k, "command": " ".join(line[:-1]),
                          "vw": [r.numbers() for r in vw_runs], "olcli": [r.numbers() for r in ol_runs],
+                         "vw_twice": [r.numbers() for r in vw2_runs], "olcli_twice": [r.numbers() for r in ol2_runs],
+                         "olcli_timed": timed_runs, "per_event": per, "lines": n_lines,
                          "loss_ratio": loss_ratio, "wall_ratio": wall_ratio, "same_counts": same})
             print(f"{name} {rule_name}: loss VW {vw.get('loss')} olcli {ol.get('loss')}; wall VW {vw_wall:.2f} s "
                   f"olcli {ol_wall:.2f} s", file=sys.stderr, flush=True)
@@ -117,6 +191,15 @@ def main():
     res.table(["data", "rule", "examples", "same examples & features", "VW loss", "olcli loss", "loss ratio",
                "≤ 1.02", "VW wall s", "olcli wall s", "wall ratio", "≤ 1.0", "VW CPU s", "olcli CPU s", "load"],
               rows, "ll" + "r" * 13)
+    res.say()
+    res.say("Per event: (run on the file twice − run on it once) / N lines, µs, each tool's whole process; and, in "
+            "one olcli process on the N lines, the seconds in the chunk kernel alone, in the chunk step (the "
+            "chunk's parse + the kernel) and in the whole command (olcli's `_run_app`, start-up imports before "
+            "it not included), beside VW's whole process.")
+    res.say()
+    res.table(["data", "rule", "N", "VW µs/event wall", "olcli µs/event wall", "ratio", "VW µs/event CPU",
+               "olcli µs/event CPU", "ratio", "olcli kernel s", "olcli kernel CPU s", "olcli chunk step s",
+               "olcli command s", "VW whole s"], event_rows, "ll" + "r" * 12)
     res.data = {"rows": data, "runs": args.runs, "lines": args.lines}
     print(res.write(), file=sys.stderr)
 

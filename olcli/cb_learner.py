@@ -185,6 +185,37 @@ def make_event(shared, actions, chosen=None, cost=None, probability=None, weight
     return CbEvent(shared, feats, int(chosen), float(cost), float(probability), float(weight))
 
 
+_POW10 = [float(f"1e{k}") for k in range(309)]
+
+
+def as_parsed(x: float) -> float:
+    """The number olcli's parser (engine/numbers.py ``parse_number``) reads from ``repr(x)`` (x finite):
+    the mantissa's digits as an integer m and the decimal exponent e, then m · 10^e or m / 10^−e when
+    m <= 2^53 and |e| <= 22 (exact powers), else ``_scale``'s one or two roundings. Equal to ``x`` on
+    that fast path; a 17-digit repr beyond it can differ by an ulp, as the text path's would."""
+    text = repr(float(x))
+    negative = text[0] == "-"
+    digits, _, exponent = text.lstrip("-").partition("e")
+    whole, _, fraction = digits.partition(".")
+    mantissa = int(whole + fraction)
+    e = (int(exponent) if exponent else 0) - len(fraction)
+    if mantissa == 0:
+        value = 0.0
+    elif mantissa <= 1 << 53 and -22 <= e <= 22:
+        value = float(mantissa) * _POW10[e] if e >= 0 else float(mantissa) / _POW10[-e]
+    elif e > 308:
+        value = math.inf
+    elif e >= 0:
+        value = float(mantissa) * _POW10[e]
+    elif e >= -308:
+        value = float(mantissa) / _POW10[-e]
+    elif e < -308 - 308 - 20:
+        value = 0.0
+    else:
+        value = float(mantissa) / 1e308 / _POW10[-e - 308]
+    return -value if negative else value
+
+
 def sample(ranking, u) -> int:
     """VW's ``sample_after_normalizing``: with ``u`` in [0, 1), the first entry of the ranking (action,
     probability pairs) whose running sum of probabilities exceeds u · Σp; the action of that entry."""
@@ -235,10 +266,16 @@ class CbLearner:
 
     def ranking_of(self, event: CbEvent) -> list:
         policy = self.policy
-        scores, _ = policy.scores(event)
+        if self.explore and policy.rule == "bag":
+            return policy.bag_pmf(event)
+        return self.ranking_from_scores(policy.scores(event)[0])
+
+    def ranking_from_scores(self, scores) -> list:
+        """``ranking_of`` from the event's scores (``policy.scores``; not for the bag rule, whose
+        members score the event each)."""
         if not self.explore:
             return [(a, float(scores[a])) for a in sorted(range(len(scores)), key=lambda a: (scores[a], a))]
-        return policy.bag_pmf(event) if policy.rule == "bag" else policy.pmf(scores)
+        return self.policy.pmf(scores)
 
     def pmf_of(self, event: CbEvent, ranking=None) -> np.ndarray:
         ranking = self.ranking_of(event) if ranking is None else ranking
@@ -274,6 +311,41 @@ class CbLearner:
         """Learn a checked, labelled event without predicting it first (olcli serve's reward: the PMF was
         computed when the event was ranked). The model changes exactly as in ``learn``."""
         self.policy.learn(event)
+
+    @property
+    def learns_one_line(self) -> bool:
+        """Whether an event is learned as its chosen action's line alone (cb_type mtr, one weight copy):
+        then ``learn_parsed`` can learn it from that line as parsed when the event was scored."""
+        policy = self.policy
+        return policy.cb_type == "mtr" and policy.members == 1 and policy.placed is None
+
+    def learn_parsed(self, actions: int, chosen: int, cost: float, probability: float, index, value, count) -> None:
+        """``learn_event`` of an event of ``actions`` actions (weight 1) whose chosen action's line (its
+        features with the shared ones, ``policy.action_lines``) was parsed already: ``index`` (hashed,
+        int32), ``value`` and VW's feature ``count`` of that line (engine/cb_single.py keeps them when it
+        scores the event). Only with ``learns_one_line``. The model changes exactly as ``learn_event``'s:
+        mtr's running totals, then the line learned with label ``cost`` and importance weight
+        (1 / p) · (events / actions) (p = 1 for squarecb unless the chosen action is the last, as
+        ``CbExploreAdf._learn_member``), each number as the parser reads the text ``learn_event`` writes
+        for it (``as_parsed``), then the rule's counters (``CbExploreAdf.learn``)."""
+        from olcli.engine.records import Batch
+        from olcli.errors import Diverged
+
+        policy = self.policy
+        if policy.rule == "squarecb" and chosen != actions - 1:
+            probability = 1.0
+        policy.event_sum[0] += 1
+        policy.action_sum[0] += actions
+        weight = 1.0 / probability * (policy.event_sum[0] / policy.action_sum[0])
+        learner = self.learner
+        batch = Batch(np.array([as_parsed(cost)]), np.array([as_parsed(weight)]), np.zeros(1),
+                      np.array([0, len(index)], np.int64), index, value, np.array([count], np.int64))
+        done = learner.process(batch, True)
+        if done.diverged_at >= 0:
+            raise Diverged("the model diverged: a prediction is not a finite number; " + learner.divergence_advice())
+        policy.events_learned += 1
+        if policy.rule == "first" and policy.tau > 0:
+            policy.tau -= 1
 
     @property
     def average_loss(self):

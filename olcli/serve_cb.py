@@ -16,7 +16,11 @@ order). ``cb_adf`` models (no exploration) play the best action with probability
 **Reward** (``POST /reward``, or a line ``{"event_id": ..., "cost": c}``; ``"reward": r`` is cost −r), with
 ``--learn``: the event waiting under that id is learned with the played action, its cost and the logged
 probability (``CbLearner.learn_event``, the model changes as ``olcli train`` on the ADF block would),
-then forgotten. Events wait in a table of at most ``--cb-pending`` entries (the oldest is dropped when it
+then forgotten. The rank parses and scores the event's action lines in one kernel call
+(engine/cb_single.py) and keeps the played action's line as parsed; the reward learns that line
+(``CbLearner.learn_parsed``: the same model as ``learn_event`` on the text, tests/test_serve_cb.py) when
+the reduction learns it alone (cb_type mtr, no bag) and the model was not reloaded in between; otherwise
+``learn_event`` parses the event again. Events wait in a table of at most ``--cb-pending`` entries (the oldest is dropped when it
 is full); an id that is not waiting (never issued, already rewarded, or dropped) gets an error that says
 so (HTTP 404). Everything runs on the server's event loop thread (one writer); the model's ``cb`` field is
 refreshed before each save, so a saved file is the model ``olcli train`` learns from the rewarded events
@@ -31,9 +35,20 @@ from collections import OrderedDict
 from olcli import cb
 from olcli.cb_format import CbEvent
 from olcli.cb_learner import CbLearner, make_event, sample
+from olcli.engine.cb_single import EventScorer
 from olcli.errors import DataError, Diverged
 
 MAX_EVENT_ID = 256
+
+
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
+
+
+def _string(text: str) -> bytes:
+    """``text`` as a JSON string (``json.dumps``'s: ASCII, escapes), without the encoder for plain ids."""
+    if _PLAIN.issuperset(text):
+        return b'"%s"' % text.encode()
+    return json.dumps(text).encode()
 
 
 class CbRequestError(Exception):
@@ -51,13 +66,21 @@ class CbServing:
         self.seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
         self.run = os.urandom(3).hex()      # the made ids of one process differ from another's
         self.ranked = 0                     # events ranked so far: n of the next draw
-        self.pending = OrderedDict()        # event id -> (event, action, probability)
+        self.pending = OrderedDict()        # event id -> (event, action, probability, parsed line or None)
         self.dropped = 0
         self.learner = None
+        self.scorer = None
+        self.uses = 0                       # models served so far: a kept parsed line is learned by its own
 
     def use(self, learner) -> None:
-        """The served ``Learner`` (at start and after a reload) as its ``CbLearner``."""
+        """The served ``Learner`` (at start and after a reload) as its ``CbLearner``, and its event scorer
+        (engine/cb_single.py: parse and score in one kernel call) when the model has one."""
         self.learner = CbLearner.from_learner(learner)
+        self.uses += 1
+        policy = self.learner.policy
+        self.scorer = None
+        if EventScorer.supports(learner) and policy.rule != "bag" and policy.placed is None:
+            self.scorer = EventScorer(learner)
 
     def store_state(self) -> None:
         self.learner.store_state()
@@ -65,6 +88,11 @@ class CbServing:
     # --- requests ---
 
     def rank(self, doc) -> dict:
+        event_id, action, probability, pmf = self._rank(doc)
+        return {"event_id": event_id, "action": action, "probability": probability, "pmf": pmf}
+
+    def _rank(self, doc) -> tuple:
+        """(event id, action, its probability, the PMF as a list) of a rank request."""
         if not isinstance(doc, dict):
             raise CbRequestError(400, 'expected {"shared": "|ns f ...", "actions": ["|ns f ...", ...]}')
         extra = [k for k in doc if k not in ("shared", "actions", "event_id")]
@@ -81,32 +109,53 @@ class CbServing:
             if event_id in self.pending:
                 raise CbRequestError(409, f"event_id {event_id!r} is already waiting for a reward")
         learner = self.learner
+        k = len(event.actions)
+        scorer = self.scorer
+        lines = None
+        if scorer is not None:   # one kernel call: the action lines parsed (and kept) and scored
+            text = "\n".join(learner.policy.action_lines(event)) + "\n"
+            if scorer.score(text.encode()) == k:
+                lines = scorer
         try:
-            ranking = learner.ranking_of(event)
+            ranking = learner.ranking_from_scores(scorer.scores[:k].tolist()) if lines is not None \
+                else learner.ranking_of(event)
         except DataError as exc:   # a feature the parser refuses
             raise CbRequestError(400, str(exc)) from None
         n = self.ranked
         self.ranked += 1
-        pmf = learner.pmf_of(event, ranking)
+        pmf = [0.0] * k
         if learner.explore:
+            for a, p in ranking:
+                pmf[a] = p
             u, _ = cb.merand48(self.seed + n)
             action = sample(ranking, u)
         else:
             action = ranking[0][0]
-        probability = float(pmf[action])
+            pmf[action] = 1.0
+        probability = pmf[action]
         if event_id is None:
             event_id = f"{self.run}-{n}"
         if self.options.learn:
-            self.pending[event_id] = (event, action, probability)
+            parsed = None
+            if lines is not None and learner.learns_one_line:   # the played action's line, as parsed
+                start, end = lines.rows[action], lines.rows[action + 1]
+                parsed = (self.uses, lines.hashed[start:end].copy(), lines.values[start:end].copy(),
+                          int(lines.counts[action]))
+            self.pending[event_id] = (event, action, probability, parsed)
             if len(self.pending) > self.options.cb_pending:
                 self.pending.popitem(last=False)
                 self.dropped += 1
         stats = self.served.stats
         stats.requests += 1
         stats.examples += 1
-        return {"event_id": event_id, "action": action, "probability": probability, "pmf": pmf.tolist()}
+        return event_id, action, probability, pmf
 
     def reward(self, doc) -> dict:
+        event_id, action, probability, cost = self._reward(doc)
+        return {"event_id": event_id, "learned": True, "action": action, "probability": probability, "cost": cost}
+
+    def _reward(self, doc) -> tuple:
+        """(event id, action, probability, cost) of a reward request, learned."""
         if not self.options.learn:
             raise CbRequestError(409, "this server does not learn (start it with --learn -f OUT)")
         if not isinstance(doc, dict):
@@ -128,11 +177,13 @@ class CbServing:
         entry = self.pending.pop(event_id, None)
         if entry is None:
             raise CbRequestError(404, self._not_waiting(event_id))
-        event, action, probability = entry
-        labelled = CbEvent(event.shared, event.actions, action, cost, probability)
+        event, action, probability, parsed = entry
         served = self.served
         try:
-            self.learner.learn_event(labelled)
+            if parsed is not None and parsed[0] == self.uses:   # parsed for the model that learns it
+                self.learner.learn_parsed(len(event.actions), action, cost, probability, *parsed[1:])
+            else:
+                self.learner.learn_event(CbEvent(event.shared, event.actions, action, cost, probability))
         except Diverged as exc:
             if not served.diverged:
                 served.diverged = True
@@ -140,7 +191,7 @@ class CbServing:
                                                       "is kept)")
         served.stats.requests += 1
         served.stats.learned += 1
-        return {"event_id": event_id, "learned": True, "action": action, "probability": probability, "cost": cost}
+        return event_id, action, probability, cost
 
     def _not_waiting(self, event_id: str) -> str:
         run, _, number = event_id.rpartition("-")
@@ -152,14 +203,26 @@ class CbServing:
                 f"or dropped (the table keeps the last {limit} events waiting, --cb-pending)")
 
     def handle(self, kind: str, doc) -> tuple:
-        """(HTTP status, JSON reply) of a rank or reward request."""
+        """(HTTP status, JSON reply) of a rank or reward request: the reply rendered (bytes; the reply
+        of the line protocol with ``"model": {"generation": g}`` at its end), or an error's dict."""
         try:
-            reply = self.rank(doc) if kind == "rank" else self.reward(doc)
+            text = self._rendered(kind, doc)
         except CbRequestError as exc:
             self.served.log.client_error(f"cb_{kind}_refused", status=exc.status, error=str(exc))
             return exc.status, {"error": str(exc)}
-        reply["model"] = {"generation": self.served.generation}
-        return 200, reply
+        return 200, b"%s,\"model\":{\"generation\":%d}}" % (text[:-1], self.served.generation)
+
+    def _rendered(self, kind: str, doc) -> bytes:
+        """The JSON reply of a rank or reward request, written directly (the bytes ``json.dumps`` of
+        ``rank``/``reward``'s dict with separators (",", ":") gives: keys in that order, floats as
+        ``repr``, the event id as a JSON string)."""
+        if kind == "rank":
+            event_id, action, probability, pmf = self._rank(doc)
+            return (b'{"event_id":%s,"action":%d,"probability":%s,"pmf":[%s]}'
+                    % (_string(event_id), action, repr(probability).encode(), ",".join(map(repr, pmf)).encode()))
+        event_id, action, probability, cost = self._reward(doc)
+        return (b'{"event_id":%s,"learned":true,"action":%d,"probability":%s,"cost":%s}'
+                % (_string(event_id), action, repr(probability).encode(), repr(cost).encode()))
 
     def reply_lines(self, data: bytes) -> bytes:
         """The line protocol for a CB model: one JSON object a line, a rank request (``actions``) or a reward
@@ -176,12 +239,10 @@ class CbServing:
                 continue
             kind = "rank" if isinstance(doc, dict) and "actions" in doc else "reward"
             try:
-                reply = self.rank(doc) if kind == "rank" else self.reward(doc)
+                out.append(self._rendered(kind, doc))
             except CbRequestError as exc:
                 self.served.log.client_error(f"cb_{kind}_refused", status=exc.status, error=str(exc))
                 out.append(b"error: " + str(exc).replace("\n", " ").encode("utf-8", "replace"))
-                continue
-            out.append(json.dumps(reply, separators=(",", ":")).encode())
         return b"\n".join(out) + b"\n" if out else b""
 
     def info(self) -> dict:

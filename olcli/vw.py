@@ -27,19 +27,29 @@ No heavy imports: this module is imported while ``olcli train`` parses its optio
 
 import os
 import re
-from typing import NamedTuple
-
 from olcli.errors import UsageError
+from olcli.records import Frozen
 from olcli.settings import MODEL_SETTINGS, RUN_SETTINGS
 
 DATA = "DATA"  # the target of -d/--data: a data file, olcli's positional argument
 
 
-class VWOption(NamedTuple):
-    names: tuple        # VW's spellings, long first ("--data", "-d")
-    value: bool         # takes a value
-    target: str         # olcli's spelling (DATA: positional data); "" = accepted, nothing to do
-    note: str = ""      # what olcli does with it, for `olcli vw --help` and docs/vw.md
+class VWOption(Frozen):
+    """One VW option olcli accepts."""
+    __slots__ = _fields = ("names", "value", "target", "note")
+
+    def __init__(
+            self,
+            names: tuple,        # VW's spellings, long first ("--data", "-d")
+            value: bool,         # takes a value
+            target: str,         # olcli's spelling (DATA: positional data); "" = accepted, nothing to do
+            note: str = "",      # what olcli does with it, for `olcli vw --help` and docs/vw.md
+    ):
+        setter = object.__setattr__
+        setter(self, "names", names)
+        setter(self, "value", value)
+        setter(self, "target", target)
+        setter(self, "note", note)
 
 
 # Every VW option olcli accepts. The target must be an option of the command it is
@@ -194,11 +204,14 @@ def is_option(token: str) -> bool:
     return token.startswith("-") and token not in ("-", "--") and not _NUMBER.match(token)
 
 
-class Known(NamedTuple):
+class Known(Frozen):
     """A command's own options: spelling -> takes a value; and the allowed values of
     those that have a fixed set (spelling -> list)."""
-    options: dict
-    choices: dict = {}
+    __slots__ = _fields = ("options", "choices")
+
+    def __init__(self, options: dict, choices: dict | None = None):
+        object.__setattr__(self, "options", options)
+        object.__setattr__(self, "choices", {} if choices is None else choices)
 
     def has(self, name: str) -> bool:
         return name in self.options

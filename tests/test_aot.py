@@ -183,25 +183,54 @@ finally:
 """
 
 
-def test_serve_answers_ahead_of_time_without_numba(aot_dir, tmp_path):
-    """``olcli serve`` in the AOT mode: its one-call path (engine/single.py) is the compiled
-    module's (the HTTP /model counter says the lines took it), its replies are ``olcli test -p``'s
-    bytes, and the server never imports Numba."""
+def _as_built(aot_dir, tmp_path) -> str:
+    """A folder whose manifest is the build's (``aot_dir`` or the installed one) with exactly the
+    one-call entries ``olcli.aot.selection`` has built (whatever ``--every-entry`` a developer's
+    build had): what ``pip install .`` gives."""
+    from olcli import aot
+    from olcli.aot import selection
+
+    source, manifest = _manifest(aot_dir)
+    built = selection.to_build({name: list(table) for name, table in manifest["kernels"].items()})
+    manifest["kernels"] = {name: {key: manifest["kernels"][name][key] for key in keys} for name, keys in built.items()}
+    manifest["files"] = {part: os.path.join(source, name) for part, name in manifest["files"].items()}
+    folder = tmp_path / "as-built"
+    folder.mkdir()
+    (folder / aot.MANIFEST_NAME).write_text(json.dumps(manifest))
+    return str(folder)
+
+
+# (training data, options, the test lines): the default learner's plain model has the one-call
+# entry compiled ahead; the others are answered by the batch path, compiled ahead too.
+SERVED = {"default": (VW, ["--loss", "logistic"], str(SAMPLE / "a9a_test.vw"), True),
+          "ftrl": (VW, ["--ftrl", "--loss", "logistic"], str(SAMPLE / "a9a_test.vw"), False),
+          "oaa": (str(SAMPLE / "letter_train.vw"), ["--oaa", "26"], str(SAMPLE / "letter_train.vw"), False)}
+
+
+@pytest.mark.parametrize("case", list(SERVED))
+def test_serve_answers_ahead_of_time_without_numba(aot_dir, tmp_path, case):
+    """``olcli serve`` in the AOT mode, with the compiled module as ``pip install .`` builds it
+    (olcli/aot/selection.py): its replies are ``olcli test -p``'s bytes and the server never
+    imports Numba (nothing is compiled at run time). The default learner's plain model is
+    answered by the one-call path (engine/single.py; the HTTP /model counter says the lines
+    took it); an --ftrl or --oaa model, whose entry is not built, by the batch path."""
     import signal
     import socket
     import time
 
     import httpx
 
+    data, options, queries, one_call = SERVED[case]
+    built = _as_built(aot_dir, tmp_path)
     model, expected = tmp_path / "m.olm", tmp_path / "p.txt"
-    _run("aot", aot_dir, ["train", VW, "--loss", "logistic", "-f", str(model), "--quiet"])
-    _run("aot", aot_dir, ["test", str(SAMPLE / "a9a_test.vw"), "-i", str(model), "-p", str(expected), "--quiet"])
-    lines = (SAMPLE / "a9a_test.vw").read_bytes().splitlines(keepends=True)[:50]
+    _run("aot", built, ["train", data, *options, "-f", str(model), "--quiet"])
+    _run("aot", built, ["test", queries, "-i", str(model), "-p", str(expected), "--quiet"])
+    lines = Path(queries).read_bytes().splitlines(keepends=True)[:50]
     port_file, http_file = tmp_path / "port", tmp_path / "http"
     log = open(tmp_path / "serve.log", "wb")
     server = subprocess.Popen([sys.executable, "-c", SERVE, "serve", "-i", str(model), "--port", "0",
                                "--port-file", str(port_file), "--http-port", "0", "--http-port-file", str(http_file)],
-                              stdout=subprocess.DEVNULL, stderr=log, env=_environment("aot", aot_dir))
+                              stdout=subprocess.DEVNULL, stderr=log, env=_environment("aot", built))
     try:
         deadline = time.monotonic() + 300
         while not (port_file.exists() and http_file.exists() and port_file.read_text() and http_file.read_text()):
@@ -221,8 +250,32 @@ def test_serve_answers_ahead_of_time_without_numba(aot_dir, tmp_path):
         server.wait(timeout=60)
         log.close()
     assert b"".join(replies) == b"".join(expected.read_bytes().splitlines(keepends=True)[:50])
-    assert model_info["serving"]["fast_path"] >= len(lines)
-    assert "mode aot numba False" in (tmp_path / "serve.log").read_text()
+    if one_call:
+        assert model_info["serving"]["fast_path"] >= len(lines)
+    else:
+        assert model_info["serving"]["fast_path"] == 0
+    served_log = (tmp_path / "serve.log").read_text()
+    assert "mode aot numba False" in served_log and "compiling" not in served_log, served_log
+
+
+def test_the_build_compiles_one_serve_entry_of_the_recorded_ones():
+    """``olcli.aot.selection.to_build``: every recorded signature but the one-call entries'
+    forms other than the default learner's plain model (VW text, binary, no interactions)."""
+    from olcli import aot
+    from olcli.aot import selection
+    from olcli.engine.registry import DEFAULT_ALGORITHM
+    from olcli.engine.single import ENTRIES
+
+    with open(os.path.join(aot.HERE, "aot_signatures.json")) as f:   # not build.py's: it sets OLCLI_KERNELS
+        recorded = json.load(f)["kernels"]
+    built = selection.to_build(recorded)
+    entry = f"olcli.engine.single:{ENTRIES[DEFAULT_ALGORITHM].py_func.__name__}"
+    assert {name: keys for name, keys in built.items() if not name.startswith("olcli.engine.single:")} == \
+        {name: keys for name, keys in recorded.items() if not name.startswith("olcli.engine.single:")}
+    assert [name for name in built if name.startswith("olcli.engine.single:")] == [entry]
+    assert built[entry] and all(key.split(";")[2:5] == ["none", "none", "none"] for key in built[entry])
+    assert set(built[entry]) == {key for key in recorded[entry] if key.split(";")[2:5] == ["none"] * 3}
+    assert selection.to_build(recorded, every_entry=True) == recorded
 
 
 def test_a_kernel_not_compiled_ahead_is_compiled_with_a_notice(aot_dir, tmp_path):

@@ -11,15 +11,19 @@ import json
 import random
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from processes import stop_all
 
 import olcli
+from olcli.cb_learner import as_parsed, make_event
+from olcli.engine.cb_single import EventScorer
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -258,3 +262,53 @@ def test_cb_adf_model_plays_its_best_action(tmp_path, server, cli):
     code, _, err = cli("train", "--cb-adf", "-i", m0, "-d", "log.ldf", "-f", "ref.olm", "--quiet")
     assert code == 0, err
     assert (tmp_path / "out.olm").read_bytes() == Path("ref.olm").read_bytes() == twin.to_bytes()
+
+
+def test_reward_numbers_are_what_the_parser_reads():
+    """The server learns a reward without writing its line: the label (cost) and the importance weight
+    are ``as_parsed``, which must be the number the parser (engine/numbers.py) reads from their repr,
+    as ``olcli train`` reads the logged line; often not the number itself."""
+    from olcli.engine.numbers import parse_number
+
+    rnd = random.Random(3)
+    values = [1 / 3, 0.1, -1.0, 0.0, -0.0, 1e-300, 5e-324, 1.7976931348623157e308, 123456789012345678.0]
+    values += [rnd.random() * 10 ** rnd.randint(-40, 40) for _ in range(3000)]
+    values += [1.0 / rnd.random() * (rnd.randint(1, 10 ** 4) / rnd.randint(1, 10 ** 5)) for _ in range(3000)]
+    differ = 0
+    for v in values:
+        buf = np.frombuffer(repr(v).encode(), np.uint8)
+        expected, status = parse_number(buf, 0, len(buf))
+        assert status == 0
+        assert struct.pack("<d", as_parsed(v)) == struct.pack("<d", expected), repr(v)
+        differ += expected != v
+    assert differ > 100   # the parser's slow path: learning the float itself would not be olcli train's model
+
+
+@pytest.mark.parametrize("cb", [{"epsilon": 0.2}, {"rule": "squarecb"}, {"rule": "first", "first": 3},
+                                {"rule": "softmax", "lambda": 2}, {"reduction": "cb_adf"}])
+def test_scored_lines_learn_as_the_text(tmp_path, cb):
+    """The rank's one kernel call (engine/cb_single.py) scores as ``CbLearner.scores``, and learning the
+    played line as it parsed it (``learn_parsed``) changes the model byte for byte as ``learn_event``
+    (the text path ``olcli train`` takes), also when a new feature makes the model's pool grow."""
+    m0 = first_model(tmp_path / "m0.olm", cb)
+    fast, text = olcli.load(m0), olcli.load(m0)
+    assert fast.learns_one_line
+    scorer = EventScorer(fast.learner)
+    if scorer.score(b"") < 0:
+        pytest.skip("the kernels compiled ahead lack engine/cb_single's entry for this model (aot_signatures.json "
+                    "lists scores_gd: rebuild with python -m olcli.aot.build build)")
+    rnd = random.Random(8)
+    for n in range(40):
+        user, shared, actions = context(rnd)
+        actions = actions + [f"|a new{n} kind{n % 7}:0.5"]
+        k = len(actions)
+        data = ("\n".join(fast.policy.action_lines(make_event(shared, actions))) + "\n").encode()
+        assert scorer.score(data) == k
+        assert scorer.scores[:k].tolist() == pytest.approx(text.scores(shared, actions).tolist(), abs=1e-12)
+        chosen = rnd.randrange(k)
+        cost, p = cost_of(user, chosen), rnd.choice([0.25, 1 / 3, 0.7, 1 / 7, 0.9125])
+        start, end = scorer.rows[chosen], scorer.rows[chosen + 1]
+        fast.learn_parsed(k, chosen, cost, p, scorer.hashed[start:end].copy(), scorer.values[start:end].copy(),
+                          int(scorer.counts[chosen]))
+        text.learn_event(make_event(shared, actions, chosen, cost, p))
+    assert fast.to_bytes() == text.to_bytes()

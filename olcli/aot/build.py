@@ -8,12 +8,14 @@ Two steps, both with Numba's JIT (``OLCLI_KERNELS=jit``, set here):
   type; the Python API's matrix input, ``olcli serve``'s one-call path, the Dask
   workers' line counter) and write every argument-type signature Python called an
   olcli kernel with into ``aot_signatures.json`` (in the repository, beside this file).
-- ``build`` (at ``pip install``, or by hand): compile every recorded signature with
-  ``numba.pycc`` into the extension module ``olcli.aot._aot_kernels`` and write
-  ``_aot_kernels.json`` (which exported function serves which kernel and argument
-  types, and the stamp of the engine's sources it was built from: a module built
-  from other sources is never used). Needs a C compiler (Numba's runtime is compiled
-  from C into the module). The machine code is for this machine's CPU, as the JIT's.
+- ``build`` (at ``pip install``, or by hand): compile the recorded signatures with
+  ``numba.pycc`` (all but ``olcli serve``'s one-call entries beyond the default learner's
+  plain model: olcli/aot/selection.py; ``--every-entry`` compiles those too) into the
+  extension modules ``olcli.aot._aot_kernels_<k>`` and write ``_aot_kernels.json``
+  (which exported function serves which kernel and argument types, and the stamp of
+  the engine's sources it was built from: a module built from other sources is never
+  used). Needs a C compiler (Numba's runtime is compiled from C into the module). The
+  machine code is for this machine's CPU, as the JIT's.
 
 A signature whose arguments are not plain values, arrays and (named) tuples of them
 (a kernel passed as an argument) is not compiled ahead: those calls take the JIT path.
@@ -37,6 +39,7 @@ SIGNATURES = os.path.join(HERE, "aot_signatures.json")
 # --- signatures <-> keys: olcli/aot/keys.py ---
 
 from olcli.aot.keys import split_key, key_type, type_key  # noqa: E402,F401
+from olcli.aot import selection  # noqa: E402
 
 
 # --- record ---
@@ -138,21 +141,70 @@ def load_signatures(path: str = SIGNATURES) -> dict:
         return json.load(f)["kernels"]
 
 
-# A rough cost of compiling each kernel (the mixture holds three algorithms' code), to share
-# the work between the build's processes evenly.
-_COST = {"mixture": 3.0, "parse": 1.5}
+# CPU seconds of compiling one signature (Numba's typing, lowering and LLVM; ``--verbose``
+# builds, benchmarks/results/startup_install_build.md), to share the work between the build's
+# processes evenly: by kernel name, else by the kernel's own name, else 1.
+_SECONDS = {"olcli.engine.mixture:run_chunk": 40.0, "olcli.engine.mixture:run_chunk_multiclass": 45.0,
+            "olcli.engine.gd:run_chunk": 17.0, "olcli.engine.gd:run_chunk_multiclass": 16.0,
+            "olcli.engine.mixture:weights_at": 3.0, "olcli.engine.parse:parse_buffers": 3.0,
+            "olcli.engine.parse:csr_examples": 3.0, "olcli.engine.single:reply_mix": 58.0}
+_SECONDS_BY_NAME = {"run_chunk": 6.0, "run_chunk_multiclass": 6.0, "weights_at": 0.8,
+                    "parse_chunk_vw": 24.0, "parse_chunk_vw_interacting": 29.0, "parse_chunk_libsvm": 20.0,
+                    "parse_chunk_libsvm_interacting": 27.0}
+_ENTRY_SECONDS = 15.0   # another one-call entry (--every-entry), besides its algorithm's loop
+
+
+def _seconds(name: str) -> float:
+    if name in _SECONDS:
+        return _SECONDS[name]
+    module, _, qualname = name.partition(":")
+    if module == selection.ENTRY_MODULE:
+        return _ENTRY_SECONDS
+    return _SECONDS_BY_NAME.get(qualname, 1.0)
+
+
+def _group(name: str, entries: dict) -> str:
+    """The kernel ``name`` is compiled with: a one-call entry with its algorithm's ``run_chunk``,
+    which it calls (compiled once in a process: ``_through``); any other kernel on its own."""
+    if name in entries:
+        from olcli.engine import registry
+
+        return f"olcli.engine.{registry.ALGORITHMS[entries[name]].module}:run_chunk"
+    return name
 
 
 def _parts(wanted: dict, jobs: int) -> list:
-    """``wanted`` split into ``jobs`` parts of about the same compile cost."""
+    """``wanted`` split into ``jobs`` parts of about the same compile time (``_seconds``; the
+    largest groups first, each to the part with the least so far), a one-call entry in the
+    same part as its algorithm's loop (``_group``)."""
+    entries = selection.entry_algorithms()
+    groups = {}
+    for name, keys in wanted.items():
+        members, cost = groups.get(_group(name, entries), ({}, 0.0))
+        members[name] = keys
+        groups[_group(name, entries)] = (members, cost + _seconds(name) * len(keys))
     parts = [({}, 0.0) for _ in range(max(1, jobs))]
-    by_cost = sorted(wanted.items(), key=lambda item: -_COST.get(item[0].partition(":")[0].rsplit(".", 1)[-1], 1.0))
-    for name, keys in by_cost:
-        cost = _COST.get(name.partition(":")[0].rsplit(".", 1)[-1], 1.0) * len(keys)
+    for members, cost in sorted(groups.values(), key=lambda group: (-group[1], sorted(group[0]))):
         k = min(range(len(parts)), key=lambda i: parts[i][1])
-        parts[k][0][name] = keys
+        parts[k][0].update(members)
         parts[k] = (parts[k][0], parts[k][1] + cost)
     return [part for part, _ in parts if part]
+
+
+def _through(dispatcher, arity: int):
+    """A function of ``arity`` arguments that returns ``dispatcher``'s result for them: what is
+    exported in the kernel's place. Its compiled code calls the code Numba's dispatcher compiles
+    for these argument types (the JIT's own, with the kernel's options), once per process: a
+    kernel that another exported kernel calls (``olcli serve``'s one-call entry calls its
+    algorithm's ``run_chunk``) is compiled once, not once for its own export and again as the
+    other's callee. LLVM inlines the call when both are linked into the module."""
+    names = ", ".join(f"a{i}" for i in range(arity))
+    scope = {"kernel": dispatcher}
+    exec(f"def through({names}):\n    return kernel({names})\n", scope)
+    function = scope["through"]
+    function.__module__ = dispatcher.py_func.__module__     # kernel_name: the timing's label
+    function.__qualname__ = dispatcher.py_func.__qualname__
+    return function
 
 
 def build_part(output_dir: str, wanted: dict, part: int, verbose: bool = False) -> dict:
@@ -180,12 +232,13 @@ def build_part(output_dir: str, wanted: dict, part: int, verbose: bool = False) 
         dispatcher = dispatchers.get(name)
         if dispatcher is None:
             raise SystemExit(f"olcli.aot.build: {name} is recorded but is no kernel now (record again)")
-        nogil[dispatcher.py_func] = bool(dispatcher.targetoptions.get("nogil"))
         for key in keys:
             symbol = f"k{number}"
             number += 1
             argument_types = tuple(key_type(one) for one in split_key(key, ";"))
-            cc.export(symbol, argument_types)(dispatcher.py_func)
+            function = _through(dispatcher, len(argument_types))
+            nogil[function] = bool(dispatcher.targetoptions.get("nogil"))
+            cc.export(symbol, argument_types)(function)
             table.setdefault(name, {})[key] = f"{part}:{symbol}"
     typing = {}
     _release_gil(nogil, typing)
@@ -216,7 +269,7 @@ def build(output_dir: str = HERE, wanted: dict | None = None, jobs: int | None =
     from olcli.engine import jit
 
     if wanted is None:
-        wanted = load_signatures()
+        wanted = selection.to_build(load_signatures())
     jobs = jobs or os.cpu_count() or 1
     os.makedirs(output_dir, exist_ok=True)
     started = time.perf_counter()
@@ -272,6 +325,8 @@ def main(argv=None) -> None:
     parser.add_argument("--tasks", nargs="*", help="record: warm.py's tasks (default: all)")
     parser.add_argument("--output-dir", default=HERE)
     parser.add_argument("--kernels", nargs="*", help="build: only these recorded kernels (module:name)")
+    parser.add_argument("--every-entry", action="store_true",
+                        help="build: every recorded form of olcli serve's one-call entries (olcli/aot/selection.py)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     if args.step == "part":
@@ -285,7 +340,7 @@ def main(argv=None) -> None:
         print(f"recorded {sum(len(keys) for keys in table.values())} signatures of {len(table)} kernels "
               f"into {SIGNATURES}")
     else:
-        wanted = load_signatures()
+        wanted = selection.to_build(load_signatures(), every_entry=args.every_entry)
         if args.kernels:
             wanted = {name: keys for name, keys in wanted.items() if name in args.kernels}
         result = build(args.output_dir, wanted, args.jobs, verbose=args.verbose)

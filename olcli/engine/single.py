@@ -26,8 +26,10 @@ ahead of time like every other kernel (olcli/aot): ``olcli serve`` compiles noth
 compiled function is called directly, without typing its arguments on every call.
 
 Anything the fast path does not do (a bad line, a diverged prediction, multiclass
-probabilities, learning, an algorithm without an entry here) is left to the batch path:
-``LinePredictor.reply`` returns None and the caller uses it.
+probabilities, learning, an algorithm without an entry here, or, with the kernels compiled
+ahead, a kind of model whose entry the build leaves out: olcli/aot/selection.py builds the
+default learner's plain form only) is left to the batch path: ``LinePredictor.reply``
+returns None and the caller uses it.
 
 Numba caches a module-level entry point that names the kernels it calls; closures over
 them and kernels passed in from Python are not cached. Hence one written-out entry per
@@ -296,8 +298,9 @@ class LinePredictor:
         (part of the input). Then the entry's compiled function for these arguments, called
         directly (their types never change: the same arrays; the input is always bytes). With
         the kernels compiled ahead of time (``jit.MODE == "aot"``) an entry the module lacks (a
-        kind of model ``olcli.aot.build record`` did not meet) is not compiled at run time:
-        ``reply`` returns None and the batch path, compiled ahead too, answers."""
+        form olcli/aot/selection.py does not build, or one ``olcli.aot.build record`` did not
+        meet) is not compiled at run time: ``reply`` returns None and the batch path, compiled
+        ahead too, answers."""
         self._out = np.empty(33 * (length // 2 + 1) + length, np.uint8)
         self._view = memoryview(self._out)  # slices of a memoryview cost less than an array's
         self._capacity = length

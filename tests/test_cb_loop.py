@@ -1,0 +1,100 @@
+"""``--cbify``'s chunk kernel (olcli/engine/cb_loop.py) against the per-line loop it replaces
+(``cb_sim.Cbify.step``, itself checked step by step against tests/naive_cb.py in test_cb_sim.py) and its
+parts against their definitions: NumPy's summation order, VW's merand48 draw, the epsilon floor."""
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import naive_cb as nc
+from olcli import cb, cb_sim
+from olcli.engine import cb_loop
+
+
+def test_pairwise_sum_is_numpys_sum_to_the_last_bit():
+    rng = np.random.default_rng(7)
+    for n in list(range(0, 300)) + [511, 512, 1000, 1025, 4097]:
+        a = rng.standard_normal(n + 3) * 10.0 ** rng.integers(-6, 6, n + 3)
+        assert cb_loop.pairwise_sum(a, 3, n) == a[3:3 + n].sum(), n
+
+
+def test_the_draw_is_vws():
+    rnd = random.Random(11)
+    for seed in range(300):
+        k = rnd.randint(1, 8)
+        p = np.array([rnd.random() for _ in range(k)])
+        p[rnd.randrange(k)] = 0.0
+        s = nc.VW_APP_SEED + seed
+        assert cb_loop.sample_index(s, p, k) == nc.sample_after_normalizing(s, list(p))
+        assert cb_loop.merand48_first(s) == nc.merand48(s)[0]
+
+
+def test_the_epsilon_floor_is_the_policys():
+    rnd = random.Random(3)
+    for _ in range(200):
+        k = rnd.randint(1, 9)
+        p = np.array([rnd.random() for _ in range(k)])
+        p /= p.sum()
+        eps = rnd.choice([0.0, 0.01, 0.05, 0.3, 0.9995])
+        want = cb.enforce_minimum_probability(p, eps)
+        got = p.copy()
+        cb_loop.enforce_minimum_probability(got, eps, np.empty(k))
+        assert got.tolist() == want.tolist()
+
+
+def stream(n=700, k=5, seed=4):
+    """Multiclass lines with unlabelled, weighted, tagged and blank lines, repeated and colliding features."""
+    r = random.Random(seed)
+    out = []
+    for i in range(n):
+        if r.random() < 0.02:
+            out.append("")
+            continue
+        feats = " ".join(f"f{r.randint(0, 60)}:{r.uniform(-2, 2):.3f}" for _ in range(r.randint(0, 150)))
+        label = "" if r.random() < 0.05 else (f"{r.randint(1, k)}" if r.random() < 0.7
+                                              else f"{r.randint(1, k)} {r.uniform(0, 3):.2f}")
+        tag = f"'t{i}" if r.random() < 0.1 else ""
+        out.append(f"{label} {tag}|a {feats} |b z{r.randint(0, 5)}".lstrip())
+    return "\n".join(out) + "\n"
+
+
+RULES = [["--epsilon", "0.1"], ["--epsilon", "0.2", "--first_only"], ["--squarecb"],
+         ["--squarecb", "--epsilon", "0.05", "--gamma_scale", "3"], ["--first", "40", "--epsilon", "0.02"]]
+
+
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("learner, costs", [([], []), (["--sgd", "-l", "0.1"], ["--loss0", "0.2", "--loss1", "1.5"])])
+def test_the_chunk_kernel_prints_and_saves_what_the_per_line_loop_does(cli, monkeypatch, rule, learner, costs):
+    """Table and summary, -p and the -f model file byte for byte, with the kernel and with Cbify.step; then -i
+    and -t continue the same way."""
+    k = 5
+    Path("d.txt").write_text(stream(k=k))
+    args = ["vw", "--cbify", k, "--cb_explore_adf", *rule, *costs, "-d", "d.txt"]   # -i: the model's learner
+    chunks = []
+    run_chunk = cb_sim.Cbify.run_chunk
+
+    def counted(self, *a, **kw):
+        chunks.append(1)
+        return run_chunk(self, *a, **kw)
+
+    monkeypatch.setattr(cb_sim.Cbify, "run_chunk", counted)
+    results = []
+    for per_line in (False, True):
+        if per_line:
+            assert len(chunks) >= 3   # the kernel ran the three runs above
+            monkeypatch.setattr(cb_sim.Cbify, "chunk_kernel", lambda self, learn=True: None)
+        tag = "line" if per_line else "kernel"
+        p, m, n, q, r = (f"{x}_{tag}.out" for x in "pmnqr")
+        code, _, err = cli(*args, *learner, "-p", p, "-f", m)
+        assert code == 0, err
+        code, _, err2 = cli(*args, "-i", m, "-f", n, "-p", q)
+        assert code == 0, err2
+        code, _, err3 = cli(*args, "-i", n, "-t", "-p", r)
+        assert code == 0, err3
+        texts = [e.replace(f"_{tag}.out", "") for e in (err, err2, err3)]
+        files = [Path(x).read_bytes() for x in (p, m, n, q, r)]
+        results.append((texts, files))
+    assert "average loss" in results[0][0][0]
+    assert results[0] == results[1]
