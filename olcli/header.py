@@ -10,15 +10,16 @@ import math
 import numpy as np
 
 from olcli.engine.records import COUNTER_NAMES
-from olcli.engine.registry import ALGORITHMS
+from olcli.engine.registry import KNOWN as ALGORITHMS  # a model file may name a LEGACY one
 from olcli.errors import ModelError, UsageError
 from olcli.records import Frozen
 from olcli.settings import BY_NAME as SETTINGS
 from olcli.settings import INITIAL_WEIGHT_ALGORITHMS, MAX_CLASSES, MODEL_SETTINGS, STARTS
 
-FORMAT_VERSION = 4   # 2: counters min_label/max_label, prediction range, algorithm scalars;
+FORMAT_VERSION = 5   # 2: counters min_label/max_label, prediction range, algorithm scalars;
                      # 3: n-grams, hash seed, interaction flags, predict-only models;
-                     # 4: the hash rule (input.hash_rule: VW's --hash all or strings)
+                     # 4: the hash rule (input.hash_rule: VW's --hash all or strings);
+                     # 5: the default's members (mixture.py); "mix" in format <= 4 is "mix-v1"
 
 # --- validation: the header is checked field by field, then against the payload ---
 #
@@ -274,7 +275,7 @@ SLOT_RULES = {
     ("ftrl", "n"): "nonnegative",
     ("scinol1", "S2"): "nonnegative", ("scinol1", "M"): "nonnegative", ("scinol1", "beta"): "nonnegative",
     ("scinol2", "S2"): "nonnegative", ("scinol2", "M"): "nonnegative",
-    ("mix", "scinol2.S2"): "nonnegative", ("mix", "scinol2.M"): "nonnegative",
+    ("mix-v1", "scinol2.S2"): "nonnegative", ("mix-v1", "scinol2.M"): "nonnegative",
 }
 
 

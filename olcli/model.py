@@ -24,7 +24,8 @@ from olcli import __version__
 from olcli.atomic import atomic_write
 from olcli.digest import sha256
 from olcli.engine.records import COUNTER_NAMES, N_COUNTERS
-from olcli.engine.registry import ALGORITHMS
+from olcli.engine.registry import KNOWN as ALGORITHMS  # a model file may name a LEGACY one
+from olcli.engine.registry import LEGACY
 from olcli.errors import ModelError
 # the header's checks (olcli/header.py) and the table in memory (olcli/state.py); the model
 # file's readers use these through it too
@@ -197,7 +198,15 @@ def read_header(raw: bytes, path: str) -> tuple[dict, int]:
         raise ModelError(f"{path} is corrupted (unreadable header: {str(exc)[:200]})") from None
     if not isinstance(header, dict):
         raise ModelError(f"{path} is corrupted (the header is not a JSON object)")
+    if version <= 4 and header.get("algorithm") == "mix" and _slots_of(header) == list(LEGACY["mix-v1"].slots):
+        # the default's members changed in format 5: an older "mix" (its slots say so) is mixture_v1's
+        header["algorithm"] = "mix-v1"
     return header, _PREFIX.size + header_size
+
+
+def _slots_of(header: dict):
+    state = header.get("state")
+    return state.get("slots") if isinstance(state, dict) else None
 
 
 def decode(raw: bytes, path: str, shared_by: int | None = None) -> Model:

@@ -420,18 +420,45 @@ def oaa_gradient(loss_name):
     return gradient
 
 
+class ScInOL2Member:
+    """ScInOL2 (above) as a member of a Mixture: its prediction is clipped to the
+    mixture's label range, its derivative clipped to [-1, 1] for unbounded losses
+    when ``clip`` (as alone)."""
+
+    def __init__(self, dim, epsilon, clip):
+        self.learner = ScInOL2(dim, {"epsilon": epsilon})
+        self.clip = clip
+        self.mixture = None   # set by Mixture: the label range to clip to
+
+    def see_label(self, y):
+        pass   # the mixture's range is its range
+
+    def learn(self, features, y, importance, base):
+        m = self.mixture
+        return base + self.learner.learn(dict(features), y, importance, m.loss_name, m.tau, base, self.clip,
+                                         (m.low, m.high))
+
+    def predict(self, features, base):
+        return self.mixture.clip(base + self.learner.predict(dict(features)))
+
+    def weights(self):
+        return self.learner.weights()
+
+
 class Mixture:
-    """The exponentially weighted average of three learners' predictions
+    """The exponentially weighted average of its members' predictions
     (Cesa-Bianchi & Lugosi 2006, §2.1; Vovk's aggregating algorithm with the
-    weighted average as substitution): members VW's default learner, VW's
-    --coin (tests/naive_vw.py, adapted to olcli's base and losses by the test)
-    and ScInOL2 (above), each learning as if alone from its own prediction
-    clipped to the label range. With L_k member k's importance-weighted loss
-    (``loss`` above) over the examples learned from before this one:
+    weighted average as substitution), each member learning as if alone from its
+    own prediction clipped to the label range. Members: VW learners of
+    tests/naive_vw.py (adapted to olcli's base and losses by the test: ``learn``,
+    ``predict``, ``sd.see_label``) or a ScInOL2Member. The default (olcli's
+    --mix): VW's default learner at -l 0.5, 3 and 10 and VW's --coin with the
+    prior (0.7, 0.1, 0.1, 0.1); format 4's default (mix-v1): VW's default learner,
+    --coin and ScInOL2 with (0.9, 0.05, 0.05). With L_k member k's
+    importance-weighted loss (``loss`` above) over the examples learned from
+    before this one:
 
         pi_k = q_k exp(-eta L_k) / sum_j q_j exp(-eta L_j),   p = sum_k pi_k p_k
-
-    with the prior q = (0.9, 0.05, 0.05) (VW's default learner first) and
 
     eta = 1 (logistic), 1/(2 R^2) (squared), 1/R (the others), R = max - min of
     the labels seen (0 when R = 0). ``learn``/``predict`` take VW-style
@@ -444,13 +471,17 @@ class Mixture:
     examples (``hold_out``: scored by the members' predictors, never learned)
     add their losses."""
 
-    def __init__(self, gd, coin, dim, epsilon, loss_name, tau=0.5, scinol2_clip=False):
-        self.gd, self.coin = gd, coin
-        self.scinol2_clip = scinol2_clip   # ScInOL2's derivative clipped to [-1, 1], as alone (unbounded losses)
-        self.scinol2 = ScInOL2(dim, {"epsilon": epsilon})
+    PRIOR = (0.7, 0.1, 0.1, 0.1)      # the default's: VW's learner at -l 0.5 first
+    PRIOR_V1 = (0.9, 0.05, 0.05)      # format 4's default
+
+    def __init__(self, members, prior, loss_name, tau=0.5):
+        self.members, self.prior = list(members), tuple(prior)
+        for member in self.members:
+            if isinstance(member, ScInOL2Member):
+                member.mixture = self
         self.loss_name, self.tau = loss_name, tau
         self.low, self.high = (-50.0, 50.0) if loss_name in ("logistic", "poisson") else (0.0, 0.0)
-        self.L = [0.0, 0.0, 0.0]
+        self.L = [0.0] * len(self.members)
         self.labels = []   # every label seen while learning: eta's spread R
         self.later_pass = False
 
@@ -462,26 +493,27 @@ class Mixture:
             return 0.0
         return 1.0 / (2.0 * width * width) if self.loss_name == "squared" else 1.0 / width
 
-    PRIOR = (0.9, 0.05, 0.05)   # the prior weights q: VW's default learner until the losses say otherwise
-
     def pi(self) -> list:
         low = min(self.L)
-        e = [q * math.exp(-self.rate() * (x - low)) for q, x in zip(self.PRIOR, self.L)]
+        e = [q * math.exp(-self.rate() * (x - low)) for q, x in zip(self.prior, self.L)]
         return [x / sum(e) for x in e]
 
     def clip(self, p: float) -> float:
         return min(max(p, self.low), self.high)
 
     def see_label(self, y: float) -> None:
+        """The label of an example seen while learning (every member's range too)."""
+        for member in self.members:
+            if not isinstance(member, ScInOL2Member):
+                member.sd.see_label(y)
         self.low, self.high = min(self.low, y), max(self.high, y)
         self.labels.append(y)
 
     def learn(self, features, y, importance, base=0.0) -> float:
-        self.see_label(y)
+        self.low, self.high = min(self.low, y), max(self.high, y)
+        self.labels.append(y)
         pi = self.pi()
-        members = [self.gd.learn(features, y, importance, base), self.coin.learn(features, y, importance, base),
-                   base + self.scinol2.learn(dict(features), y, importance, self.loss_name, self.tau, base,
-                                             self.scinol2_clip, (self.low, self.high))]
+        members = [m.learn(features, y, importance, base) for m in self.members]
         if not self.later_pass:
             self._add_losses(members, y, importance)
         return self.clip(sum(w * p for w, p in zip(pi, members)))
@@ -490,27 +522,21 @@ class Mixture:
         for k, p_k in enumerate(members):
             self.L[k] += importance * loss(self.loss_name, p_k, y, self.tau)
 
-    def _members(self, features, base):
-        return [self.gd.predict(features, base), self.coin.predict(features, base),
-                self.clip(base + self.scinol2.predict(dict(features)))]
-
     def predict(self, features, base=0.0) -> float:
-        return self.clip(sum(w * p for w, p in zip(self.pi(), self._members(features, base))))
+        members = [m.predict(features, base) for m in self.members]
+        return self.clip(sum(w * p for w, p in zip(self.pi(), members)))
 
     def hold_out(self, features, y, importance, base=0.0) -> float:
         """A held-out labeled example while learning: its label is seen (VW's label
         range, and R), it is predicted, never learned, and its losses count."""
-        for member in (self.gd, self.coin):
-            member.sd.see_label(y)
         self.see_label(y)
-        members = self._members(features, base)
+        members = [m.predict(features, base) for m in self.members]
         p = self.clip(sum(w * p_k for w, p_k in zip(self.pi(), members)))
         if importance > 0:
             self._add_losses(members, y, importance)
         return p
 
-    def weights(self, gd_weights, coin_weights) -> list:
-        """sum_k pi_k w_k, given the VW members' weights (their own accessors)."""
+    def weights(self, member_weights) -> list:
+        """sum_k pi_k w_k, given each member's weights (its own accessor)."""
         pi = self.pi()
-        return [pi[0] * a + pi[1] * b + pi[2] * c
-                for a, b, c in zip(gd_weights, coin_weights, self.scinol2.weights())]
+        return [sum(p * w for p, w in zip(pi, ws)) for ws in zip(*member_weights)]

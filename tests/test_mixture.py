@@ -1,6 +1,7 @@
-"""--mix (olcli/engine/mixture.py): the exponentially weighted mixture of --gd,
---coin and --scinol2, against tests/naive.py's Mixture step by step, its members
-against themselves run alone, resume, merge and its model header."""
+"""--mix (olcli/engine/mixture.py), the default: the exponentially weighted mixture of
+--gd at -l 0.5, 3 and 10 and --coin, against tests/naive.py's Mixture step by step, its
+members against themselves run alone, resume, merge and its model header. Format 4's
+default (mix-v1) is tests/test_mixture_v1.py."""
 
 import math
 
@@ -13,19 +14,32 @@ from olcli.engine.records import C_LOSS, COUNTER_NAMES, Batch
 from olcli.errors import ModelError
 from olcli.learner import Learner
 from tests import naive
-from tests.test_engine import (LOSSES, ROWS, assert_close, case_seed, clipped, learner, pack, run, sparse_stream,
+from tests.test_engine import (LOSSES, ROWS, assert_close, case_seed, learner, pack, run, sparse_stream,
                                vw_reference, vw_scalars, vw_state, vw_weights)
 
-MEMBER_COLUMNS = {"gd": mixture.GD_COLUMNS, "coin": mixture.COIN_COLUMNS, "scinol2": mixture.SCINOL2_COLUMNS}
+MEMBER_COLUMNS = mixture.MEMBER_COLUMNS
+N = mixture.N_MEMBERS
+# each member alone: its algorithm and hyper-parameters (the gd members' -l: 0.5, 3, 10)
+ALONE = {"gd": ("gd", {}), "gd_x6": ("gd", {"eta": 3.0}), "gd_x20": ("gd", {"eta": 10.0}), "coin": ("coin", {})}
 
 
 def reference_for(fast, loss, tau):
     params = fast.params
-    gd_params = {"eta": params["eta"], "power_t": params["power_t"], "initial_t": params["initial_t"],
-                 "adaptive": 1.0, "normalized": 1.0, "invariant": 1.0, "l1": 0.0, "l2": 0.0}
-    return naive.Mixture(vw_reference("gd", gd_params, loss, tau),
-                         vw_reference("coin", {"alpha": params["alpha"], "beta": params["beta"]}, loss, tau),
-                         ROWS, params["epsilon"], loss, tau, clipped("scinol2", loss))
+    members = []
+    for rate in mixture.RATES:
+        members.append(vw_reference("gd", {"eta": params["eta"] * rate, "power_t": params["power_t"],
+                                           "initial_t": params["initial_t"], "adaptive": 1.0, "normalized": 1.0,
+                                           "invariant": 1.0, "l1": 0.0, "l2": 0.0}, loss, tau))
+    members.append(vw_reference("coin", {"alpha": params["alpha"], "beta": params["beta"]}, loss, tau))
+    return naive.Mixture(members, naive.Mixture.PRIOR, loss, tau)
+
+
+def check_members(fast, reference, where):
+    """Each VW member's columns and scalars against its reference."""
+    state, scalars = fast.model.state, fast.model.scalars
+    for name, member in zip(mixture.MEMBERS, reference.members):
+        assert_close(state[:, slice(*MEMBER_COLUMNS[name])], vw_state(member, ROWS), f"{name} state {where}")
+        assert_close(scalars[slice(*mixture.MEMBER_SCALARS[name])], vw_scalars(member), f"{name} scalars {where}")
 
 
 def _log_probabilities(s, softmax):
@@ -37,7 +51,7 @@ def _log_probabilities(s, softmax):
     return np.log(sig) - math.log(sig.sum())
 
 
-@pytest.mark.parametrize("variant", [{}, {"epsilon": 0.3, "alpha": 1.0, "eta": 0.2}])
+@pytest.mark.parametrize("variant", [{}, {"alpha": 1.0, "eta": 0.2}])
 @pytest.mark.parametrize("loss", LOSSES)
 def test_mixture_matches_the_reference_step_by_step(loss, variant):
     """Every prediction, the VW members' state and scalars, the three cumulative
@@ -57,23 +71,16 @@ def test_mixture_matches_the_reference_step_by_step(loss, variant):
         elif importance > 0:
             expected = reference.learn(features, label, importance, base)
         else:
-            for member in (reference.gd, reference.coin):
-                member.sd.see_label(label)
             reference.see_label(label)
             expected = reference.predict(features, base)
         assert p == pytest.approx(expected, rel=1e-9, abs=1e-9), f"prediction {step}"
-        state = fast.model.state
-        assert_close(state[:, slice(*mixture.GD_COLUMNS)], vw_state(reference.gd, ROWS), f"gd state after {step}")
-        assert_close(state[:, slice(*mixture.COIN_COLUMNS)], vw_state(reference.coin, ROWS),
-                     f"coin state after {step}")
+        check_members(fast, reference, f"after {step}")
         scalars = fast.model.scalars
-        assert_close(scalars[:mixture.LOSSES], vw_scalars(reference.gd) + vw_scalars(reference.coin),
-                     f"scalars after {step}")
-        assert_close(scalars[mixture.LOSSES:mixture.LOSSES + 3], reference.L, f"losses after {step}")
+        assert_close(scalars[mixture.LOSSES:mixture.LOSSES + N], reference.L, f"losses after {step}")
         seen = reference.labels
         assert_close(scalars[mixture.SEEN:], [len(seen), min(seen, default=0.0), max(seen, default=0.0)],
                      f"labels seen after {step}")
-        want = reference.weights(vw_weights(reference.gd, ROWS), vw_weights(reference.coin, ROWS))
+        want = reference.weights([vw_weights(m, ROWS) for m in reference.members])
         assert_close(fast.weights(), np.array(want), f"weights after {step}")
 
 
@@ -98,7 +105,7 @@ def test_only_losses_of_examples_not_yet_learned_count(loss):
         reference.later_pass = number > 1
         for step, (index, value, label, importance, base) in enumerate(examples):
             labels, imp, bases, row_ptr, idx, val = pack([(index, value, label, importance, base)])
-            before = fast.model.scalars[mixture.LOSSES:mixture.LOSSES + 3].copy()
+            before = fast.model.scalars[mixture.LOSSES:mixture.LOSSES + N].copy()
             p = fast.process(Batch(labels, imp, bases, row_ptr, idx, val, np.diff(row_ptr)), True, tally).predictions[0]
             features = list(zip(index.tolist(), value.tolist()))
             held_out = (step + 1) % period == 0
@@ -109,20 +116,15 @@ def test_only_losses_of_examples_not_yet_learned_count(loss):
             elif importance > 0:
                 expected = reference.learn(features, label, importance, base)
                 if number == 2:
-                    frozen_learned.append((before, fast.model.scalars[mixture.LOSSES:mixture.LOSSES + 3].copy()))
+                    frozen_learned.append((before, fast.model.scalars[mixture.LOSSES:mixture.LOSSES + N].copy()))
             else:
-                for member in (reference.gd, reference.coin):
-                    member.sd.see_label(label)
                 reference.see_label(label)
                 expected = reference.predict(features, base)
             where = f"pass {number}, example {step}"
             assert p == pytest.approx(expected, rel=1e-9, abs=1e-9), f"prediction, {where}"
-            state = fast.model.state
-            assert_close(state[:, slice(*mixture.GD_COLUMNS)], vw_state(reference.gd, ROWS), f"gd state, {where}")
-            assert_close(state[:, slice(*mixture.COIN_COLUMNS)], vw_state(reference.coin, ROWS),
-                         f"coin state, {where}")
-            assert_close(fast.model.scalars[mixture.LOSSES:mixture.LOSSES + 3], reference.L, f"losses, {where}")
-            want = reference.weights(vw_weights(reference.gd, ROWS), vw_weights(reference.coin, ROWS))
+            check_members(fast, reference, where)
+            assert_close(fast.model.scalars[mixture.LOSSES:mixture.LOSSES + N], reference.L, f"losses, {where}")
+            want = reference.weights([vw_weights(m, ROWS) for m in reference.members])
             assert_close(fast.weights(), np.array(want), f"weights, {where}")
     # the rule did something: pass 2 learned from examples without counting them, held-out ones counted
     assert frozen_learned and all(np.array_equal(a, b) for a, b in frozen_learned)
@@ -140,24 +142,24 @@ def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multicl
     classes, period = max(multiclass.values()), 4
     batch = _stream(12, 300, classes=classes)
     mix = Learner("mix", loss=loss, bits=8, **multiclass)
-    members = {name: Learner(name, loss=loss, bits=8, **multiclass) for name in MEMBER_COLUMNS}
-    softmax = "softmax" in multiclass
-    cumulative = np.zeros(3)
+    members = {name: Learner(ALONE[name][0], loss=loss, bits=8, **multiclass, **ALONE[name][1])
+               for name in MEMBER_COLUMNS}
+    cumulative = np.zeros(N)
     for number in (1, 2):
         got = mix.process(batch, True, new_tally(period, number > 1)).scores
         member_scores = [m.process(batch, True, new_tally(period, number > 1)).scores for m in members.values()]
         for e in range(len(batch.labels)):
             pi = np.array(naive.Mixture.PRIOR) * np.exp(-(cumulative - cumulative.min()))
             pi /= pi.sum()
-            want = sum(pi[k] * member_scores[k][e] for k in range(3))
+            want = sum(pi[k] * member_scores[k][e] for k in range(N))
             np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"pass {number}, example {e}")
             held_out = (e + 1) % period == 0
             if number == 2 and not held_out:
                 continue
             label = int(batch.labels[e]) - 1
-            for k in range(3):   # the 0/1 error of each member's own scores (the loss VW prints)
+            for k in range(N):   # the 0/1 error of each member's own scores (the loss VW prints)
                 cumulative[k] += batch.importance[e] * float(int(np.argmax(member_scores[k][e])) != label)
-    np.testing.assert_allclose(mix.model.scalars[mixture.LOSSES:mixture.LOSSES + 3], cumulative, rtol=1e-12)
+    np.testing.assert_allclose(mix.model.scalars[mixture.LOSSES:mixture.LOSSES + N], cumulative, rtol=1e-12)
     for name, columns in MEMBER_COLUMNS.items():   # the members learned as alone
         assert np.array_equal(members[name].model.state, mix.model.state[:, slice(*columns)]), name
 
@@ -189,17 +191,16 @@ MODES = [("logistic", {}), ("squared", {}), ("hinge", {}), ("logistic", {"oaa": 
 @pytest.mark.parametrize("loss,multiclass", MODES)
 def test_each_member_learns_exactly_as_alone(loss, multiclass):
     """Inside the mixture each member's columns (and scalars) end bit for bit
-    where the member alone (--gd, --coin, --scinol2) ends on the same stream."""
+    where the member alone (--gd -l 0.5, --gd -l 3, --gd -l 10, --coin) ends on the
+    same stream."""
     batch = _stream(3, 1500, classes=max(multiclass.values(), default=0), loss=loss or "logistic")
     mix = Learner("mix", loss=loss, bits=8, **multiclass)
     mix.process(batch, True)
-    scalars = {"gd": mix.model.scalars[slice(*mixture.GD_SCALARS)],
-               "coin": mix.model.scalars[slice(*mixture.COIN_SCALARS)], "scinol2": np.zeros(0)}
     for name, columns in MEMBER_COLUMNS.items():
-        alone = Learner(name, loss=loss, bits=8, **multiclass)
+        alone = Learner(ALONE[name][0], loss=loss, bits=8, **multiclass, **ALONE[name][1])
         alone.process(batch, True)
         assert np.array_equal(alone.model.state, mix.model.state[:, slice(*columns)]), name
-        assert np.array_equal(alone.model.scalars, scalars[name]), name
+        assert np.array_equal(alone.model.scalars, mix.model.scalars[slice(*mixture.MEMBER_SCALARS[name])]), name
         same = np.arange(len(COUNTER_NAMES)) != C_LOSS   # the loss sum is the mixture's own
         assert np.array_equal(alone.model.counters[same], mix.model.counters[same]), name
 
@@ -215,17 +216,16 @@ def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass):
     got = mix.process(batch, True).scores
     member_scores = []
     for name in MEMBER_COLUMNS:
-        alone = Learner(name, loss=loss, bits=8, **multiclass)
+        alone = Learner(ALONE[name][0], loss=loss, bits=8, **multiclass, **ALONE[name][1])
         member_scores.append(alone.process(batch, True).scores)
-    softmax = "softmax" in multiclass
-    cumulative = np.zeros(3)
+    cumulative = np.zeros(N)
     for e in range(len(batch.labels)):
         pi = np.array(naive.Mixture.PRIOR) * np.exp(-(cumulative - cumulative.min()))
         pi /= pi.sum()
-        want = sum(pi[k] * member_scores[k][e] for k in range(3))
+        want = sum(pi[k] * member_scores[k][e] for k in range(N))
         np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"example {e}")
         label = int(batch.labels[e]) - 1
-        for k in range(3):   # each member's 0/1 error (the loss VW prints)
+        for k in range(N):   # each member's 0/1 error (the loss VW prints)
             cumulative[k] += batch.importance[e] * float(int(np.argmax(member_scores[k][e])) != label)
 
 
@@ -261,14 +261,13 @@ def test_merge_merges_each_member_by_its_own_rule(loss):
     for name, columns in MEMBER_COLUMNS.items():
         alone = []
         for shard in shards:
-            a = Learner(name, loss=loss, bits=8)
+            a = Learner(ALONE[name][0], loss=loss, bits=8, **ALONE[name][1])
             a.process(shard, True)
             alone.append(a)
         assert np.array_equal(Learner.merge(alone).model.state, merged.model.state[:, slice(*columns)]), name
-        if name in ("gd", "coin"):
-            part = slice(*(mixture.GD_SCALARS if name == "gd" else mixture.COIN_SCALARS))
-            assert np.array_equal(Learner.merge(alone).model.scalars, merged.model.scalars[part]), name
-    losses = slice(mixture.LOSSES, mixture.SEEN + 1)   # the three losses and the label count add up
+        part = slice(*mixture.MEMBER_SCALARS[name])
+        assert np.array_equal(Learner.merge(alone).model.scalars, merged.model.scalars[part]), name
+    losses = slice(mixture.LOSSES, mixture.SEEN + 1)   # the four losses and the label count add up
     np.testing.assert_allclose(merged.model.scalars[losses],
                                mixes[0].model.scalars[losses] + mixes[1].model.scalars[losses], rtol=1e-15)
     assert merged.model.scalars[mixture.LOW] == min(m.model.scalars[mixture.LOW] for m in mixes)
@@ -281,8 +280,7 @@ def test_merge_merges_each_member_by_its_own_rule(loss):
     (("scalars",), {"gd_total_weight": 1.0}, "scalars"),
     (("state", "slots"), ["w", "G", "N"], "state slots"),
     (("params",), {"eta": 0.5}, "hyper-parameters"),
-    (("params",), {"eta": 0.5, "power_t": 0.5, "initial_t": 0.0, "alpha": -1.0, "beta": 1.0, "epsilon": 1.0},
-     "alpha"),
+    (("params",), {"eta": 0.5, "power_t": 0.5, "initial_t": 0.0, "alpha": -1.0, "beta": 1.0}, "alpha"),
 ])
 def test_crafted_headers_are_refused(field, value, message):
     m = Learner("mix", loss="logistic", bits=8)

@@ -836,7 +836,7 @@ def test_hash_rule_is_kept_by_the_model(cli, tmp_path):
     code, _, err = cli("train", "edge.vw", "--gd", "--hash", "strings", "-b", "24", "--noconstant", "-f", "s.olm")
     assert code == 0, err
     header, _ = model_file.read_header(open("s.olm", "rb").read(), "s.olm")
-    assert header["input"]["hash_rule"] == "strings" and header["format_version"] == 4
+    assert header["input"]["hash_rule"] == "strings" and header["format_version"] == model_file.FORMAT_VERSION
     # the rows learned are VW's rows for these names (an independent oracle: vw --audit)
     code, out, err = cli("inspect", "s.olm", "--readable")
     assert code == 0, err

@@ -37,7 +37,8 @@ from benchmarks import harness
 from benchmarks.defaults_vs_vw import SETS, VW_GRID
 from benchmarks.defaults_vs_vw import generate as _generate
 from benchmarks.vw_learners_vs_vw import vw_loss
-from olcli.engine import coin, gd, mixture, scinol2
+from olcli.engine import coin, gd, scinol2
+from olcli.engine import mixture_v1 as mixture   # the 3-member default the prototype reproduces (--self-check)
 from olcli.engine.driver import account_binary, clip_prediction, progress_row, start_example, widen_label_range
 from olcli.engine.jit import njit
 from olcli.engine.multiclass import account_multiclass

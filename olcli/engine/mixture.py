@@ -1,6 +1,7 @@
-"""A mixture of learners by exponential weights (``--mix``): VW's default learner
-(``--gd``), coin betting (``--coin``) and ScInOL2 (``--scinol2``) on the same hashed
-features, their predictions mixed with weights from their past losses.
+"""A mixture of learners by exponential weights (``--mix``, the default): VW's default
+learner (``--gd``) at three learning rates, -l eta, 6 eta and 20 eta (0.5, 3 and 10 by
+default), and coin betting (``--coin``), on the same hashed features, their predictions
+mixed with weights from their past losses.
 
 The rule is the exponentially weighted average forecaster (Cesa-Bianchi &
 Lugosi 2006, "Prediction, Learning, and Games", §2.1; for exp-concave losses
@@ -14,20 +15,23 @@ the examples before it (which ones: "Which losses count", below):
     pi_k = q_k exp(-eta L_k) / sum_j q_j exp(-eta L_j)
     p    = sum_k pi_k p_k                       (then clipped, as every learner's)
 
-The prior q (PRIOR) is 0.9 for --gd, 0.05 for --coin and for ScInOL2: without
-evidence the mixture is (nearly) VW's default learner. The aggregating
-algorithm allows any prior; its bound against member k grows from ln 3 / eta
-(uniform) to ln(1/q_k) / eta: 3.0 / eta for coin or ScInOL2 (3 nats of log
-loss over a whole run), 0.1 / eta for --gd. Why: with the uniform prior, VW's
-own test cases of 5 to 25 examples (509, 524, 720, 538, 725 of vw_tests)
-ended 3-28% above VW's reference loss, because the weights had not left their
-start and a third of each prediction was coin's or ScInOL2's barely trained
-one. Measured (benchmarks/defaults_vs_vw.py, 2026-11-23): the uniform prior
-meets 1.02 x VW's reference on 37 of the 43 cases olcli runs, q = (1/2, 1/4,
-1/4) on 39, (0.9, 0.05, 0.05) on 42, (0.98, 0.01, 0.01) on 43; on the long sets
-the cost shows where the squared loss's eta = 1/(2 R^2) is small: gen
-regression 1.234 (uniform), 1.240, 1.293, 1.352 (ScInOL2 alone 1.216). 0.9
-keeps a margin on the cases (the target is 90%) for half the cost of 0.98.
+The prior q (PRIOR) is 0.7 for --gd at -l eta and 0.1 for each of the others:
+without evidence the mixture is mostly VW's default learner. The aggregating
+algorithm allows any prior; its bound against member k is ln(1/q_k) / eta: 2.3 /
+eta against each of --gd at 6 eta, 20 eta and --coin, 0.36 / eta against --gd.
+Why these members: VW's learner tuned in hindsight over -l (0.03 .. 10) is what a
+user would otherwise run, and the best -l is 0.5 on some sets, 3 on others (sst2,
+phishing, covtype), 10 on cod_rna; --coin wins where the features' scales differ
+(msd_year, california). Measured (benchmarks/results/defaults_vs_vw.md,
+benchmarks/results/mix_rates.md): within 1.05 x VW tuned in hindsight on 11 of 11
+binary and regression sets, within 1.02 x min(VW default, VW --coin) on 11 of 11
+(the three-member default of format 4, --gd, --coin and ScInOL2 at 0.9/0.05/0.05,
+was 1.21 x tuned VW on cod_rna, 1.14 x on sst2, 1.19 x on the generated regression);
+ScInOL2 as a fifth member changed no set by more than 0.1% and cost 26% more
+kernel time. Why the prior 0.7 and not uniform: with the uniform prior, VW's own
+test cases of 5 to 25 examples (509, 524, 720, 538, 725 of vw_tests) ended 3-28%
+above VW's reference loss, because the weights had not left their start and each
+prediction was mostly barely trained members'.
 
 eta is fixed by the loss, not tuned: 1 for the logistic loss and for the
 multiclass log loss (the loss is 1-exp-concave in the probability; here the
@@ -45,12 +49,12 @@ exp-concavity argument is a guide there too. R = 0 (one label value so far):
 eta = 0, uniform weights.
 
 Every member learns exactly as it does alone: from its own clipped prediction,
-its own derivative (ScInOL2's clipped for the squared loss, as alone), with its
+its own derivative, with its
 own state, and the label range and counters are the model's, as alone. So each
-member, run alone by its flag, ends bit for bit where it ends inside the
-mixture (tests/test_mixture.py), and the mixture's only own state is the three
-cumulative losses L_k (the table's scalars ``loss_gd``, ``loss_coin``,
-``loss_scinol2``) and the labels' spread (``labels_seen``, ``labels_low``,
+member, run alone by its flag (``--gd -l 3`` for the second), ends bit for bit
+where it ends inside the mixture (tests/test_mixture.py), and the mixture's only
+own state is the four cumulative losses L_k (the table's scalars ``loss_gd``,
+``loss_gd_x6``, ``loss_gd_x20``, ``loss_coin``) and the labels' spread (``labels_seen``, ``labels_low``,
 ``labels_high``; every labeled example seen while learning, as VW's label
 range).
 
@@ -59,10 +63,11 @@ weights are meant to pick the member that predicts new examples best, and a
 member's loss on an example it has already learned from measures how well it
 remembers, not how well it generalises: in a second pass over the same data a
 member that fits its training examples more closely looks better than it is
-(on one machine ScInOL2 gains on --coin in pass 2 that way), and after a merge
+(on one machine a member that fits closely gains in pass 2 that way), and after a merge
 on a cluster (olcli/scaleout.py) the loss on the shard's examples, learned in
-the pass before, swung the weights from --coin to ScInOL2 on the text
-generator while merged --coin predicted the test part better
+the pass before, swung the weights from --coin to ScInOL2 (a member of the
+format-4 default) on the text generator while merged --coin predicted the test
+part better
 (benchmarks/results/scale_out.md). So, while learning (labeled, importance
 > 0):
 - in the first pass of a run, every example adds its members' losses, the
@@ -80,9 +85,9 @@ generator while merged --coin predicted the test part better
   a run that wants the weights picked on new examples keeps holdout on.
 A held-out example's loss enters the weights of the examples after it, also
 in later passes, where the same held-out example is scored again: its
-previous score then already moved the weights a little (3 numbers fitted on
-the held-out part), so the holdout loss of a pass after the first is very
-slightly optimistic for the mixture; a member's own columns never see it.
+previous score then already moved the weights a little , so the holdout loss of a pass after the first is very
+slightly optimistic for the mixture (4 numbers fitted on the held-out part); a
+member's own columns never see it.
 
 Multiclass (--oaa K, --softmax K): each member predicts its K class scores and
 learns from them as alone (OAA: the binary loss of each class; softmax: the
@@ -102,87 +107,123 @@ clipped to the label range before mixing, and --coin predicts with bets at the
 example's scale divided by its running norm (its stored weights are its test
 predictor, coin.py).
 
-State: the members' slots side by side (``gd.w gd.G gd.N``, then coin's six,
-then scinol2's four), so the model is the members' tables together; the
-scalars are gd's four, coin's two and the three losses. Hyper-parameters: the
-members' untuned defaults, each settable (-l/--power-t/--initial-t for gd,
---coin-alpha/--coin-beta for coin, --epsilon for ScInOL2).
+State: the members' slots side by side (``gd.w gd.G gd.N``, ``gd_x6.*``,
+``gd_x20.*``, then coin's six: 15 float64 columns, 120 bytes a row), so the model is
+the members' tables together; the scalars are each gd member's four, coin's two,
+the four losses and the labels seen. The three gd members' normalisers N (the
+largest |x_i| seen) are not one shared column: a member raises N_i only at an
+example it updates on, and it skips an example whose loss is 0 in float32 (the
+logistic gate y p >= 16.6, or a squared loss at a prediction clipped to the
+label), which happens at -l 10 where it does not at -l 0.5 (sst2: N differs on 27
+of 14,394 rows between -l 0.5 and -l 10 alone; letter --oaa 26: 2 of 442), so a
+shared column would make the members differ from themselves alone.
+Hyper-parameters: the members' untuned defaults, each settable (-l, --power-t,
+--initial-t for the gd members: -l sets the first one's rate, the others follow at
+RATES times it; --coin-alpha/--coin-beta for coin). Predicting, the three gd members'
+dot products are one loop over the example's features (each member's sum in the
+order it takes alone, so the same bits).
 
 Scale: gd (normalized) is invariant to the scale of each feature only
-approximately (its rescaling when a larger value arrives), coin and ScInOL2
-exactly (coin.py, scinol2.py); the mixture weights depend only on the losses,
+approximately (its rescaling when a larger value arrives), coin exactly
+(coin.py); the mixture weights depend only on the losses,
 so the mixture is as scale invariant as its members are.
 """
-
 import math
 
 import numpy as np
 from olcli.engine.jit import njit
 
-from olcli.engine import coin, gd, scinol2
+from olcli.engine import coin, gd
 from olcli.engine.driver import account_binary, clip_prediction, progress_row, start_example, widen_label_range
 from olcli.engine.losses import LOGISTIC, SQUARED, loss_derivative, loss_value
 from olcli.engine.multiclass import account_multiclass, class_gradients, log_probabilities
 from olcli.engine.records import C_ROUNDS, H_ROWS, S_DIVERGED, Settings, Table
+from olcli.engine.scinol_common import prefetch_rows
 
-MEMBERS = ("gd", "coin", "scinol2")
-N_MEMBERS = 3
-SLOTS = (tuple(f"gd.{s}" for s in gd.SLOTS) + tuple(f"coin.{s}" for s in coin.SLOTS)
-         + tuple(f"scinol2.{s}" for s in scinol2.SLOTS))
-GD_COLUMNS = (0, len(gd.SLOTS))
-COIN_COLUMNS = (GD_COLUMNS[1], GD_COLUMNS[1] + len(coin.SLOTS))
-SCINOL2_COLUMNS = (COIN_COLUMNS[1], COIN_COLUMNS[1] + len(scinol2.SLOTS))
-PARAMS = ("eta", "power_t", "initial_t", "alpha", "beta", "epsilon")
-P_ETA, P_POWER_T, P_INITIAL_T, P_ALPHA, P_BETA, P_EPSILON = range(6)
+# The members, in the order of the state's columns, the scalars and the losses.
+RATES = (1.0, 6.0, 20.0)   # the gd members' -l as multiples of eta (0.5: 0.5, 3, 10)
+GD_MEMBERS = ("gd", "gd_x6", "gd_x20")
+MEMBERS = GD_MEMBERS + ("coin",)
+N_GD = len(GD_MEMBERS)
+N_MEMBERS = len(MEMBERS)
+# The prior weights q_k (module docstring, "The prior"), in MEMBERS order.
+PRIOR = (0.7, 0.1, 0.1, 0.1)
+
+SLOTS = tuple(f"{m}.{s}" for m in GD_MEMBERS for s in gd.SLOTS) + tuple(f"coin.{s}" for s in coin.SLOTS)
+GD_WIDTH = len(gd.SLOTS)
+GD_COLUMNS = tuple((k * GD_WIDTH, (k + 1) * GD_WIDTH) for k in range(N_GD))
+COIN_COLUMNS = (N_GD * GD_WIDTH, N_GD * GD_WIDTH + len(coin.SLOTS))
+MEMBER_COLUMNS = dict(zip(MEMBERS, GD_COLUMNS + (COIN_COLUMNS,)))
+PARAMS = ("eta", "power_t", "initial_t", "alpha", "beta")
+P_ETA, P_POWER_T, P_INITIAL_T, P_ALPHA, P_BETA = range(5)
 # (scalar names are keys of the model header's "scalars" object: no dots, which header paths use)
-SCALARS = (tuple(f"gd_{s}" for s in gd.SCALARS) + tuple(f"coin_{s}" for s in coin.SCALARS)
+SCALARS = (tuple(f"{m}_{s}" for m in GD_MEMBERS for s in gd.SCALARS) + tuple(f"coin_{s}" for s in coin.SCALARS)
            + tuple(f"loss_{m}" for m in MEMBERS) + ("labels_seen", "labels_low", "labels_high"))
-GD_SCALARS = (0, len(gd.SCALARS))
-COIN_SCALARS = (GD_SCALARS[1], GD_SCALARS[1] + len(coin.SCALARS))
+GD_SCALAR_WIDTH = len(gd.SCALARS)
+GD_SCALARS = tuple((k * GD_SCALAR_WIDTH, (k + 1) * GD_SCALAR_WIDTH) for k in range(N_GD))
+COIN_SCALARS = (N_GD * GD_SCALAR_WIDTH, N_GD * GD_SCALAR_WIDTH + len(coin.SCALARS))
+MEMBER_SCALARS = dict(zip(MEMBERS, GD_SCALARS + (COIN_SCALARS,)))
 LOSSES = COIN_SCALARS[1]          # scalars[LOSSES + k]: member k's cumulative loss
-SEEN, LOW, HIGH = LOSSES + 3, LOSSES + 4, LOSSES + 5   # the labels seen: how many, their min and max
+SEEN, LOW, HIGH = LOSSES + N_MEMBERS, LOSSES + N_MEMBERS + 1, LOSSES + N_MEMBERS + 2
 
-# The prior weights q_k (module docstring, "The prior"): --gd, --coin, ScInOL2.
-PRIOR = (0.9, 0.05, 0.05)
-
-_GD0, _GD1 = GD_COLUMNS
 _CO0, _CO1 = COIN_COLUMNS
-_SC0, _SC1 = SCINOL2_COLUMNS
-_GS0, _GS1 = GD_SCALARS
 _CS0, _CS1 = COIN_SCALARS
+_W1, _W2 = GD_COLUMNS[1][0] + gd.W, GD_COLUMNS[2][0] + gd.W   # the second and third gd members' w columns
 
 
 def member_params(params):
-    """The members' parameter arrays (gd's in gd.PARAMS order: adaptive,
-    normalized and invariant on, no --l1/--l2; coin's; ScInOL2's) from the
-    mixture's, in PARAMS order. Plain Python and NumPy; the kernels do the same."""
+    """Each member's parameter array, in MEMBERS order (gd's in gd.PARAMS order:
+    -l eta x RATES[k], adaptive, normalized and invariant on, no --l1/--l2; coin's),
+    from the mixture's, in PARAMS order. Plain Python and NumPy; the kernels do the same."""
     p = np.asarray(params, dtype=np.float64)
-    return (np.array([p[P_ETA], p[P_POWER_T], p[P_INITIAL_T], 1.0, 1.0, 1.0, 0.0, 0.0]),
-            np.array([p[P_ALPHA], p[P_BETA]]), np.array([p[P_EPSILON]]))
+    return tuple(np.array([p[P_ETA] * rate, p[P_POWER_T], p[P_INITIAL_T], 1.0, 1.0, 1.0, 0.0, 0.0])
+                 for rate in RATES) + (np.array([p[P_ALPHA], p[P_BETA]]),)
 
 
 @njit(inline="always")
-def _member_settings(settings, params, clip):
-    return Settings(params, settings.loss, settings.tau, clip, settings.learn, settings.block_rows,
+def _member_settings(settings, params):
+    return Settings(params, settings.loss, settings.tau, False, settings.learn, settings.block_rows,
                     settings.classes, settings.softmax, settings.min_prediction, settings.max_prediction)
+
+
+@njit(inline="always")
+def _gd_settings(settings, k):
+    p = settings.params
+    return _member_settings(settings, np.array([p[P_ETA] * RATES[k], p[P_POWER_T], p[P_INITIAL_T], 1.0, 1.0, 1.0,
+                                                0.0, 0.0]))
 
 
 @njit(inline="always")
 def _members(table, settings):
     """Each member's Table (its columns of the state, its scalars, the model's
-    counters) and Settings (its parameters; ScInOL2 clips the derivative of an
-    unbounded loss as alone: settings.clip, registry unbounded_loss_clipped)."""
-    p = settings.params
-    gd_params = np.array([p[P_ETA], p[P_POWER_T], p[P_INITIAL_T], 1.0, 1.0, 1.0, 0.0, 0.0])
-    coin_params = np.array([p[P_ALPHA], p[P_BETA]])
-    scinol_params = np.array([p[P_EPSILON]])
+    counters) and Settings (its parameters), in MEMBERS order."""
     state, scalars, counters = table.state, table.scalars, table.counters
-    return (Table(state[:, _GD0:_GD1], counters, scalars[_GS0:_GS1]),
-            _member_settings(settings, gd_params, False),
+    p = settings.params
+    return (Table(state[:, 0:3], counters, scalars[0:4]), _gd_settings(settings, 0),
+            Table(state[:, 3:6], counters, scalars[4:8]), _gd_settings(settings, 1),
+            Table(state[:, 6:9], counters, scalars[8:12]), _gd_settings(settings, 2),
             Table(state[:, _CO0:_CO1], counters, scalars[_CS0:_CS1]),
-            _member_settings(settings, coin_params, False),
-            Table(state[:, _SC0:_SC1], counters, scalars[_GS0:_GS0]),
-            _member_settings(settings, scinol_params, settings.clip))
+            _member_settings(settings, np.array([p[P_ALPHA], p[P_BETA]])))
+
+
+@njit(inline="always")
+def predict_gd(state, scalars, index, value, lo, hi, offset, out, k0):
+    """The three gd members' predictions (gd.predict without --l1: sum_i w_i x_i times
+    contraction) in one loop over the features, into out[k0 .. k0 + 2]: each sum is
+    taken in the order gd.predict takes it, so each is the same number."""
+    prefetch_rows(state, index, lo, hi, offset)
+    p0 = 0.0
+    p1 = 0.0
+    p2 = 0.0
+    for j in range(lo, hi):
+        i = offset + index[j]
+        x = value[j]
+        p0 += state[i, gd.W] * x
+        p1 += state[i, _W1] * x
+        p2 += state[i, _W2] * x
+    out[k0] = p0 * scalars[gd.CONTRACTION]
+    out[k0 + 1] = p1 * scalars[GD_SCALAR_WIDTH + gd.CONTRACTION]
+    out[k0 + 2] = p2 * scalars[2 * GD_SCALAR_WIDTH + gd.CONTRACTION]
 
 
 @njit(inline="always")
@@ -241,18 +282,9 @@ def counts_loss(holdout, learn, held_out, learning, h, y):
 
 
 @njit(inline="always")
-def _count_losses(scalars, settings, member, y, h):
-    """Each member's loss of its own clipped prediction, added to its L_k."""
-    for k in range(N_MEMBERS):
-        scalars[LOSSES + k] += h * loss_value(settings.loss, member[k], y, settings.tau)
-
-
-@njit(inline="always")
 def _learn_member(update, member_table, member_settings, settings, index, value, lo, hi, offset, p, y, h):
-    """Member k learns from its own clipped prediction p, as alone."""
+    """A member learns from its own clipped prediction p, as alone."""
     derivative = loss_derivative(settings.loss, p, y, settings.tau)
-    if member_settings.clip:
-        derivative = min(max(derivative, -1.0), 1.0)
     update(member_table, member_settings, index, value, lo, hi, offset, p, y, h, h * derivative)
 
 
@@ -260,8 +292,8 @@ def _learn_member(update, member_table, member_settings, settings, index, value,
 def _run_binary(table, settings, batch, tally, predictions):
     """driver.run_binary for the mixture (the same bookkeeping, from driver's helpers;
     a change there must be made here too: tests/test_mixture.py compares the two)."""
-    t_gd, s_gd, t_coin, s_coin, t_sc, s_sc = _members(table, settings)
-    counters, scalars = table.counters, table.scalars
+    t_g0, s_g0, t_g1, s_g1, t_g2, s_g2, t_coin, s_coin = _members(table, settings)
+    counters, scalars, state = table.counters, table.scalars, table.state
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
     learn = settings.learn
     index, value = batch.index, batch.value
@@ -278,10 +310,13 @@ def _run_binary(table, settings, batch, tally, predictions):
             widen_label_range(counters, settings, y)
             see_label(scalars, y)
         base = batch.base[e]
-        member[0] = base + gd.predict(t_gd, s_gd, index, value, lo, hi, 0, learning, h)
-        member[1] = base + coin.predict(t_coin, s_coin, index, value, lo, hi, 0, learning, h)
-        member[2] = base + scinol2.predict(t_sc, s_sc, index, value, lo, hi, 0, learning, h)
-        if not (np.isfinite(member[0]) and np.isfinite(member[1]) and np.isfinite(member[2])):
+        predict_gd(state, scalars, index, value, lo, hi, 0, member, 0)
+        member[3] = coin.predict(t_coin, s_coin, index, value, lo, hi, 0, learning, h)
+        finite = True
+        for k in range(N_MEMBERS):
+            member[k] += base
+            finite = finite and np.isfinite(member[k])
+        if not finite:
             predictions[e] = np.nan
             stats[S_DIVERGED] = e + 1
             return n_rows
@@ -294,11 +329,13 @@ def _run_binary(table, settings, batch, tally, predictions):
         predictions[e] = p
         labeled = account_binary(tally, counters, settings, held_out, batch.feature_count[e], y, h, p)
         if counts_loss(holdout, learn, held_out, learning, h, y):
-            _count_losses(scalars, settings, member, y, h)
+            for k in range(N_MEMBERS):
+                scalars[LOSSES + k] += h * loss_value(settings.loss, member[k], y, settings.tau)
         if labeled and learning:
-            _learn_member(gd.update, t_gd, s_gd, settings, index, value, lo, hi, 0, member[0], y, h)
-            _learn_member(coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[1], y, h)
-            _learn_member(scinol2.update, t_sc, s_sc, settings, index, value, lo, hi, 0, member[2], y, h)
+            _learn_member(gd.update, t_g0, s_g0, settings, index, value, lo, hi, 0, member[0], y, h)
+            _learn_member(gd.update, t_g1, s_g1, settings, index, value, lo, hi, 0, member[1], y, h)
+            _learn_member(gd.update, t_g2, s_g2, settings, index, value, lo, hi, 0, member[2], y, h)
+            _learn_member(coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[3], y, h)
             counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, p, batch.feature_count[e])
     return n_rows
@@ -317,23 +354,15 @@ def _class_error(scores, label):
 
 
 @njit(inline="always")
-def _count_class_losses(scalars, settings, member, label, h, log_probs):
-    """Each member's 0/1 error of its own scores, added to its L_k."""
-    for k in range(N_MEMBERS):
-        scalars[LOSSES + k] += h * _class_error(member[k], label)
-
-
-@njit(inline="always")
 def _learn_member_classes(k, count, update, member_table, member_settings, settings, index, value, lo, hi,
                           block_rows, scores, label, h, log_probs, g, scalars):
     """Member k's K classes learn from its own scores, as in multiclass.run_multiclass;
-    with ``count``, its multiclass log loss is added to its L_k."""
+    with ``count``, its 0/1 error is added to its L_k."""
     n_classes = settings.classes
     log_probabilities(scores, settings.softmax, log_probs)
     if count:
         scalars[LOSSES + k] += h * _class_error(scores, label)
-    class_gradients(scores, label, log_probs, settings.softmax, settings.loss, settings.tau,
-                    member_settings.clip, g)
+    class_gradients(scores, label, log_probs, settings.softmax, settings.loss, settings.tau, False, g)
     for c in range(n_classes):
         y_c = (1.0 if c == label else -1.0) if not settings.softmax else np.nan
         update(member_table, member_settings, index, value, lo, hi, c * block_rows, scores[c], y_c, h, h * g[c])
@@ -342,8 +371,8 @@ def _learn_member_classes(k, count, update, member_table, member_settings, setti
 @njit(inline="always")
 def _run_multiclass(table, settings, batch, tally, predictions, scores):
     """multiclass.run_multiclass for the mixture."""
-    t_gd, s_gd, t_coin, s_coin, t_sc, s_sc = _members(table, settings)
-    counters, scalars = table.counters, table.scalars
+    t_g0, s_g0, t_g1, s_g1, t_g2, s_g2, t_coin, s_coin = _members(table, settings)
+    counters, scalars, state = table.counters, table.scalars, table.state
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
     learn = settings.learn
     n_classes, block_rows = settings.classes, settings.block_rows
@@ -351,6 +380,7 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
     log_probs = np.empty(n_classes)
     g = np.empty(n_classes)
     member = np.empty((N_MEMBERS, n_classes))
+    three = np.empty(N_GD)
     pi = np.empty(N_MEMBERS)
     n_rows = np.int64(0)
     for e in range(len(batch.labels)):
@@ -362,13 +392,17 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
         base = batch.base[e]
         for c in range(n_classes):
             offset = c * block_rows
-            member[0, c] = base + gd.predict(t_gd, s_gd, index, value, lo, hi, offset, learning, h)
-            member[1, c] = base + coin.predict(t_coin, s_coin, index, value, lo, hi, offset, learning, h)
-            member[2, c] = base + scinol2.predict(t_sc, s_sc, index, value, lo, hi, offset, learning, h)
+            predict_gd(state, scalars, index, value, lo, hi, offset, three, 0)
+            for k in range(N_GD):
+                member[k, c] = base + three[k]
+            member[3, c] = base + coin.predict(t_coin, s_coin, index, value, lo, hi, offset, learning, h)
         mixture_weights(scalars, 1.0, pi)
         best = np.int64(0)
         for c in range(n_classes):
-            scores[e, c] = pi[0] * member[0, c] + pi[1] * member[1, c] + pi[2] * member[2, c]
+            total = 0.0
+            for k in range(N_MEMBERS):
+                total += pi[k] * member[k, c]
+            scores[e, c] = total
             if scores[e, c] > scores[e, best]:
                 best = c
         predictions[e] = best + 1
@@ -379,15 +413,18 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
                                    log_probs)
         count = counts_loss(holdout, learn, held_out, learning, h, y)
         if learning and not np.isnan(y):
-            _learn_member_classes(0, count, gd.update, t_gd, s_gd, settings, index, value, lo, hi, block_rows,
+            _learn_member_classes(0, count, gd.update, t_g0, s_g0, settings, index, value, lo, hi, block_rows,
                                   member[0], label, h, log_probs, g, scalars)
-            _learn_member_classes(1, count, coin.update, t_coin, s_coin, settings, index, value, lo, hi,
-                                  block_rows, member[1], label, h, log_probs, g, scalars)
-            _learn_member_classes(2, count, scinol2.update, t_sc, s_sc, settings, index, value, lo, hi,
-                                  block_rows, member[2], label, h, log_probs, g, scalars)
+            _learn_member_classes(1, count, gd.update, t_g1, s_g1, settings, index, value, lo, hi, block_rows,
+                                  member[1], label, h, log_probs, g, scalars)
+            _learn_member_classes(2, count, gd.update, t_g2, s_g2, settings, index, value, lo, hi, block_rows,
+                                  member[2], label, h, log_probs, g, scalars)
+            _learn_member_classes(3, count, coin.update, t_coin, s_coin, settings, index, value, lo, hi,
+                                  block_rows, member[3], label, h, log_probs, g, scalars)
             counters[C_ROUNDS] += 1.0
         elif count:   # a held-out example
-            _count_class_losses(scalars, settings, member, label, h, log_probs)
+            for k in range(N_MEMBERS):
+                scalars[LOSSES + k] += h * _class_error(member[k], label)
         n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, batch.feature_count[e])
     return n_rows
 
@@ -395,14 +432,14 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
 @njit(inline="always")
 def _weights(table, settings, rows):
     """sum_k pi_k w_k for each row (the members' weight() as they report it)."""
-    t_gd, s_gd, t_coin, s_coin, t_sc, s_sc = _members(table, settings)
+    t_g0, s_g0, t_g1, s_g1, t_g2, s_g2, t_coin, s_coin = _members(table, settings)
     pi = np.empty(N_MEMBERS)
     mixture_weights(table.scalars, mixing_rate(settings, table.scalars), pi)
     out = np.empty(len(rows))
     for r in range(len(rows)):
         i = rows[r]
-        out[r] = (pi[0] * gd.weight(t_gd, s_gd, i) + pi[1] * coin.weight(t_coin, s_coin, i)
-                  + pi[2] * scinol2.weight(t_sc, s_sc, i))
+        out[r] = (pi[0] * gd.weight(t_g0, s_g0, i) + pi[1] * gd.weight(t_g1, s_g1, i)
+                  + pi[2] * gd.weight(t_g2, s_g2, i) + pi[3] * coin.weight(t_coin, s_coin, i))
     return out
 
 
@@ -436,40 +473,35 @@ def weights_at(table, settings, rows):
 # Merging learners trained on separate shards (plain NumPy, not compiled).
 
 def _slices():
-    return ((gd, slice(*GD_COLUMNS), slice(*GD_SCALARS)), (coin, slice(*COIN_COLUMNS), slice(*COIN_SCALARS)),
-            (scinol2, slice(*SCINOL2_COLUMNS), None))
+    """(member module, its columns, its scalars), in MEMBERS order."""
+    return tuple((coin if name == "coin" else gd, slice(*MEMBER_COLUMNS[name]), slice(*MEMBER_SCALARS[name]))
+                 for name in MEMBERS)
 
 
 def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_scalars=None, shard_scalars=None):
     """Combine mixtures that all started from ``base``: each member's columns by
-    that member's own ``merge`` rule (gd.merge, coin.merge, scinol2.merge, with
+    that member's own ``merge`` rule (gd.merge at its own rate, coin.merge, with
     their own parameters and scalars). Arguments and result as those; the
     mixture's scalars come from ``merge_scalars``."""
     base_scalars, shard_scalars = _scalars_or_initial(params, base_scalars, shard_scalars, len(shards))
     out = np.array(base, dtype=np.float64, copy=True)
     for (module, columns, scalar_slice), member in zip(_slices(), member_params(params)):
-        arguments = (base[:, columns], [s[:, columns] for s in shards], member, base_rounds, shard_rounds,
-                     shard_weights)
-        if scalar_slice is None:
-            out[:, columns] = module.merge(*arguments)
-        else:
-            out[:, columns] = module.merge(*arguments, base_scalars=base_scalars[scalar_slice],
-                                           shard_scalars=[s[scalar_slice] for s in shard_scalars])
+        out[:, columns] = module.merge(base[:, columns], [s[:, columns] for s in shards], member, base_rounds,
+                                       shard_rounds, shard_weights, base_scalars=base_scalars[scalar_slice],
+                                       shard_scalars=[s[scalar_slice] for s in shard_scalars])
     return out
 
 
 def merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds, shard_weights):
-    """gd's and coin's scalars by their own ``merge_scalars``; each member's
+    """Each member's scalars by its own ``merge_scalars``; each member's
     cumulative loss is the base's plus every shard's increment (the loss it
     incurred on the union of the shards' examples, each learned from where it was),
     so the merged mixture weights are those of the members' total losses."""
     base_scalars, shard_scalars = _scalars_or_initial(params, base_scalars, shard_scalars, len(shard_rounds))
     out = np.array(base_scalars, dtype=np.float64, copy=True)
     for (module, _, scalar_slice), member in zip(_slices(), member_params(params)):
-        if scalar_slice is not None:
-            out[scalar_slice] = module.merge_scalars(base_scalars[scalar_slice],
-                                                     [s[scalar_slice] for s in shard_scalars], member,
-                                                     base_rounds, shard_rounds, shard_weights)
+        out[scalar_slice] = module.merge_scalars(base_scalars[scalar_slice], [s[scalar_slice] for s in shard_scalars],
+                                                 member, base_rounds, shard_rounds, shard_weights)
     if len(shard_scalars) == 1:
         out[LOSSES:] = shard_scalars[0][LOSSES:]
         return out
@@ -489,7 +521,8 @@ def merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds
 
 def initial_scalars(params):
     p = np.asarray(params, dtype=np.float64)
-    return np.array([p[P_INITIAL_T], p[P_INITIAL_T], 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    gd_start = [p[P_INITIAL_T], p[P_INITIAL_T], 0.0, 1.0] * N_GD
+    return np.array(gd_start + [0.0, 0.0] + [0.0] * N_MEMBERS + [0.0, 0.0, 0.0])
 
 
 def _scalars_or_initial(params, base_scalars, shard_scalars, count):

@@ -48,7 +48,7 @@ OPTIONS = {
     "l2": Option(("--l2",), "L2 regularization strength", implies="gd"),
     "radius": Option(("--radius",), "keep every weight in [-R, R] (0: no bound)", implies="adagrad"),
     "ftrl_beta": Option(("--ftrl-beta",), "FTRL beta", implies="ftrl"),
-    "epsilon": Option(("--epsilon",), "ScInOL epsilon (initial wealth)"),
+    "epsilon": Option(("--epsilon",), "ScInOL epsilon (initial wealth)", implies="scinol2"),
     "power_t": Option(("--power-t",), "power t: the rate decays as t^-power_t (VW's --power_t)"),
     "initial_t": Option(("--initial-t",), "initial t: the round count starts here (VW's --initial_t)"),
     "adaptive": Option(("--adaptive",), "VW's per-feature AdaGrad rates (implies --gd; with any of "
@@ -275,6 +275,36 @@ ALGORITHMS = {a.name: a for a in [
     ),
     Algorithm(
         name="mix", module="mixture",
+        slots=("gd.w", "gd.G", "gd.N", "gd_x6.w", "gd_x6.G", "gd_x6.N", "gd_x20.w", "gd_x20.G", "gd_x20.N",
+               "coin.w", "coin.Z", "coin.G", "coin.M", "coin.wealth", "coin.L"),
+        params=(Param("eta", 0.5, "learning_rate",
+                      help="the gd members' learning rate: eta, 6 eta and 20 eta"),
+                Param("power_t", 0.5, "power_t", low_inclusive=True, help="the gd members' rate decay power"),
+                Param("initial_t", 0.0, "initial_t", low_inclusive=True, help="the gd members' initial t"),
+                Param("alpha", 4.0, "coin_alpha", help="the coin member's initial wealth alpha"),
+                Param("beta", 1.0, "coin_beta", low_inclusive=True, help="the coin member's floor beta")),
+        summary="--gd at -l 0.5, 3 and 10 and --coin on the same features, mixed by exponential weights "
+                "on their losses (the default).",
+        paper="exponentially weighted average forecaster (Cesa-Bianchi & Lugosi 2006, §2.1, §3.3; "
+              "Vovk 1990, aggregating algorithm); members as --gd (three rates) and --coin",
+        scalars=tuple((f"{member}_{name}", start) for member in ("gd", "gd_x6", "gd_x20")
+                      for name, start in (("normalized_sum_norm_x", "initial_t"), ("total_weight", "initial_t"),
+                                          ("gravity", 0.0), ("contraction", 1.0)))
+                + (("coin_normalized_sum_norm_x", 0.0), ("coin_total_weight", 0.0),
+                   ("loss_gd", 0.0), ("loss_gd_x6", 0.0), ("loss_gd_x20", 0.0), ("loss_coin", 0.0),
+                   ("labels_seen", 0.0), ("labels_low", 0.0), ("labels_high", 0.0)),
+    ),
+]}
+
+DEFAULT_ALGORITHM = "mix"   # chosen by benchmarks/defaults_vs_vw.py (docs, "Algorithms")
+
+# Algorithms a model file may name that have no flag (not in ALGORITHMS: not on the
+# command line, in help or in the README's table): the default of model format 4 and
+# before, which a format-4 file names "mix" (olcli/model.py reads it as "mix-v1"). The
+# Python API makes one by name (Learner("mix-v1"), for the tests of old models).
+LEGACY = {a.name: a for a in [
+    Algorithm(
+        name="mix-v1", module="mixture_v1",
         slots=("gd.w", "gd.G", "gd.N", "coin.w", "coin.Z", "coin.G", "coin.M", "coin.wealth", "coin.L",
                "scinol2.G", "scinol2.S2", "scinol2.M", "scinol2.eta"),
         params=(Param("eta", 0.5, "learning_rate", help="the gd member's learning rate"),
@@ -283,7 +313,8 @@ ALGORITHMS = {a.name: a for a in [
                 Param("alpha", 4.0, "coin_alpha", help="the coin member's initial wealth alpha"),
                 Param("beta", 1.0, "coin_beta", low_inclusive=True, help="the coin member's floor beta"),
                 Param("epsilon", 1.0, "epsilon", help="the scinol2 member's initial wealth epsilon")),
-        summary="--gd, --coin and --scinol2 on the same features, mixed by exponential weights on their losses (the default).",
+        summary="--gd, --coin and --scinol2 mixed by exponential weights: the default of model format 4 and before "
+                "(read from old model files only).",
         paper="exponentially weighted average forecaster (Cesa-Bianchi & Lugosi 2006, §2.1, §3.3; "
               "Vovk 1990, aggregating algorithm); members as --gd, --coin, --scinol2",
         unbounded_loss_clipped=True,   # the scinol2 member's derivative, as alone
@@ -294,8 +325,7 @@ ALGORITHMS = {a.name: a for a in [
                  ("labels_seen", 0.0), ("labels_low", 0.0), ("labels_high", 0.0)),
     ),
 ]}
-
-DEFAULT_ALGORITHM = "mix"   # chosen by benchmarks/defaults_vs_vw.py (docs, "Algorithms")
+KNOWN = {**ALGORITHMS, **LEGACY}   # what a model file may name
 
 
 def supporting(option: str) -> list:
@@ -311,8 +341,8 @@ def option_help(option: str) -> str:
 
 
 def get(name: str) -> Algorithm:
-    """The registered algorithm, or ParameterError naming the ones there are."""
+    """The registered algorithm (or a LEGACY one), or ParameterError naming the ones there are."""
     try:
-        return ALGORITHMS[name]
+        return KNOWN[name]
     except (KeyError, TypeError):
         raise ParameterError(f"unknown algorithm {name!r} (olcli has: {', '.join(ALGORITHMS)})") from None

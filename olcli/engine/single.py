@@ -42,7 +42,7 @@ import numpy as np
 
 from olcli.engine import jit
 from olcli.engine.jit import intrinsic, njit, types
-from olcli.engine import adagrad, adagrad_dual, coin, ftrl, gd, mixture, scinol1, scinol2, sgd
+from olcli.engine import adagrad, adagrad_dual, coin, ftrl, gd, mixture, mixture_v1, scinol1, scinol2, sgd
 from olcli.engine.format import write_lines
 from olcli.engine.parse import MAX_EXAMPLE_FEATURES, parse_buffers, parse_into
 from olcli.engine.records import S_DIVERGED, Batch, Settings, Table, Tally
@@ -203,9 +203,15 @@ def reply_mix(data, address, libsvm, interacting, multiclass, narrow):
     return _reply(mixture.run_chunk, mixture.run_chunk_multiclass, data, address, libsvm, interacting, multiclass, narrow)
 
 
+@njit(cache=True)
+def reply_mix_v1(data, address, libsvm, interacting, multiclass, narrow):
+    return _reply(mixture_v1.run_chunk, mixture_v1.run_chunk_multiclass, data, address, libsvm, interacting,
+                  multiclass, narrow)
+
+
 ENTRIES = {"adagrad": reply_adagrad, "adagrad-dual": reply_adagrad_dual, "ftrl": reply_ftrl,
            "scinol1": reply_scinol1, "scinol2": reply_scinol2, "sgd": reply_sgd, "gd": reply_gd,
-           "coin": reply_coin, "mix": reply_mix}
+           "coin": reply_coin, "mix": reply_mix, "mix-v1": reply_mix_v1}
 
 
 class LinePredictor:
