@@ -526,6 +526,17 @@ class Mixture:
         members = [m.predict(features, base) for m in self.members]
         return self.clip(sum(w * p for w, p in zip(self.pi(), members)))
 
+    def step(self, features, y, importance, base=0.0) -> float:
+        """One example of a learning run, as the kernel takes it: unlabeled (y NaN) is
+        predicted; importance > 0 is learned; importance 0 has its label seen, then is
+        predicted."""
+        if math.isnan(y):
+            return self.predict(features, base)
+        if importance > 0:
+            return self.learn(features, y, importance, base)
+        self.see_label(y)
+        return self.predict(features, base)
+
     def hold_out(self, features, y, importance, base=0.0) -> float:
         """A held-out labeled example while learning: its label is seen (VW's label
         range, and R), it is predicted, never learned, and its losses count."""

@@ -66,13 +66,7 @@ def test_mixture_matches_the_reference_step_by_step(loss, variant):
     for step, (index, value, label, importance, base) in enumerate(examples):
         (p,), _ = run(fast, [(index, value, label, importance, base)])
         features = list(zip(index.tolist(), value.tolist()))
-        if math.isnan(label):
-            expected = reference.predict(features, base)
-        elif importance > 0:
-            expected = reference.learn(features, label, importance, base)
-        else:
-            reference.see_label(label)
-            expected = reference.predict(features, base)
+        expected = reference.step(features, label, importance, base)
         assert p == pytest.approx(expected, rel=1e-9, abs=1e-9), f"prediction {step}"
         check_members(fast, reference, f"after {step}")
         scalars = fast.model.scalars

@@ -6,7 +6,6 @@ Mixture step by step."""
 
 import hashlib
 import json
-import math
 import os
 
 import numpy as np
@@ -92,13 +91,7 @@ def test_mix_v1_matches_the_reference_step_by_step(loss):
             sparse_stream(seed=case_seed("mix", loss, {}), n=150, loss=loss)):
         (p,), _ = run(fast, [(index, value, label, importance, base)])
         features = list(zip(index.tolist(), value.tolist()))
-        if math.isnan(label):
-            expected = reference.predict(features, base)
-        elif importance > 0:
-            expected = reference.learn(features, label, importance, base)
-        else:
-            reference.see_label(label)
-            expected = reference.predict(features, base)
+        expected = reference.step(features, label, importance, base)
         assert p == pytest.approx(expected, rel=1e-9, abs=1e-9), f"prediction {step}"
         state = fast.model.state
         gd_member, coin_member, scinol2_member = reference.members
