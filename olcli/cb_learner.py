@@ -319,7 +319,8 @@ class CbLearner:
         policy = self.policy
         return policy.cb_type == "mtr" and policy.members == 1 and policy.placed is None
 
-    def learn_parsed(self, actions: int, chosen: int, cost: float, probability: float, index, value, count) -> None:
+    def learn_parsed(self, actions: int, chosen: int, cost: float, probability: float, index, value, count,
+                     process=None) -> None:
         """``learn_event`` of an event of ``actions`` actions (weight 1) whose chosen action's line (its
         features with the shared ones, ``policy.action_lines``) was parsed already: ``index`` (hashed,
         int32), ``value`` and VW's feature ``count`` of that line (engine/cb_single.py keeps them when it
@@ -327,7 +328,9 @@ class CbLearner:
         mtr's running totals, then the line learned with label ``cost`` and importance weight
         (1 / p) · (events / actions) (p = 1 for squarecb unless the chosen action is the last, as
         ``CbExploreAdf._learn_member``), each number as the parser reads the text ``learn_event`` writes
-        for it (``as_parsed``), then the rule's counters (``CbExploreAdf.learn``)."""
+        for it (``as_parsed``), then the rule's counters (``CbExploreAdf.learn``). ``process``: what runs
+        the batch (``Learner.process``'s arguments and result; default the base learner's), e.g. olcli
+        serve's ``OneLineLearning``."""
         from olcli.engine.records import Batch
         from olcli.errors import Diverged
 
@@ -340,7 +343,7 @@ class CbLearner:
         learner = self.learner
         batch = Batch(np.array([as_parsed(cost)]), np.array([as_parsed(weight)]), np.zeros(1),
                       np.array([0, len(index)], np.int64), index, value, np.array([count], np.int64))
-        done = learner.process(batch, True)
+        done = (process or learner.process)(batch, True)
         if done.diverged_at >= 0:
             raise Diverged("the model diverged: a prediction is not a finite number; " + learner.divergence_advice())
         policy.events_learned += 1

@@ -32,11 +32,15 @@ import json
 import os
 from collections import OrderedDict
 
+import numpy as np
+
 from olcli import cb
 from olcli.cb_format import CbEvent
 from olcli.cb_learner import CbLearner, make_event, sample
 from olcli.engine.cb_single import EventScorer
+from olcli.engine.records import S_DIVERGED
 from olcli.errors import DataError, Diverged
+from olcli.kernel_calls import Processed
 
 MAX_EVENT_ID = 256
 
@@ -49,6 +53,65 @@ def _string(text: str) -> bytes:
     if _PLAIN.issuperset(text):
         return b'"%s"' % text.encode()
     return json.dumps(text).encode()
+
+
+class OneLineLearning:
+    """``Learner.process(batch, True)`` for a reward's one parsed line (``CbLearner.learn_parsed``'s
+    ``process``), with the algorithm's ``run_chunk`` looked up once for its arguments' types: the
+    compiled module's function (``aot.exported``), or under the JIT Numba's compiled overload, as
+    engine/cb_single.py's ``EventScorer`` calls its entry. ``Learner.process`` finds it again on every
+    call from the types of five tuples of arrays (``aot.args_key``: ~40 of the reward's ~100 µs on this
+    2-core VM; the kernel's own work on one line is ~3 µs). The types do not change between calls: the
+    model's table and the learner's settings and tally keep theirs (a pool that grows is a new array of
+    the same type), and ``learn_parsed`` builds its batch of the same arrays every time; the function is
+    looked up again when the model is replaced (``CbServing.use``). The steps are ``Learner.process``'s:
+    the hashed indices to pool rows (``rows_for``: learning gives new features rows, in order), the
+    kernel, the divergence flag read and cleared."""
+
+    __slots__ = ("learner", "kernel", "call")
+
+    def __init__(self, learner):
+        from olcli.engine import registry
+
+        self.learner = learner
+        self.kernel = registry.get(learner.model.algorithm).kernels().run_chunk
+        self.call = None
+
+    def __call__(self, batch, learn: bool):
+        learner = self.learner
+        tally = learner.tally
+        n = len(batch.labels)
+        lo, hi = int(batch.row_ptr[0]), int(batch.row_ptr[n])
+        batch = batch._replace(index=learner.model.pool.rows_for(batch.index[lo:hi], learn),
+                               value=batch.value[lo:hi], row_ptr=batch.row_ptr - lo)
+        predictions = np.empty(n)
+        args = (learner.table(), learner.settings(learn), batch, tally, predictions)
+        call = self.call
+        if call is None:
+            call = self._find(args)
+        rows = call(*args)
+        stats = tally.stats
+        diverged_at = int(stats[S_DIVERGED]) - 1
+        stats[S_DIVERGED] = 0.0
+        return Processed(predictions, None, int(rows), diverged_at)
+
+    def _find(self, args):
+        """The compiled function for ``args``' types; the kernel itself (typing every call) when there
+        is none yet (the JIT's first call compiles or loads it: found from the next call on)."""
+        from olcli import aot
+        from olcli.engine import jit
+
+        kernel = self.kernel
+        if jit.MODE == "aot":
+            self.call = aot.exported(kernel, args)
+            return self.call or kernel
+        overloads = getattr(kernel, "overloads", None)
+        if overloads:
+            from numba import typeof
+
+            overload = overloads.get(tuple(typeof(a) for a in args))
+            self.call = getattr(overload, "entry_point", None)
+        return self.call or kernel
 
 
 class CbRequestError(Exception):
@@ -70,12 +133,14 @@ class CbServing:
         self.dropped = 0
         self.learner = None
         self.scorer = None
+        self.learning = None
         self.uses = 0                       # models served so far: a kept parsed line is learned by its own
 
     def use(self, learner) -> None:
         """The served ``Learner`` (at start and after a reload) as its ``CbLearner``, and its event scorer
         (engine/cb_single.py: parse and score in one kernel call) when the model has one."""
         self.learner = CbLearner.from_learner(learner)
+        self.learning = OneLineLearning(learner)
         self.uses += 1
         policy = self.learner.policy
         self.scorer = None
@@ -181,7 +246,8 @@ class CbServing:
         served = self.served
         try:
             if parsed is not None and parsed[0] == self.uses:   # parsed for the model that learns it
-                self.learner.learn_parsed(len(event.actions), action, cost, probability, *parsed[1:])
+                self.learner.learn_parsed(len(event.actions), action, cost, probability, *parsed[1:],
+                                          process=self.learning)
             else:
                 self.learner.learn_event(CbEvent(event.shared, event.actions, action, cost, probability))
         except Diverged as exc:
