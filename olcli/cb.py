@@ -228,17 +228,15 @@ class CbExploreAdf:
         return t
 
     def pmf(self, scores):
-        order = sorted(range(len(scores)), key=lambda a: (scores[a], a))
+        k = len(scores)
+        order = sorted(range(k), key=lambda a: (scores[a], a))
+        if self.rule == "epsilon":   # in Python floats (NumPy's numbers, without its per-call cost at a few actions)
+            low = self.epsilon / k
+            t = 1 if self.first_only else self._tied([scores[a] for a in order])
+            high = low + (1.0 - self.epsilon) / t
+            return [(a, float(high if i < t else low)) for i, a in enumerate(order)]
         s = np.asarray(scores, dtype=np.float64)[order]
-        k = len(s)
-        if self.rule == "epsilon":
-            p = np.full(k, self.epsilon / k)
-            if self.first_only:
-                p[0] += 1.0 - self.epsilon
-            else:
-                t = self._tied(s)
-                p[:t] += (1.0 - self.epsilon) / t
-        elif self.rule == "first":
+        if self.rule == "first":
             p = np.full(k, 1.0 / k) if self.tau > 0 else np.eye(1, k)[0]
             p = enforce_minimum_probability(p, self.epsilon)
         elif self.rule == "softmax":
