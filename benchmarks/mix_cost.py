@@ -3,6 +3,7 @@ default's whole process against VW's, side by side in one run (issue 29, the tun
 price against the wall target).
 
     python -m benchmarks.mix_cost [--runs 3] [--repeats 3] [--data DIR] [--scale F] [--out FILE]
+                                  [--shared DIR] [--multiclass-only]
 
 Files: the click-log and text generators of olcli/datagen.py (1M and 200k lines at --scale 1).
 
@@ -15,6 +16,10 @@ Part 2, whole processes (``benchmarks.harness.interleaved``, medians of --runs a
 ``olcli train FILE --loss logistic -b 18 --quiet`` (the default, --threads 1 and 2) and VW 9's
 ``python -m vowpalwabbit -d FILE --loss_function logistic -b 18 --quiet``; wall and CPU seconds,
 peak RSS. The machine is shared: the load average is printed with the results.
+
+Part 3, multiclass whole processes (the same way): letter (K=26) and news20 (K=20) from
+--shared (the training files), ``olcli train FILE --oaa K --loss logistic -b 18 --quiet``
+(--threads 1 and 2) against VW's ``--oaa K --loss_function logistic -b 18 --quiet``.
 """
 
 import argparse
@@ -23,10 +28,11 @@ import statistics
 import tempfile
 import time
 
-from benchmarks.harness import RESULTS, generated, interleaved, load_average, machine, run_olcli, run_vw
+from benchmarks.harness import DATA, RESULTS, generated, interleaved, load_average, machine, run_olcli, run_vw
 
 CHUNK = 8192
 SIZES = {"click": 1_000_000, "text": 200_000}
+MULTICLASS = {"letter": 26, "news20_bydate": 20}
 
 
 def kernel_seconds(batches, algorithm, repeats, **hyper):
@@ -49,6 +55,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "olcli-throughput"))
+    parser.add_argument("--multiclass-only", action="store_true", help="part 3 alone")
+    parser.add_argument("--shared", default=DATA, help="the shared data folder (letter/, news20_bydate/)")
     parser.add_argument("--out", default=os.path.join(RESULTS, "mix_cost.md"))
     args = parser.parse_args()
     os.makedirs(args.data, exist_ok=True)
@@ -56,7 +64,7 @@ def main():
 
     loads = [load_average()]
     kernels, processes = [], []
-    for kind, size in SIZES.items():
+    for kind, size in ({} if args.multiclass_only else SIZES).items():
         lines_n = int(size * args.scale)
         path = generated(args.data, kind, lines_n)
         lines = open(path, "rb").read().splitlines()
@@ -81,6 +89,20 @@ def main():
                               statistics.median(r.cpu for r in results), statistics.median(r.rss for r in results)))
             print(kind, name, processes[-1][2:], flush=True)
         loads.append(load_average())
+    for kind, classes in MULTICLASS.items():
+        path = os.path.join(args.shared, kind, "train.vw")
+        common = [path, "--oaa", str(classes), "--loss", "logistic", "-b", "18", "--quiet"]
+        cases = {"VW --oaa": lambda: run_vw(["-d", path, "--oaa", str(classes), "--loss_function", "logistic",
+                                             "-b", "18", "--quiet"]),
+                 "olcli default --threads 1": lambda: run_olcli(["train", *common, "--threads", "1"]),
+                 "olcli default --threads 2": lambda: run_olcli(["train", *common, "--threads", "2"])}
+        measured = interleaved(cases, args.runs)
+        for name, results in measured.items():
+            assert all(r.returncode == 0 for r in results), (name, results[0].stderr[-500:])
+            processes.append((kind, name, statistics.median(r.wall for r in results),
+                              statistics.median(r.cpu for r in results), statistics.median(r.rss for r in results)))
+            print(kind, name, processes[-1][2:], flush=True)
+        loads.append(load_average())
     out = ["# The default's cost: its kernel against format 4's default's, its process against VW's", "",
            f"`python -m benchmarks.mix_cost --runs {args.runs} --repeats {args.repeats} --scale {args.scale}`; "
            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. {machine()}; load average (1 min) during the run: "
@@ -90,13 +112,21 @@ def main():
            "| file | lines | kernel | seconds | / format 4's default |", "|---|---:|---|---:|---:|"]
     for kind in SIZES:
         rows = [r for r in kernels if r[0] == kind]
+        if not rows:
+            continue
         old = [r[3] for r in rows if r[2].startswith("format 4")][0]
         out += [f"| {k} | {n} | {label} | {s:.3f} | {s / old:.2f} |" for k, n, label, s in rows]
     out += ["", f"## Whole process, -b 18, logistic loss, one pass (medians of {args.runs})", "",
             "| file | tool | wall s | CPU s | peak RSS MB | wall / VW | CPU / VW |", "|---|---|---:|---:|---:|---:|---:|"]
-    for kind in SIZES:
+    for kind in [*SIZES, *MULTICLASS]:
+        if kind == next(iter(MULTICLASS)):
+            out += ["", f"## Whole process, multiclass: --oaa K, logistic loss, -b 18, one pass (medians of {args.runs})",
+                    "", "| file | tool | wall s | CPU s | peak RSS MB | wall / VW | CPU / VW |",
+                    "|---|---|---:|---:|---:|---:|---:|"]
         rows = [r for r in processes if r[0] == kind]
-        vw = [r for r in rows if r[1] == "VW default"][0]
+        if not rows:
+            continue
+        vw = [r for r in rows if r[1].startswith("VW")][0]
         out += [f"| {k} | {name} | {w:.2f} | {c:.2f} | {m:.0f} | {w / vw[2]:.2f} | {c / vw[3]:.2f} |"
                 for k, name, w, c, m in rows]
     text = "\n".join(out) + "\n"
