@@ -68,7 +68,7 @@ class OneLineLearning:
     the hashed indices to pool rows (``rows_for``: learning gives new features rows, in order), the
     kernel, the divergence flag read and cleared."""
 
-    __slots__ = ("learner", "kernel", "call")
+    __slots__ = ("learner", "kernel", "call", "called")
 
     def __init__(self, learner):
         from olcli.engine import registry
@@ -76,6 +76,7 @@ class OneLineLearning:
         self.learner = learner
         self.kernel = registry.get(learner.model.algorithm).kernels().run_chunk
         self.call = None
+        self.called = False      # the JIT: the kernel was called once with these types (compiled or loaded)
 
     def __call__(self, batch, learn: bool):
         learner = self.learner
@@ -96,21 +97,23 @@ class OneLineLearning:
         return Processed(predictions, None, int(rows), diverged_at)
 
     def _find(self, args):
-        """The compiled function for ``args``' types; the kernel itself (typing every call) when there
-        is none yet (the JIT's first call compiles or loads it: found from the next call on)."""
+        """The compiled function for ``args``' types, kept in ``call``. Under the JIT the first call
+        compiles or loads it (the kernel itself is called: found from the next call on). Where there
+        is none (a compiled module without this export), the kernel itself, typing every call."""
         from olcli import aot
         from olcli.engine import jit
 
         kernel = self.kernel
         if jit.MODE == "aot":
-            self.call = aot.exported(kernel, args)
-            return self.call or kernel
-        overloads = getattr(kernel, "overloads", None)
-        if overloads:
-            from numba import typeof
+            self.call = aot.exported(kernel, args) or kernel
+            return self.call
+        from numba import typeof
 
-            overload = overloads.get(tuple(typeof(a) for a in args))
-            self.call = getattr(overload, "entry_point", None)
+        overloads = getattr(kernel, "overloads", {})
+        entry = getattr(overloads.get(tuple(typeof(a) for a in args)), "entry_point", None)
+        if entry is not None or self.called:
+            self.call = entry or kernel
+        self.called = True
         return self.call or kernel
 
 

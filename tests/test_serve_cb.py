@@ -24,6 +24,7 @@ from processes import stop_all
 import olcli
 from olcli.cb_learner import as_parsed, make_event
 from olcli.engine.cb_single import EventScorer
+from olcli.serve_cb import OneLineLearning
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -289,9 +290,11 @@ def test_reward_numbers_are_what_the_parser_reads():
 def test_scored_lines_learn_as_the_text(tmp_path, cb):
     """The rank's one kernel call (engine/cb_single.py) scores as ``CbLearner.scores``, and learning the
     played line as it parsed it (``learn_parsed``) changes the model byte for byte as ``learn_event``
-    (the text path ``olcli train`` takes), also when a new feature makes the model's pool grow."""
+    (the text path ``olcli train`` takes), also when a new feature makes the model's pool grow; and so does
+    the server's ``OneLineLearning`` (the kernel's compiled function looked up once) in ``learn_parsed``."""
     m0 = first_model(tmp_path / "m0.olm", cb)
-    fast, text = olcli.load(m0), olcli.load(m0)
+    fast, text, served = olcli.load(m0), olcli.load(m0), olcli.load(m0)
+    learning = OneLineLearning(served.learner)
     assert fast.learns_one_line
     scorer = EventScorer(fast.learner)
     if scorer.score(b"") < 0:
@@ -310,5 +313,8 @@ def test_scored_lines_learn_as_the_text(tmp_path, cb):
         start, end = scorer.rows[chosen], scorer.rows[chosen + 1]
         fast.learn_parsed(k, chosen, cost, p, scorer.hashed[start:end].copy(), scorer.values[start:end].copy(),
                           int(scorer.counts[chosen]))
+        served.learn_parsed(k, chosen, cost, p, scorer.hashed[start:end].copy(), scorer.values[start:end].copy(),
+                            int(scorer.counts[chosen]), process=learning)
         text.learn_event(make_event(shared, actions, chosen, cost, p))
-    assert fast.to_bytes() == text.to_bytes()
+    assert learning.call is not None   # found once, then called directly
+    assert fast.to_bytes() == text.to_bytes() == served.to_bytes()
