@@ -9,9 +9,11 @@ The connections run on the serving process's asyncio event loop, one writer with
 and the saves, but not through asyncio's socket transports: ``LineServer`` accepts on the listening
 socket and ``SocketTransport`` reads and writes each connection's non-blocking socket from the loop's
 reader and writer callbacks (``loop.add_reader``), with the part of the transport API
-``LineConnection`` uses. A fixed-reply server answering one JSON line per request costs ~90 µs of
-CPU per request through asyncio's transport and protocol, ~35-50 µs through the loop's reader
-callback, ~25 µs as a blocking-socket loop (this 2-core VM, benchmarks/results/cb_serve_s37.md)."""
+``LineConnection`` uses, reading at most 64 KiB at a time. A fixed-reply server answering one JSON
+line per request (benchmarks/cb_serve.py's floors, this 2-core VM) costs ~85-95 µs of CPU per
+request through asyncio's transport and protocol; through the loop's reader callback, ~80 µs when it
+reads 256 KiB at a time as asyncio does (``recv`` then allocates 256 KiB for every read), ~40-45 µs
+at 64 KiB; ~20-30 µs as one thread on blocking sockets."""
 
 import asyncio
 import collections
@@ -215,7 +217,7 @@ class SocketTransport:
     ends the connection once the kept bytes are sent, ``abort`` at once; ``connection_lost`` is
     called soon after (from the loop), then the socket closed. A reset connection is aborted."""
 
-    MAX_READ = 256 * 1024
+    MAX_READ = 64 * 1024   # recv allocates this much for every read: asyncio's 256 KiB costs ~35 µs a read more
 
     __slots__ = ("loop", "sock", "fd", "protocol", "peer", "buffer", "buffered", "high", "low", "reading",
                  "closing", "lost", "paused")
