@@ -17,12 +17,13 @@ stop (SIGTERM: the final save) SERVED is compared byte for byte with ``olcli tra
 
 Side by side, in the same run: the transport's floors, servers that answer each JSON line with a fixed
 JSON line (two such round trips per event, the same client): an asyncio ``Protocol`` (asyncio's socket
-transport), the loop's reader callback with ``recv``/``send`` on the non-blocking socket (what olcli's
-line protocol runs on, olcli/serve_lines.py), and one thread with blocking ``recv``/``sendall``, each
-with its CPU per event; the client's own work per event (its JSON encoding and decoding of the same
-requests and replies, no sockets); the server's own work per event (the line protocol's rank and reward
-lines through ``CbServing.reply_lines``, the code the server runs, in one process without sockets), and
-the Python API's (``CbLearner.ranking_of`` + ``learn_event``), each with this process's CPU per event.
+transport, which reads up to 256 KiB at a time), the loop's reader callback with ``recv`` (64 KiB) and
+``send`` on the non-blocking socket (what olcli's line protocol runs on, olcli/serve_lines.py), and one
+thread with blocking ``recv`` (64 KiB) and ``sendall``, each with its CPU per event; the client's own
+work per event (its JSON encoding and decoding of the same requests and replies, no sockets); the
+server's own work per event (the line protocol's rank and reward lines through
+``CbServing.reply_lines``, the code the server runs, in one process without sockets), and the Python
+API's (``CbLearner.ranking_of`` + ``learn_event``), each with this process's CPU per event.
 """
 
 import argparse
@@ -66,7 +67,7 @@ async def main():
     with open(sys.argv[1], "w") as f:
         f.write(str(listening.getsockname()[1]))
     def readable(c):
-        data = c.recv(262144)
+        data = c.recv(65536)
         if not data:
             loop.remove_reader(c.fileno())
             c.close()
@@ -90,7 +91,7 @@ while True:
     c, _ = listening.accept()
     c.setsockopt(6, 1, 1)
     while True:
-        data = c.recv(262144)
+        data = c.recv(65536)
         if not data:
             break
         c.sendall(%r * data.count(b"\n"))
