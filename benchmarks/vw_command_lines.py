@@ -11,9 +11,10 @@ a `vw_command` (the `bash_command` tests are shell scripts, not VW command lines
    hold links to the data files (so caches and outputs are written in the scratch folder,
    never into the shared data), models/ is empty. Tests run in id order, so a test that
    reads a model (`-i models/x.model`) finds the one its `depends_on` test wrote.
-2. Outcome: *ran* (exit 0), *refused* (exit 2 with `X: not supported; ...` naming a VW
-   option of the line), *data refused* (exit 1: no line of the data is one olcli reads, the
-   error names the file, line and text: a deliberate difference, listed in ``KNOWN``),
+2. Outcome: *ran* (exit 0), *refused* (exit 2 with `X: not supported; ...` or `X: not
+   supported on a contextual-bandit line ...` naming a VW option of the line), *data
+   refused* (exit 1: no line of the data, or most lines, are ones olcli reads; the error
+   names the file, line and text: a deliberate difference, listed in ``KNOWN``),
    *skipped* (it needs the model of a test that was refused), or *failed* (anything else: a
    crash, a refusal that names no option of the line, ...).
 4. Every line that ran is run again as `olcli train <vw_command>` (the same words, VW's
@@ -68,7 +69,8 @@ NONLINEAR = {
 # Differences from VW that olcli makes on purpose (README "For VW users"), shown beside the case.
 KNOWN = {
     193: "olcli skips a line holding a NUL byte as binary data, with a warning naming it (6 of the 11 "
-         "lines end in '\\0'); VW's C-string parsing ends each at the NUL and reads '1 | x:0.7'",
+         "lines end in '\\0'), and a run that skipped most of its lines exits 1; VW's C-string parsing "
+         "ends each at the NUL and reads '1 | x:0.7'",
     204: "the labels are '1:1', '2:0' (cost-sensitive class:cost); VW's simple-label parser reads the number "
          "before ':' and ignores the rest, olcli refuses a label that is not a number (cost-sensitive "
          "reductions are not supported)",
@@ -136,7 +138,7 @@ def run_case(test: dict, work: Path, vw_dir: Path, outcomes: dict, linear: dict)
     case["seconds"] = done.wall
     err = done.stderr
     case["exit"] = done.returncode
-    refusal = re.search(r"^Error: (\S+)(?: \S+){0,2}: not supported; (.*)$", err, re.M)
+    refusal = re.search(r"^Error: (\S+)(?: \S+){0,2}: not supported(?:; | on a contextual-bandit line)(.*)$", err, re.M)
     vw_model = re.search(r"(?:^| )-i (model-sets/\S+)", command)
     if done.returncode == 2 and refusal:
         named = refusal.group(1)
@@ -159,7 +161,8 @@ def run_case(test: dict, work: Path, vw_dir: Path, outcomes: dict, linear: dict)
                 f"examples {ours['examples']} vs VW {theirs['examples']}, "
                 f"features {ours['features']} vs VW {theirs['features']}"
                 + (f" ({KNOWN[test['id']]})" if test["id"] in KNOWN else ""))
-    elif done.returncode == 1 and "no example could be read" in err and test["id"] in KNOWN:
+    elif done.returncode == 1 and test["id"] in KNOWN and ("no example could be read" in err
+                                                            or "most lines were bad and skipped" in err):
         case["outcome"] = "data refused"
         case["detail"] = KNOWN[test["id"]]
     elif vw_model:
