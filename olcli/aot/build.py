@@ -136,14 +136,68 @@ def _release_gil(nogil: dict, seconds: dict | None = None) -> None:
     compiler.compile_extra = compile_extra
 
 
+def _no_jit_machine_code() -> None:
+    """In a build process, Numba's dispatcher compiles a kernel (for the exported wrapper that
+    calls it: ``_through``) to optimised LLVM IR, which pycc links into the module and turns
+    into the module's machine code. The JIT's own machine code of the same functions, which
+    nothing in a build runs, is not made here (and not written to Numba's cache, which keeps
+    machine code: a cache that already holds a kernel is still read). Numba's runtime is
+    compiled and started first, as the JIT needs it."""
+    from numba import njit
+    from numba.core import caching, codegen, cpu
+
+    njit(lambda: 0)()   # Numba's runtime (NRT) and the JIT started, with machine code
+
+    def get_executable(self, library, fndesc, env):   # the Python-callable function, never called here
+        from numba import _dynfunc
+
+        return _dynfunc.make_function(fndesc.lookup_module(), fndesc.qualname.split(".")[-1],
+                                      "not compiled to machine code (olcli.aot.build)", 0, env, (library,))
+
+    cpu.CPUContext.get_executable = get_executable
+    codegen.JITCodeLibrary._finalize_specific = lambda self: None
+    codegen.JITCPUCodegen._add_module = lambda self, module: None
+    caching.Cache.save_overload = lambda self, sig, data: None
+
+
+def _llvm_timers() -> dict:
+    """CPU seconds of this process's LLVM work, by kind, filled in as it runs: the JIT's
+    function and module passes and machine code (Numba's dispatcher compiling a kernel for
+    the exported wrapper to call), the module's own passes and object code (pycc, over the
+    whole linked module)."""
+    from numba.core import codegen
+
+    spent = {}
+
+    def timed(owner, method, label):
+        original = getattr(owner, method)
+
+        def run(self, *args, **kw):
+            kind = "aot" if isinstance(self, codegen.AOTCodeLibrary) else "jit"
+            started = time.process_time()
+            try:
+                return original(self, *args, **kw)
+            finally:
+                key = f"{kind} {label}"
+                spent[key] = spent.get(key, 0.0) + time.process_time() - started
+        setattr(owner, method, run)
+
+    timed(codegen.CPUCodeLibrary, "_optimize_functions", "function passes")
+    timed(codegen.CPUCodeLibrary, "_optimize_final_module", "module passes")
+    timed(codegen.JITCodeLibrary, "_finalize_specific", "machine code")
+    timed(codegen.AOTCodeLibrary, "emit_native_object", "object code")
+    return spent
+
+
 def load_signatures(path: str = SIGNATURES) -> dict:
     with open(path) as f:
         return json.load(f)["kernels"]
 
 
 # CPU seconds of compiling one signature (Numba's typing, lowering and LLVM; ``--verbose``
-# builds, benchmarks/results/startup_install_build.md), to share the work between the build's
-# processes evenly: by kernel name, else by the kernel's own name, else 1.
+# builds, benchmarks/results/install_time_s37.md): the order in which the build's processes
+# take the units (``_groups``: the costliest first, so that the last unit taken is a small one);
+# by kernel name, else by the kernel's own name, else 1.
 _SECONDS = {"olcli.engine.mixture:run_chunk": 40.0, "olcli.engine.mixture:run_chunk_multiclass": 45.0,
             "olcli.engine.gd:run_chunk": 17.0, "olcli.engine.gd:run_chunk_multiclass": 16.0,
             "olcli.engine.mixture:weights_at": 3.0, "olcli.engine.parse:parse_buffers": 3.0,
@@ -173,22 +227,51 @@ def _group(name: str, entries: dict) -> str:
     return name
 
 
-def _parts(wanted: dict, jobs: int) -> list:
-    """``wanted`` split into ``jobs`` parts of about the same compile time (``_seconds``; the
-    largest groups first, each to the part with the least so far), a one-call entry in the
-    same part as its algorithm's loop (``_group``)."""
+def _groups(wanted: dict) -> list:
+    """``wanted`` as the units the build's processes take one at a time: [{kernel name: keys}],
+    the costliest first (``_seconds``), a one-call entry in the unit of its algorithm's loop
+    (``_group``). Which process compiles which unit is decided while they run (``_claims``):
+    each takes the next unit nobody has taken when it is done with its last, so the processes
+    finish together however far the table's seconds are from this machine's and this engine's."""
     entries = selection.entry_algorithms()
     groups = {}
     for name, keys in wanted.items():
         members, cost = groups.get(_group(name, entries), ({}, 0.0))
         members[name] = keys
         groups[_group(name, entries)] = (members, cost + _seconds(name) * len(keys))
-    parts = [({}, 0.0) for _ in range(max(1, jobs))]
-    for members, cost in sorted(groups.values(), key=lambda group: (-group[1], sorted(group[0]))):
-        k = min(range(len(parts)), key=lambda i: parts[i][1])
-        parts[k][0].update(members)
-        parts[k] = (parts[k][0], parts[k][1] + cost)
-    return [part for part, _ in parts if part]
+    return [members for members, _ in sorted(groups.values(), key=lambda group: (-group[1], sorted(group[0])))]
+
+
+def _claims(groups: list, folder: str):
+    """The units of ``groups`` this process takes, in order: a unit is taken by creating the file
+    ``folder``/<its index>, which only one process can (O_EXCL)."""
+    for index, members in enumerate(groups):
+        try:
+            os.close(os.open(os.path.join(folder, str(index)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        yield members
+
+
+class _Taken(list):
+    """pycc's list of exported functions, filled while pycc's compiler goes through it: its
+    first pass takes units (``_claims``) one after the other, each compiled before the next is
+    taken; later passes see what was taken."""
+
+    def __init__(self, entries):
+        super().__init__()
+        self._entries = entries
+
+    def __iter__(self):
+        if self._entries is None:
+            return list.__iter__(self)
+        return self._first()
+
+    def _first(self):
+        for entry in self._entries:
+            self.append(entry)
+            yield entry
+        self._entries = None
 
 
 def _through(dispatcher, arity: int):
@@ -207,41 +290,59 @@ def _through(dispatcher, arity: int):
     return function
 
 
-def build_part(output_dir: str, wanted: dict, part: int, verbose: bool = False) -> dict:
-    """Compile ``wanted`` into the module ``_aot_kernels_<part>`` in ``output_dir``; returns
-    its file name and {kernel name: {argument key: "<part>:<symbol>"}}."""
+def build_part(output_dir: str, groups: list, part: int, claims: str, verbose: bool = False) -> dict:
+    """Compile the units of ``groups`` this process takes (``_claims`` in ``claims``) into the
+    module ``_aot_kernels_<part>`` in ``output_dir``; returns its file name and {kernel name:
+    {argument key: "<part>:<symbol>"}}."""
     import importlib
 
     from numba.pycc import CC
 
     made = []   # held while the dispatchers are looked for
-    for name in sorted(wanted):
+    for name in sorted({name for members in groups for name in members}):
         module, _, qualname = name.partition(":")
         found = importlib.import_module(module)
         if ".<locals>." in qualname:  # a kernel made by a module-level function
             made.append(getattr(found, qualname.split(".<locals>.")[0])())
 
     dispatchers = _dispatchers()
-    cc = CC(f"_aot_kernels_{part}", source_module="olcli.aot")
+    for members in groups:
+        for name in members:
+            if dispatchers.get(name) is None:
+                raise SystemExit(f"olcli.aot.build: {name} is recorded but is no kernel now (record again)")
+    nogil, table = {}, {}
+
+    class TakingCC(CC):
+        @property
+        def _export_entries(self):
+            return _Taken(entries())
+
+    cc = TakingCC(f"_aot_kernels_{part}", source_module="olcli.aot")
     cc.output_dir = output_dir
     cc.target_cpu = "host"
     cc.verbose = verbose
     _host_features()
-    nogil, table, number = {}, {}, 0
-    for name, keys in sorted(wanted.items()):
-        dispatcher = dispatchers.get(name)
-        if dispatcher is None:
-            raise SystemExit(f"olcli.aot.build: {name} is recorded but is no kernel now (record again)")
-        for key in keys:
-            symbol = f"k{number}"
-            number += 1
-            argument_types = tuple(key_type(one) for one in split_key(key, ";"))
-            function = _through(dispatcher, len(argument_types))
-            nogil[function] = bool(dispatcher.targetoptions.get("nogil"))
-            cc.export(symbol, argument_types)(function)
-            table.setdefault(name, {})[key] = f"{part}:{symbol}"
+
+    def entries():
+        number = 0
+        for members in _claims(groups, claims):
+            for name, keys in sorted(members.items()):
+                dispatcher = dispatchers[name]
+                for key in keys:
+                    symbol = f"k{number}"
+                    number += 1
+                    argument_types = tuple(key_type(one) for one in split_key(key, ";"))
+                    function = _through(dispatcher, len(argument_types))
+                    nogil[function] = bool(dispatcher.targetoptions.get("nogil"))
+                    cc.export(symbol, argument_types)(function)
+                    table.setdefault(name, {})[key] = f"{part}:{symbol}"
+                    yield cc._exported_functions[symbol]
+
     typing = {}
     _release_gil(nogil, typing)
+    llvm = _llvm_timers()
+    if os.environ.get("OLCLI_AOT_JIT_CODE", "") != "1":
+        _no_jit_machine_code()
     mixins = cc._compile_mixins
     timed = {}
 
@@ -256,7 +357,8 @@ def build_part(output_dir: str, wanted: dict, part: int, verbose: bool = False) 
     started, cpu = time.perf_counter(), time.process_time()
     cc.compile()
     return {"file": cc.output_file, "kernels": table, "seconds": time.perf_counter() - started,
-            "cpu": time.process_time() - cpu, "typing": typing, "c_seconds": timed.get("c", 0.0)}
+            "cpu": time.process_time() - cpu, "typing": typing, "c_seconds": timed.get("c", 0.0),
+            "llvm": llvm, "process_cpu": time.process_time()}
 
 
 def build(output_dir: str = HERE, wanted: dict | None = None, jobs: int | None = None,
@@ -279,14 +381,17 @@ def build(output_dir: str = HERE, wanted: dict | None = None, jobs: int | None =
     for stale in os.listdir(output_dir):
         if stale.startswith("_aot_kernels") and stale.endswith((".so", ".pyd")):
             os.remove(os.path.join(output_dir, stale))
-    parts = _parts(wanted, jobs)
+    groups = _groups(wanted)
     work = tempfile.mkdtemp(prefix="olcli-aot-build-")
     try:
+        claims = os.path.join(work, "claims")
+        os.mkdir(claims)
         processes = []
-        for k, part in enumerate(parts):
+        for k in range(max(1, min(jobs, len(groups)))):
             task = os.path.join(work, f"part{k}.json")
             with open(task, "w") as f:
-                json.dump({"output_dir": output_dir, "wanted": part, "part": k, "verbose": verbose}, f)
+                json.dump({"output_dir": output_dir, "groups": groups, "part": k, "claims": claims,
+                           "verbose": verbose}, f)
             processes.append((task, subprocess.Popen([sys.executable, "-m", "olcli.aot.build", "part", task])))
         failed = [task for task, process in processes if process.wait() != 0]
         if failed:
@@ -300,13 +405,16 @@ def build(output_dir: str = HERE, wanted: dict | None = None, jobs: int | None =
             typing = done["typing"]
             slowest = ", ".join(f"{name.partition(':')[2]} {seconds:.0f}" for name, seconds in
                                 sorted(typing.items(), key=lambda item: -item[1])[:3])
-            print(f"olcli.aot.build: part {k}: {sum(len(keys) for keys in parts[k].values())} signatures in "
+            print(f"olcli.aot.build: part {k}: {sum(len(keys) for keys in done['kernels'].values())} signatures in "
                   f"{done['seconds']:.0f} s (this process's CPU {done['cpu']:.0f} s: Numba typing and lowering "
                   f"{sum(typing.values()):.0f} s, slowest {slowest}; the C compiler {done['c_seconds']:.0f} s wall)",
                   flush=True)
-            if verbose:   # every kernel's CPU seconds (what _COST is measured from)
+            print(f"olcli.aot.build: part {k}: LLVM CPU " + ", ".join(
+                f"{label} {seconds:.0f} s" for label, seconds in sorted(done["llvm"].items())) +
+                f"; the process's CPU from its start {done['process_cpu']:.0f} s", flush=True)
+            if verbose:   # every kernel's CPU seconds (what _SECONDS is measured from)
                 print(f"olcli.aot.build: part {k} kernels: " + ", ".join(
-                    f"{name} {seconds:.1f}/{len(parts[k][name])}" for name, seconds in
+                    f"{name} {seconds:.1f}/{len(done['kernels'].get(name, ()))}" for name, seconds in
                     sorted(typing.items(), key=lambda item: -item[1])), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -332,7 +440,7 @@ def main(argv=None) -> None:
     if args.step == "part":
         with open(args.task) as f:
             task = json.load(f)
-        done = build_part(task["output_dir"], task["wanted"], task["part"], task["verbose"])
+        done = build_part(task["output_dir"], task["groups"], task["part"], task["claims"], task["verbose"])
         with open(args.task + ".out", "w") as f:
             json.dump(done, f)
     elif args.step == "record":
