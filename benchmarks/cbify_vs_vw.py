@@ -14,8 +14,9 @@ process (start-up included). Targets (issue 30): olcli's loss <= 1.02 x VW's, wa
 Since both tools' start-up is part of every run (olcli's ~2x VW's), each command is also run on the file
 written twice (2N lines: the second copy continues the same simulation) and the per-event cost is
 (wall(2N) − wall(N)) / N for each tool, likewise for CPU. A third olcli run (N lines, in a process that
-wraps the chunk kernel ``cb_loop.cbify_gd`` and ``cb_sim.Cbify.run_chunk`` with timers) gives the
-seconds spent in the kernel alone and in the chunk step (the chunk's parse + the kernel).
+wraps the chunk kernel ``cb_loop.cbify_gd`` and ``cb_sim.Cbify.run_chunk``/``cb_sim._run_block`` and the parser's ``parsing.parse_chunk`` with timers) gives
+the seconds spent in the kernel alone, in the parser, and in the chunk step (the block's label parts, its parse,
+the kernel and what is printed).
 
 Before the timed runs olcli runs the first 50 lines of each file once, so Numba's cache holds the
 kernels (the development install's ahead-of-time build may be stale; a JIT compile is not counted). The
@@ -67,7 +68,8 @@ TIMED = """
 import json, os, sys, time
 from olcli import cb_sim
 from olcli.engine import cb_loop
-spent = dict(kernel_wall=0.0, kernel_cpu=0.0, chunk_wall=0.0, chunk_cpu=0.0)
+from olcli import parsing
+spent = dict(kernel_wall=0.0, kernel_cpu=0.0, chunk_wall=0.0, chunk_cpu=0.0, parse_wall=0.0, parse_cpu=0.0)
 def timed(fn, key):
     def call(*a, **k):
         w, c = time.perf_counter(), time.process_time()
@@ -79,6 +81,8 @@ def timed(fn, key):
     return call
 cb_loop.KERNELS["gd"] = timed(cb_loop.KERNELS["gd"], "kernel")
 cb_sim.Cbify.run_chunk = timed(cb_sim.Cbify.run_chunk, "chunk")
+cb_sim._run_block = timed(cb_sim._run_block, "chunk")
+parsing.parse_chunk = timed(parsing.parse_chunk, "parse")
 from olcli.cli import _run_app
 w, c = time.perf_counter(), time.process_time()
 code = _run_app(sys.argv[1:])
@@ -159,7 +163,8 @@ def main():
                                f3(per["vw"]["cpu"] * 1e6, 1), f3(per["olcli"]["cpu"] * 1e6, 1),
                                f3(ratio(per["olcli"]["cpu"], per["vw"]["cpu"]), 2),
                                f3(kernel["kernel_wall"], 3), f3(kernel["kernel_cpu"], 3),
-                               f3(kernel["chunk_wall"], 3), f3(kernel["run_wall"], 3),
+                               f3(kernel["parse_wall"], 3), f3(kernel["chunk_wall"], 3), f3(kernel["run_wall"], 3),
+                               f3(kernel["run_cpu"], 3),
                                f3(med(r.wall for r in vw_runs), 3)])
             vw, ol = vw_runs[-1].summary, ol_runs[-1].summary
             vw_wall = statistics.median(r.wall for r in vw_runs)
@@ -193,13 +198,14 @@ def main():
               rows, "ll" + "r" * 13)
     res.say()
     res.say("Per event: (run on the file twice − run on it once) / N lines, µs, each tool's whole process; and, in "
-            "one olcli process on the N lines, the seconds in the chunk kernel alone, in the chunk step (the "
-            "chunk's parse + the kernel) and in the whole command (olcli's `_run_app`, start-up imports before "
+            "one olcli process on the N lines, the seconds in the chunk kernel alone, in the parser, in the chunk "
+            "step (label parts, parse, kernel, output) and in the whole command (olcli's `_run_app`, start-up imports before "
             "it not included), beside VW's whole process.")
     res.say()
     res.table(["data", "rule", "N", "VW µs/event wall", "olcli µs/event wall", "ratio", "VW µs/event CPU",
-               "olcli µs/event CPU", "ratio", "olcli kernel s", "olcli kernel CPU s", "olcli chunk step s",
-               "olcli command s", "VW whole s"], event_rows, "ll" + "r" * 12)
+               "olcli µs/event CPU", "ratio", "olcli kernel s", "olcli kernel CPU s", "olcli parse s",
+               "olcli chunk step s", "olcli command s", "olcli command CPU s", "VW whole s"], event_rows,
+              "ll" + "r" * 14)
     res.data = {"rows": data, "runs": args.runs, "lines": args.lines}
     print(res.write(), file=sys.stderr)
 

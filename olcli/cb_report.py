@@ -41,6 +41,46 @@ class Table:
             self.seen_loss, self.seen_weight = policy.sum_loss, policy.labelled_weight
         if self.quiet or self.weight < self.dump_at:
             return
+        self._print(policy, event, prediction, label)
+
+    def rows(self, policy, weights, labelled_after, loss_after, features, actions, labels):
+        """``row`` of each of a run of cbify lines (arrays: the line's weight, the labelled weight and loss sums
+        after it, its features, the drawn action; ``labels``: the class or None), ``policy``'s counters being
+        those after the last line (its fields are set to a printed line's while it prints). The same sums in
+        the same order as ``row``'s: weights are >= 0, so the labelled weight never falls, and a line that adds
+        no labelled weight adds no loss; the last line that added some is then always the previous line."""
+        import numpy as np
+
+        weights = np.asarray(weights, dtype=np.float64)
+        labelled_after = np.asarray(labelled_after, dtype=np.float64)
+        loss_after = np.asarray(loss_after, dtype=np.float64)
+        if not len(weights):
+            return
+        cumulative = np.add.accumulate(np.concatenate(([self.weight], weights)))[1:]   # += in order
+        dw = labelled_after - np.concatenate(([self.seen_weight], labelled_after[:-1]))
+        grew = dw > 0
+        if grew.any():
+            at = np.flatnonzero(grew)
+            x = (loss_after[at] - np.concatenate(([self.seen_loss], loss_after[:-1]))[at]) / dw[at]
+            self.n += len(at)
+            self.sum_x = float(np.add.accumulate(np.concatenate(([self.sum_x], x)))[-1])
+            self.sum_x2 = float(np.add.accumulate(np.concatenate(([self.sum_x2], x * x)))[-1])
+            self.seen_loss, self.seen_weight = float(loss_after[at[-1]]), float(labelled_after[at[-1]])
+        if not self.quiet:
+            final = (policy.examples, policy.labelled_weight, policy.sum_loss, policy.current_features)
+            start = policy.examples - len(weights)
+            e = int(np.searchsorted(cumulative, self.dump_at))   # the first line whose sum reaches dump_at
+            while e < len(weights):
+                self.weight = float(cumulative[e])
+                policy.examples, policy.labelled_weight = start + e + 1, float(labelled_after[e])
+                policy.sum_loss, policy.current_features = float(loss_after[e]), int(features[e])
+                label = labels[e]
+                self._print(policy, None, str(int(actions[e])), "unknown" if label is None else str(label))
+                e = max(e + 1, int(np.searchsorted(cumulative, self.dump_at)))
+            policy.examples, policy.labelled_weight, policy.sum_loss, policy.current_features = final
+        self.weight = float(cumulative[-1])
+
+    def _print(self, policy, event, prediction, label):
         self.dump_at = self.dump_at + self.step if self.step else self.dump_at * self.factor
         if not self.started:
             self.stream.write(self.HEADER)

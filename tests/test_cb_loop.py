@@ -2,6 +2,7 @@
 (``cb_sim.Cbify.step``, itself checked step by step against tests/naive_cb.py in test_cb_sim.py) and its
 parts against their definitions: NumPy's summation order, VW's merand48 draw, the epsilon floor."""
 
+import json
 import random
 from pathlib import Path
 
@@ -44,13 +45,19 @@ def test_the_epsilon_floor_is_the_policys():
         assert got.tolist() == want.tolist()
 
 
-def stream(n=700, k=5, seed=4):
-    """Multiclass lines with unlabelled, weighted, tagged and blank lines, repeated and colliding features."""
+def stream(n=700, k=5, seed=4, odd=False):
+    """Multiclass lines with unlabelled, weighted, tagged and blank lines, repeated and colliding features; with
+    ``odd`` also lines the block reader leaves to the per-line one: a CRLF line end, a lone '\\r', a feature
+    value the parser refuses, a label outside 1..K, a tab in the label part, spaces-only and tab-only lines."""
     r = random.Random(seed)
     out = []
     for i in range(n):
         if r.random() < 0.02:
             out.append("")
+            continue
+        if odd and r.random() < 0.03:
+            out.append(r.choice(["2 |a f1:1 f2:0.5\r", "1 |a f1\rf2", "3 |a f1:x", f"{k + 1} |a f1", "2\t|a f3",
+                                 "   ", "\t", "'only_tag|a f1", "1 2 3 |a f1", "4 -1 |a f1", "1\x0b |a f1"]))
             continue
         feats = " ".join(f"f{r.randint(0, 60)}:{r.uniform(-2, 2):.3f}" for _ in range(r.randint(0, 150)))
         label = "" if r.random() < 0.05 else (f"{r.randint(1, k)}" if r.random() < 0.7
@@ -73,13 +80,13 @@ def test_the_chunk_kernel_prints_and_saves_what_the_per_line_loop_does(cli, monk
     Path("d.txt").write_text(stream(k=k))
     args = ["vw", "--cbify", k, "--cb_explore_adf", *rule, *costs, "-d", "d.txt"]   # -i: the model's learner
     chunks = []
-    run_chunk = cb_sim.Cbify.run_chunk
+    run_parsed = cb_sim.Cbify.run_parsed
 
     def counted(self, *a, **kw):
         chunks.append(1)
-        return run_chunk(self, *a, **kw)
+        return run_parsed(self, *a, **kw)
 
-    monkeypatch.setattr(cb_sim.Cbify, "run_chunk", counted)
+    monkeypatch.setattr(cb_sim.Cbify, "run_parsed", counted)
     results = []
     for per_line in (False, True):
         if per_line:
@@ -97,4 +104,37 @@ def test_the_chunk_kernel_prints_and_saves_what_the_per_line_loop_does(cli, monk
         files = [Path(x).read_bytes() for x in (p, m, n, q, r)]
         results.append((texts, files))
     assert "average loss" in results[0][0][0]
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("rule", [RULES[0], RULES[2]])
+def test_the_block_reader_reads_what_the_line_reader_reads(cli, monkeypatch, rule):
+    """Blocks of a few lines, some of them with lines only the per-line reader judges (``stream(odd=True)``):
+    table, warnings, summary, -p and the model byte for byte as the per-line loop's, both through the kernel
+    (blocks read in one parse, the others line by line) and through Cbify.step."""
+    k = 5
+    Path("d.txt").write_bytes(stream(k=k, odd=True).encode())
+    monkeypatch.setattr(cb_sim, "BLOCK_BYTES", 1500)
+    blocks = []
+    run_block = cb_sim._run_block
+
+    def counted(*a, **kw):
+        blocks.append(run_block(*a, **kw))
+        return blocks[-1]
+
+    monkeypatch.setattr(cb_sim, "_run_block", counted)
+    results = []
+    for per_line in (False, True):
+        if per_line:
+            assert blocks.count(True) >= 5 and blocks.count(False) >= 5, blocks
+            monkeypatch.setattr(cb_sim.Cbify, "chunk_kernel", lambda self, learn=True: None)
+        tag = "line" if per_line else "kernel"
+        p, m, r = (f"{x}_{tag}.out" for x in "pmr")
+        code, _, err = cli("vw", "--cbify", k, "--cb_explore_adf", *rule, "-d", "d.txt", "-p", p, "-f", m,
+                           "-P", "7", "--report", r)
+        assert code == 0, err
+        report = json.loads(Path(r).read_text())
+        report.pop("command")   # names the output files
+        results.append((err.replace(f"_{tag}.out", ""), Path(p).read_bytes(), Path(m).read_bytes(), report))
+    assert "warning" in results[0][0] or "line" in results[0][0]
     assert results[0] == results[1]

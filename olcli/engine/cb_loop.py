@@ -86,14 +86,21 @@ def _block(a, lo, n):
 def pairwise_sum(a, lo, n):
     """NumPy's pairwise sum of a[lo:lo+n] (numpy/_core/src/umath/loops_utils.h ``pairwise_sum``, the order
     of ``ndarray.sum`` on a contiguous float64 array): blocks of at most 128 terms (``_block``); above
-    that the two halves, the first n2 = n//2 − (n//2 mod 8) long, summed apart and added. Written
-    with an explicit stack (a recursive kernel does not load from Numba's cache)."""
+    that the two halves, the first n2 = n//2 − (n//2 mod 8) long, summed apart and added (``pairwise_sum_in``,
+    its stack allocated here)."""
     if n <= 128:
         return _block(a, lo, n)
-    los = np.empty(64, np.int64)
-    ns = np.empty(64, np.int64)
-    stage = np.empty(64, np.int64)   # 0: split next, 1: the left half is summing, 2: the right half is
-    left = np.empty(64)
+    return pairwise_sum_in(a, lo, n, np.empty((4, 64), np.int64), np.empty(64))
+
+
+@njit
+def pairwise_sum_in(a, lo, n, stack, left):
+    """``pairwise_sum`` with the caller's scratch: ``stack`` int64[4, 64] (rows: start, length, stage), ``left``
+    float64[64]. Written with an explicit stack (a recursive kernel does not load from Numba's cache)."""
+    if n <= 128:
+        return _block(a, lo, n)
+    los, ns = stack[0], stack[1]
+    stage = stack[2]   # 0: split next, 1: the left half is summing, 2: the right half is
     los[0], ns[0], stage[0] = lo, n, 0
     sp = 1
     result = 0.0
@@ -256,7 +263,9 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
     most = 0
     for e in range(n_lines):
         most = max(most, row_ptr[e + 1] - row_ptr[e])
-    contrib = np.empty(most)
+    contrib = np.empty(max(k * most, 1))   # action a's terms at [a·n, (a+1)·n)
+    stack = np.empty((4, 64), np.int64)
+    left = np.empty(64)
     prow = np.empty(most, np.int32)
     scores = np.empty(k)
     order = np.empty(k, np.int64)
@@ -266,12 +275,14 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
     for e in range(n_lines):
         lo, hi = row_ptr[e], row_ptr[e + 1]
         n = hi - lo
+        for j in range(n):   # feature-major: the K copies of a row are K neighbouring hashed indices
+            r = rows[lo + j]
+            base = r - (r & mask)
+            x = values[lo + j]
+            for a in range(k):
+                contrib[a * n + j] = weight(table, settings, np.int64(pool_index[(base + a) & table_mask])) * x
         for a in range(k):
-            for j in range(n):
-                r = rows[lo + j]
-                placed = ((r - (r & mask)) + a) & table_mask
-                contrib[j] = weight(table, settings, np.int64(pool_index[placed])) * values[lo + j]
-            scores[a] = pairwise_sum(contrib, 0, n)
+            scores[a] = pairwise_sum_in(contrib, a * n, n, stack, left)
         ranked_pmf(scores, k, rule, istate, facc, order, s, p, srt)
         i = sample_index(istate[I_APP_SEED] + istate[I_COUNTER], p, k)
         istate[I_COUNTER] += 1
