@@ -140,9 +140,9 @@ def _no_jit_machine_code() -> None:
     """In a build process, Numba's dispatcher compiles a kernel (for the exported wrapper that
     calls it: ``_through``) to optimised LLVM IR, which pycc links into the module and turns
     into the module's machine code. The JIT's own machine code of the same functions, which
-    nothing in a build runs, is not made here (and not written to Numba's cache, which keeps
-    machine code: a cache that already holds a kernel is still read). Numba's runtime is
-    compiled and started first, as the JIT needs it."""
+    nothing in a build runs, is not made here; Numba's cache (machine code) is neither written
+    nor read (a kernel loaded from it, with these changes, crashed the build). Numba's runtime
+    is compiled and started first, as the JIT needs it."""
     from numba import njit
     from numba.core import caching, codegen, cpu
 
@@ -158,6 +158,7 @@ def _no_jit_machine_code() -> None:
     codegen.JITCodeLibrary._finalize_specific = lambda self: None
     codegen.JITCPUCodegen._add_module = lambda self, module: None
     caching.Cache.save_overload = lambda self, sig, data: None
+    caching.Cache.load_overload = lambda self, sig, target_context: None
 
 
 def _llvm_timers() -> dict:
