@@ -14,7 +14,7 @@ process (start-up included). Targets (issue 30): olcli's loss <= 1.02 x VW's, wa
 Since both tools' start-up is part of every run (olcli's ~2x VW's), each command is also run on the file
 written twice (2N lines: the second copy continues the same simulation) and the per-event cost is
 (wall(2N) − wall(N)) / N for each tool, likewise for CPU. A third olcli run (N lines, in a process that
-wraps the chunk kernel ``cb_loop.cbify_gd`` and ``cb_sim.Cbify.run_chunk``/``cb_sim._run_block`` and the parser's ``parsing.parse_chunk`` with timers) gives
+wraps the chunk kernel ``cb_loop.cbify_gd`` and ``cb_sim.Cbify.run_chunk``/``cbify_input._run_block`` and the parser's ``parsing.parse_chunk`` with timers) gives
 the seconds spent in the kernel alone, in the parser, and in the chunk step (the block's label parts, its parse,
 the kernel and what is printed).
 
@@ -66,7 +66,7 @@ def prepare(data, work, lines=None):
 # as JSON to the file $CBIFY_TIMES)
 TIMED = """
 import json, os, sys, time
-from olcli import cb_sim
+from olcli import cb_sim, cbify_input
 from olcli.engine import cb_loop
 from olcli import parsing
 spent = dict(kernel_wall=0.0, kernel_cpu=0.0, chunk_wall=0.0, chunk_cpu=0.0, parse_wall=0.0, parse_cpu=0.0)
@@ -81,7 +81,7 @@ def timed(fn, key):
     return call
 cb_loop.KERNELS["gd"] = timed(cb_loop.KERNELS["gd"], "kernel")
 cb_sim.Cbify.run_chunk = timed(cb_sim.Cbify.run_chunk, "chunk")
-cb_sim._run_block = timed(cb_sim._run_block, "chunk")
+cbify_input._run_block = timed(cbify_input._run_block, "chunk")
 parsing.parse_chunk = timed(parsing.parse_chunk, "parse")
 from olcli.cli import _run_app
 w, c = time.perf_counter(), time.process_time()

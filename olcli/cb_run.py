@@ -4,7 +4,7 @@
 label, actions 1..K) becomes K action lines of its features, each at action-specific hashed indices
 (``cb.CbExploreAdf._place``), learned as ``--cb_adf`` (default ``--cb_type mtr``; ``-p``: the best action,
 0-based, as VW 9 writes it). ``--cbify K`` (bandit simulation on multiclass lines) and ``--cb K --eval``
-(off-policy evaluation) step single lines through ``olcli/cb_sim.py``. ``--report PATH`` writes the JSON
+(off-policy evaluation) step through ``olcli/cb_sim.py`` (their lines read by ``olcli/cbify_input.py``). ``--report PATH`` writes the JSON
 report (``cb_report.write_json``: the run's numbers and the policy's estimated value with an interval).
 
 A VW line naming ``--cb_explore_adf``, ``--cb_adf`` or ``--cb`` runs here instead of through ``olcli train``:
@@ -45,7 +45,7 @@ Options of a CB line olcli does not have (yet) are refused by name.
 
 import sys
 
-from olcli import cb, cb_report, cb_sim, signals
+from olcli import cb, cb_eval, cb_report, cb_sim, cbify_input, signals
 from olcli.cb_format import read_sources
 from olcli.cb_options import CB_KEYS, cb_settings, gd_params, interactions_of, number, parse, train_arguments
 from olcli.errors import DataError, ModelError, OlcliError, UsageError
@@ -56,7 +56,7 @@ def _policy(learner, settings):
     if settings["reduction"] == "cb_adf":
         return cb.CbAdf(learner, **kwargs)
     if settings["reduction"] == "cb" and settings.get("eval"):
-        return cb_sim.Evaluate(learner, settings["actions"], settings["cb_type"])
+        return cb_eval.Evaluate(learner, settings["actions"], settings["cb_type"])
     if settings["reduction"] == "cb":
         return cb.CbAdf(learner, placed=settings["actions"], **kwargs)
     cbify = settings["reduction"] == "cbify"
@@ -242,7 +242,7 @@ def _events(policy, settings, given, data, table, out, testing, on_error, passes
     with signals.deferred():
         simulated = settings["reduction"] == "cbify" or settings.get("eval")   # single lines, not CB events
         if simulated:
-            cb_sim.run_lines(policy, settings, data, table, out, testing, on_error)
+            cbify_input.run_lines(policy, settings, data, table, out, testing, on_error)
         events = () if simulated else read_sources(data, "dsjson" in given, on_error, settings.get("actions", 0))
         if passes > 1:
             events = list(events)   # VW's cache: the later passes read the events again

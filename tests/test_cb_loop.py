@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import naive_cb as nc
-from olcli import cb, cb_sim
+from olcli import cb, cb_sim, cbify_input
 from olcli.engine import cb_loop
 
 
@@ -114,15 +114,15 @@ def test_the_block_reader_reads_what_the_line_reader_reads(cli, monkeypatch, rul
     (blocks read in one parse, the others line by line) and through Cbify.step."""
     k = 5
     Path("d.txt").write_bytes(stream(k=k, odd=True).encode())
-    monkeypatch.setattr(cb_sim, "BLOCK_BYTES", 1500)
+    monkeypatch.setattr(cbify_input, "BLOCK_BYTES", 1500)
     blocks = []
-    run_block = cb_sim._run_block
+    run_block = cbify_input._run_block
 
     def counted(*a, **kw):
         blocks.append(run_block(*a, **kw))
         return blocks[-1]
 
-    monkeypatch.setattr(cb_sim, "_run_block", counted)
+    monkeypatch.setattr(cbify_input, "_run_block", counted)
     results = []
     for per_line in (False, True):
         if per_line:

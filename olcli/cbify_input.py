@@ -1,0 +1,341 @@
+"""How ``--cbify K`` and ``--cb K --eval`` lines reach their policy (``olcli/cb_sim.py``'s ``Cbify`` and
+``cb_eval.Evaluate``): ``run_lines`` reads every input and, for ``--cbify`` with its chunk kernel, a regular
+file BLOCK_BYTES of whole lines at a time (one parse and one kernel call a block, ``_run_block``), a pipe or
+terminal CHUNK_LINES at a time as they come (``_run_chunked``), and anything the block reader cannot be sure
+of line by line (``_Pending``), writing the same progress rows, ``-p`` lines and warnings either way."""
+
+import math
+import re
+
+import numpy as np
+
+from olcli.cb_eval import Evaluate, parse_eval_line
+from olcli.cb_format import CbEvent, located, split_line
+from olcli.cb_sim import learner_error, read_multiclass
+from olcli.errors import DataError
+
+
+def _stepped(name, n, on_error, step, *args, **kwargs):
+    """(True, ``step(*args, **kwargs)``), or (False, None) when the learner's parser refused a feature
+    value of line ``n`` (nothing learned): the error, named with file and line, is raised when
+    ``on_error`` is None, else handed to it."""
+    try:
+        return True, step(*args, **kwargs)
+    except DataError as exc:
+        error = DataError(f"{located(name, n)}: {learner_error(exc)}")
+        if on_error is None:
+            raise error from None
+        on_error(error)
+        return False, None
+
+
+def run_lines(policy, settings, data, table, out, testing, on_error):
+    """``olcli vw --cbify K`` / ``--cb K --eval``: every line of the inputs through ``policy`` (a ``Cbify`` or
+    an ``Evaluate``), VW's progress rows on ``table``, ``-p`` lines on ``out`` (the sampled action, or π)."""
+    k = settings["actions"]
+    for name, stream, live in _sources(data):
+        kernel = None if isinstance(policy, Evaluate) else policy.chunk_kernel(learn=not testing)
+        if kernel is not None and live is None:
+            _run_blocks(policy, kernel, name, stream, k, table, out, testing, on_error)
+            continue
+        text = _text_of(stream)
+        if isinstance(policy, Evaluate):
+            for n, raw in enumerate(text, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    pi, event = parse_eval_line(raw, k, name, n)
+                except DataError as exc:
+                    if on_error is None:
+                        raise
+                    on_error(exc)
+                    continue
+                if not _stepped(name, n, on_error, policy.step, pi, event, learn=not testing)[0]:
+                    continue
+                if out is not None:
+                    out.write(f"{pi} {event.tag}\n" if event.tag else f"{pi}\n")   # VW: the tag after
+                label = f"{event.chosen + 1}:{event.cost:.2g}:{event.probability:.2g}"
+                table.row(policy, event, str(pi), label=label)
+            continue
+        if kernel is not None:
+            _run_chunked(policy, kernel, name, text, live, k, table, out, testing, on_error)
+            continue
+        for n, label, weight, tag, features in read_multiclass(text, k, name, on_error):
+            stepped, result = _stepped(name, n, on_error, policy.step, label, weight, features, learn=not testing)
+            if not stepped:
+                continue
+            _written(table, out, policy, result[0], label, weight, tag)
+
+
+def _written(table, out, policy, action, label, weight, tag):
+    """One cbify line's ``-p`` line (the drawn action, then the tag) and progress-table row."""
+    if out is not None:
+        out.write(f"{action} {tag}\n" if tag else f"{action}\n")
+    table.row(policy, CbEvent(None, (), weight=weight), str(action), label="unknown" if label is None else str(label))
+
+
+CHUNK_LINES = 1024
+BLOCK_BYTES = 1 << 18   # a regular file's bytes read at a time (whole lines of it parsed in one call)
+
+
+def _sources(data):
+    """(display name, binary stream, descriptor or None) of every input in turn (as ``cb_format.texts``), with the
+    descriptor of an input that can keep a reader waiting (a pipe, FIFO, socket or terminal: None for a
+    regular file or compressed data)."""
+    import io
+    import os
+    import stat
+
+    from olcli.inputs import display_name, open_source
+
+    for path in data or ["-"]:
+        stream, counted = open_source(path)
+        live = None
+        try:
+            if isinstance(stream, io.BufferedReader):   # not decompressed
+                fd = counted.raw.fileno()
+                live = None if stat.S_ISREG(os.fstat(fd).st_mode) else fd
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            live = None
+        try:
+            yield display_name(path), stream, live
+        finally:
+            if path != "-":
+                stream.close()
+
+
+def _text_of(stream):
+    """The lines of a binary input as text (UTF-8, bad bytes replaced, any newline convention), each read in
+    olcli's immediate signal phase (``cb_format.interruptible``)."""
+    import io
+
+    from olcli.cb_format import interruptible
+
+    return interruptible(io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None))
+
+
+class _Pending:
+    """Multiclass lines run through ``Cbify.run_chunk`` CHUNK_LINES at a time (``add``), printing what the
+    per-line loop prints in the same order: ``flush`` runs and writes the lines held; a chunk with a feature
+    value the learner refuses goes through ``Cbify.step`` line by line (each refused line named and skipped
+    there)."""
+
+    def __init__(self, policy, kernel, name, table, out, testing, on_error):
+        self.policy, self.kernel, self.name = policy, kernel, name
+        self.table, self.out, self.testing, self.on_error = table, out, testing, on_error
+        self.lines = []
+
+    def add(self, line):
+        self.lines.append(line)
+        if len(self.lines) >= CHUNK_LINES:
+            self.flush()
+
+    def refused(self, exc):   # a line read_multiclass refused: the lines before it first
+        self.flush()
+        self.on_error(exc)
+
+    def flush(self):
+        if not self.lines:
+            return
+        policy, table, out, testing = self.policy, self.table, self.out, self.testing
+        items, self.lines = self.lines, []
+        try:
+            done, action, prob, weight_after, loss_after, fcount, diverged = policy.run_chunk(
+                self.kernel, [(label, weight, features) for _, label, weight, _, features in items], not testing)
+        except DataError:
+            for n, label, weight, tag, features in items:
+                stepped, result = _stepped(self.name, n, self.on_error, policy.step, label, weight, features,
+                                           learn=not testing)
+                if stepped:
+                    _written(table, out, policy, result[0], label, weight, tag)
+            return
+        _written_run(table, out, policy, action[:done], [label for _, label, _, _, _ in items[:done]],
+                     [weight for _, _, weight, _, _ in items[:done]], [tag for _, _, _, tag, _ in items[:done]],
+                     weight_after[:done], loss_after[:done], fcount[:done], diverged)
+
+
+def _written_run(table, out, policy, actions, labels, weights, tags, weight_after, loss_after, fcount, diverged):
+    """What ``_written`` writes for each line of a kernel call (the table reads the sums as they were after each
+    line), then the divergence, if the call stopped at one."""
+    if len(actions):
+        actions = actions.tolist()
+        if out is not None:
+            out.write("".join(f"{a} {t}\n" if t else f"{a}\n" for a, t in zip(actions, tags)))
+        table.rows(policy, weights, weight_after, loss_after, fcount, actions, labels)
+    if diverged:
+        from olcli.errors import Diverged
+
+        raise Diverged("the model diverged: a prediction is not a finite number; "
+                       + policy.policy.learner.divergence_advice())
+
+
+def _run_chunked(policy, kernel, name, text, live, k, table, out, testing, on_error):
+    """``--cbify``'s lines of one input through ``_Pending``: the lines read before a refused line (its warning),
+    a parse error, a signal or the end are run and written first, and so are they before a read from a live
+    input (``live``: its descriptor, or None) that has nothing waiting, so a stream's events are learned and
+    shown as they come."""
+    import select
+
+    pending = _Pending(policy, kernel, name, table, out, testing, on_error)
+
+    def waiting(lines):   # a live input's lines, the pending ones run before a read that would wait
+        for line in lines:
+            yield line
+            if pending.lines and not select.select([live], [], [], 0)[0]:
+                pending.flush()
+
+    try:
+        for line in read_multiclass(text if live is None else waiting(text), k, name,
+                                    None if on_error is None else pending.refused):
+            pending.add(line)
+    except BaseException:
+        pending.flush()
+        raise
+    pending.flush()
+
+
+def _run_blocks(policy, kernel, name, stream, k, table, out, testing, on_error):
+    """``--cbify``'s lines of a regular (or decompressed) input, BLOCK_BYTES of whole lines at a time: a block
+    whose every line ``_simple_block`` reads goes to the kernel as the parser's one call left it
+    (``_run_block``); any other block (a label, weight, tag, blank or newline the per-line reading has to
+    judge, a feature value the parser refuses) goes line by line through ``_Pending``, as ``_run_chunked``
+    does, so what is printed, learned and refused is the same either way."""
+    import io
+
+    from olcli import signals
+
+    pending = _Pending(policy, kernel, name, table, out, testing, on_error)
+    first = 1   # the block's first line number
+    rest = b""
+    try:
+        while True:
+            with signals.immediate():
+                piece = stream.read(BLOCK_BYTES)
+            data = rest + piece if rest else piece
+            if piece:
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    rest = data
+                    continue
+                block, rest = data[:cut], data[cut:]
+            else:
+                block, rest = data, b""
+            if not block:
+                break
+            if _run_block(policy, kernel, block, k, table, out, testing):
+                first += block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+                continue
+            lines = list(io.StringIO(block.decode("utf-8", errors="replace"), newline=None))
+            for line in read_multiclass(lines, k, name, None if on_error is None else pending.refused, first):
+                pending.add(line)
+            pending.flush()
+            first += len(lines)
+    except BaseException:
+        pending.flush()
+        raise
+    pending.flush()
+
+
+_HEADS = re.compile(rb"\n([^|\n]*)\|")   # the bytes before a line's first '|' (prefix the block with a newline)
+
+
+def _simple_block(block, k):
+    """(labels 1..K or None, weights, tags, 1-based numbers of the example lines) of a block of whole lines, as
+    ``read_multiclass`` would read them, when every line is simple enough to be sure of that from the bytes:
+    UTF-8 without '\\r', each line blank (spaces only) or with a '|' and a label part the
+    per-line reading accepts (no tab; a class 1..K and a finite weight >= 0, or none). None otherwise."""
+    if b"\r" in block:
+        return None
+    if not block.isascii():
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    heads = _HEADS.findall(b"\n" + block)
+    lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+    if len(heads) == lines:   # every line an example (the usual block): its label parts read once each
+        read = {}
+        for head in set(heads):
+            read[head] = _label_part(head, k)
+            if read[head] is None:
+                return None
+        got = list(map(read.__getitem__, heads))
+        return [g[0] for g in got], [g[1] for g in got], [g[2] for g in got], list(range(1, lines + 1))
+    labels, weights, tags, at = [], [], [], []
+    read = {}   # label part -> (label, weight, tag): a file's label parts repeat (the classes)
+    for no, text in enumerate(block.split(b"\n"), 1):
+        bar = text.find(b"|")
+        if bar < 0:
+            if text.strip(b" "):
+                return None
+            continue
+        at.append(no)
+        head = text[:bar]
+        got = read.get(head)
+        if got is None:
+            got = read[head] = _label_part(head, k)
+            if got is None:
+                return None
+        label, weight, tag = got
+        labels.append(label)
+        weights.append(weight)
+        tags.append(tag)
+    return labels, weights, tags, at
+
+
+def _label_part(head, k):
+    """(label or None, weight, tag) of the bytes before a line's '|' as ``parse_multiclass_line`` reads them,
+    or None where it would refuse them or the bytes hold a tab."""
+    if not head.strip(b" "):
+        return None, 1.0, None
+    if b"\t" in head:
+        return None
+    words, tag, _ = split_line(head.decode("utf-8"))
+    weight = 1.0
+    if not words:
+        return None, weight, tag
+    if len(words) > 2:
+        return None
+    try:
+        label = int(words[0])
+        if len(words) == 2:
+            weight = float(words[1])
+    except ValueError:
+        return None
+    if not (1 <= label <= k and math.isfinite(weight) and weight >= 0):
+        return None
+    return label, weight, tag
+
+
+def _run_block(policy, kernel, block, k, table, out, testing):
+    """A block of whole lines through the kernel in one parse and one kernel call, what ``_Pending`` prints
+    printed; False (nothing done) when ``_simple_block`` cannot read it, the learner's parser refuses a line
+    or finds other example lines than it."""
+    from olcli.engine.parse import LABELS_ANY
+    from olcli.inputs import Chunk
+    from olcli.parsing import parse_chunk
+
+    simple = _simple_block(block, k)
+    if simple is None:
+        return False
+    labels, weights, tags, at = simple
+    learner = policy.policy.learner
+    try:
+        if learner.decide_format("vw", "<examples>") != "vw":
+            return False
+    except DataError:
+        return False
+    m = learner.model
+    parsed = parse_chunk(Chunk("<examples>", 1, np.frombuffer(block, dtype=np.uint8)), "vw", m.bits, m.constant,
+                         LABELS_ANY, learner.feature_spec)
+    n = parsed.n_examples
+    if parsed.bad_lines or n != len(at) or parsed.example_line[:n].tolist() != at:
+        return False
+    if not n:
+        return True
+    done, action, prob, weight_after, loss_after, fcount, diverged = policy.run_parsed(
+        kernel, np.array([0 if label is None else label for label in labels], dtype=np.int64), np.array(weights, dtype=np.float64), parsed.index, parsed.value,
+        parsed.row_ptr, parsed.feature_count, not testing)
+    _written_run(table, out, policy, action[:done], labels[:done], weights[:done], tags[:done], weight_after[:done],
+                 loss_after[:done], fcount[:done], diverged)
+    return True
