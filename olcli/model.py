@@ -204,6 +204,21 @@ def read_header(raw: bytes, path: str) -> tuple[dict, int]:
     return header, _PREFIX.size + header_size
 
 
+def peek_header(path: str):
+    """The header of the model file at ``path`` as written, unchecked (``load`` checks everything), or None when
+    the file does not start as an olcli model: for a choice made before the model is loaded (``olcli vw -i
+    MODEL`` with no contextual-bandit option runs MODEL's reduction, as VW reads its reductions from a model)."""
+    try:
+        with open(path, "rb") as f:
+            magic, _, size = _PREFIX.unpack(f.read(_PREFIX.size))
+            if magic != MAGIC or size > 1 << 26:
+                return None
+            header = json.loads(f.read(size))
+    except (OSError, ValueError, struct.error, RecursionError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
 def _slots_of(header: dict):
     state = header.get("state")
     return state.get("slots") if isinstance(state, dict) else None

@@ -361,6 +361,19 @@ def test_refused_by_name_before_anything_is_written(cli, args, message):
     assert not Path("m").exists() and not Path("p").exists() and out == b""
 
 
+def test_a_cb_model_brings_its_reduction(cli):
+    # VW reads a model's reductions from the model (suite test 166: `-t -i cb_dm.reg` after `--cb 2 --cb_type dm`).
+    # VW 9.11.9, `--cb 2 --cb_type dm -d rcv1_raw_cb_small_20.vw -f m`, then `-d ... -t -i m -p p`: 20 / 3552 /
+    # 0.000000, and the same -p lines as with --cb 2 given again
+    data = CB / "rcv1_raw_cb_small_20.vw"
+    assert cli("vw", "--cb", "2", "--cb_type", "dm", "-d", data, "-f", "m", "--quiet")[0] == 0
+    code, _, err = cli("vw", "-d", data, "-t", "-i", "m", "-p", "p")
+    assert code == 0 and summary(err) == ("20", "3552", "0.000000"), err
+    code, _, again = cli("vw", "-d", data, "-t", "--initial_regressor=m", "--cb", "2", "-p", "p2")
+    assert code == 0 and summary(again) == summary(err)
+    assert Path("p").read_text() == Path("p2").read_text() and Path("p").read_text().strip()
+
+
 def test_a_plain_model_is_not_a_cb_model(cli):
     Path("r.txt").write_text("1 | a\n0 | b\n")
     assert cli("train", "r.txt", "-f", "plain.m")[0] == 0
