@@ -102,6 +102,33 @@ def parse(args) -> tuple:
     return given, data
 
 
+def with_model_reduction(args) -> list:
+    """``args`` with the reduction of the model that ``-i``/``--initial_regressor`` names added when the line
+    enables none and the model is an olcli contextual-bandit model (VW reads a model's reductions from the
+    model: ``vw -d x -t -i cb.model`` tests a ``--cb 2`` model as ``--cb 2``); else ``args`` as given."""
+    args = list(args)
+    path = None
+    for k, token in enumerate(args):
+        if token in ("-i", "--initial_regressor") and k + 1 < len(args):
+            path = args[k + 1]
+        elif token.startswith("--initial_regressor="):
+            path = token.split("=", 1)[1]
+    if path is None or vw.is_cb_line(args):
+        return args
+    from olcli.model import peek_header
+
+    stored = (peek_header(path) or {}).get("cb")
+    settings = stored.get("settings") if isinstance(stored, dict) else None
+    if not isinstance(settings, dict):
+        return args
+    reduction, actions = settings.get("reduction"), settings.get("actions")
+    if reduction in ("cb", "cbify") and isinstance(actions, int) and actions > 0:
+        return args + [f"--{reduction}", str(actions)]
+    if reduction in ("cb_adf", "cb_explore_adf"):
+        return args + [f"--{reduction}"]
+    return args
+
+
 def number(given, key, kind=float, default=None, low=None):
     if key not in given:
         return default

@@ -117,7 +117,10 @@ def vw(
     not options are data files. A VW option olcli does not have is
     refused by name with what olcli offers instead (exit 2). The docs' "For VW users" page says
     what each VW option becomes."""
-    args = vw_spellings.with_model_reduction(args)   # -i CB_MODEL alone: the model's reduction, as VW
+    if any(token == "-i" or token.startswith("--initial_regressor") for token in args):
+        from olcli.cb_options import with_model_reduction
+
+        args = with_model_reduction(args)   # -i CB_MODEL alone: the model's reduction, as VW
     if vw_spellings.is_cb_line(args):  # --cb_explore_adf / --cb_adf: olcli/cb_run.py
         from olcli import cb_run
 
