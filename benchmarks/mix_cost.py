@@ -49,6 +49,22 @@ def kernel_seconds(batches, algorithm, repeats, **hyper):
     return min(once() for _ in range(repeats))
 
 
+def whole_processes(kind, path, vw_name, extra, runs):
+    """(kind, tool, median wall, CPU, peak RSS) of VW's and the olcli default's (--threads 1 and 2) whole
+    process on ``path`` (-b 18, logistic loss, ``extra`` options for both), interleaved over ``runs``."""
+    common = [path, *extra, "--loss", "logistic", "-b", "18", "--quiet"]
+    cases = {vw_name: lambda: run_vw(["-d", path, *extra, "--loss_function", "logistic", "-b", "18", "--quiet"]),
+             "olcli default --threads 1": lambda: run_olcli(["train", *common, "--threads", "1"]),
+             "olcli default --threads 2": lambda: run_olcli(["train", *common, "--threads", "2"])}
+    rows = []
+    for name, results in interleaved(cases, runs).items():
+        assert all(r.returncode == 0 for r in results), (name, results[0].stderr[-500:])
+        rows.append((kind, name, statistics.median(r.wall for r in results),
+                     statistics.median(r.cpu for r in results), statistics.median(r.rss for r in results)))
+        print(kind, name, rows[-1][2:], flush=True)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -78,30 +94,11 @@ def main():
             kernels.append((kind, lines_n, label, seconds))
             print(kind, label, f"{seconds:.3f} s", flush=True)
         loads.append(load_average())
-        common = [path, "--loss", "logistic", "-b", "18", "--quiet"]
-        cases = {"VW default": lambda: run_vw(["-d", path, "--loss_function", "logistic", "-b", "18", "--quiet"]),
-                 "olcli default --threads 1": lambda: run_olcli(["train", *common, "--threads", "1"]),
-                 "olcli default --threads 2": lambda: run_olcli(["train", *common, "--threads", "2"])}
-        measured = interleaved(cases, args.runs)
-        for name, results in measured.items():
-            assert all(r.returncode == 0 for r in results), (name, results[0].stderr[-500:])
-            processes.append((kind, name, statistics.median(r.wall for r in results),
-                              statistics.median(r.cpu for r in results), statistics.median(r.rss for r in results)))
-            print(kind, name, processes[-1][2:], flush=True)
+        processes += whole_processes(kind, path, "VW default", [], args.runs)
         loads.append(load_average())
     for kind, classes in MULTICLASS.items():
         path = os.path.join(args.shared, kind, "train.vw")
-        common = [path, "--oaa", str(classes), "--loss", "logistic", "-b", "18", "--quiet"]
-        cases = {"VW --oaa": lambda: run_vw(["-d", path, "--oaa", str(classes), "--loss_function", "logistic",
-                                             "-b", "18", "--quiet"]),
-                 "olcli default --threads 1": lambda: run_olcli(["train", *common, "--threads", "1"]),
-                 "olcli default --threads 2": lambda: run_olcli(["train", *common, "--threads", "2"])}
-        measured = interleaved(cases, args.runs)
-        for name, results in measured.items():
-            assert all(r.returncode == 0 for r in results), (name, results[0].stderr[-500:])
-            processes.append((kind, name, statistics.median(r.wall for r in results),
-                              statistics.median(r.cpu for r in results), statistics.median(r.rss for r in results)))
-            print(kind, name, processes[-1][2:], flush=True)
+        processes += whole_processes(kind, path, "VW --oaa", ["--oaa", str(classes)], args.runs)
         loads.append(load_average())
     out = ["# The default's cost: its kernel against format 4's default's, its process against VW's", "",
            f"`python -m benchmarks.mix_cost --runs {args.runs} --repeats {args.repeats} --scale {args.scale}`; "
