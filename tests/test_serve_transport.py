@@ -47,6 +47,17 @@ def _pair():
     return client, conn, peer
 
 
+def _started():
+    """(loop, client socket, server socket, its peer address, Recorder, started SocketTransport) on a fresh
+    loopback pair."""
+    loop = asyncio.get_running_loop()
+    client, conn, peer = _pair()
+    protocol = Recorder()
+    transport = SocketTransport(loop, conn, protocol, peer)
+    transport.start()
+    return loop, client, conn, peer, protocol, transport
+
+
 async def _read_all(client, until: int, loop) -> bytes:
     got = b""
     while len(got) < until:
@@ -63,11 +74,7 @@ async def _read_all(client, until: int, loop) -> bytes:
 
 def test_flow_control_and_close_after_the_kept_bytes():
     async def main():
-        loop = asyncio.get_running_loop()
-        client, conn, peer = _pair()
-        protocol = Recorder()
-        transport = SocketTransport(loop, conn, protocol, peer)
-        transport.start()
+        loop, client, conn, peer, protocol, transport = _started()
         transport.set_write_buffer_limits(high=1 << 16)
         assert transport.get_extra_info("peername") == peer and transport.get_extra_info("socket") is conn
         data = bytes(range(256)) * (1 << 14)           # 4 MiB: more than the sockets' buffers take
@@ -88,11 +95,7 @@ def test_flow_control_and_close_after_the_kept_bytes():
 
 def test_reads_end_of_stream_then_closes():
     async def main():
-        loop = asyncio.get_running_loop()
-        client, conn, peer = _pair()
-        protocol = Recorder()
-        transport = SocketTransport(loop, conn, protocol, peer)
-        transport.start()
+        loop, client, conn, peer, protocol, transport = _started()
         client.sendall(b"1 |a x\n2 |a y\n")
         client.shutdown(socket.SHUT_WR)
         await asyncio.wait_for(protocol.lost.wait(), 10)
@@ -106,11 +109,7 @@ def test_reads_end_of_stream_then_closes():
 
 def test_abort_drops_the_kept_bytes():
     async def main():
-        loop = asyncio.get_running_loop()
-        client, conn, peer = _pair()
-        protocol = Recorder()
-        transport = SocketTransport(loop, conn, protocol, peer)
-        transport.start()
+        loop, client, conn, peer, protocol, transport = _started()
         data = b"x" * (8 << 20)
         transport.write(data)
         kept = transport.get_write_buffer_size()
