@@ -151,6 +151,12 @@ def policy_of(learner, settings):
 
 
 def _text(value, what) -> str:
+    """``value`` checked as one line of VW features text, without its spaces at either end; ``what`` names
+    it in an error (a str, or an action's position)."""
+    if type(value) is str and value[:1] == "|" and value[-1:] != " " and "\n" not in value and "\r" not in value:
+        return value   # the usual text, as is (what the checks below let through unchanged)
+    if not isinstance(what, str):
+        what = f"action {what}"
     if not isinstance(value, str):
         raise DataError(f"{what}: expected VW features text (a str starting with '|'), got {type(value).__name__}")
     text = value.strip(" ")
@@ -168,7 +174,7 @@ def make_event(shared, actions, chosen=None, cost=None, probability=None, weight
         raise DataError("actions: expected a list of VW features texts, one per action")
     if len(actions) == 0:
         raise DataError("actions: an event needs at least one action")
-    feats = tuple(_text(a, f"action {k}") for k, a in enumerate(actions))
+    feats = tuple([_text(a, k) for k, a in enumerate(actions)])
     shared = None if shared is None else _text(shared, "shared")
     if chosen is None:
         return CbEvent(shared, feats)
@@ -320,7 +326,7 @@ class CbLearner:
         return policy.cb_type == "mtr" and policy.members == 1 and policy.placed is None
 
     def learn_parsed(self, actions: int, chosen: int, cost: float, probability: float, index, value, count,
-                     process=None) -> None:
+                     process=None, learn_line=None) -> None:
         """``learn_event`` of an event of ``actions`` actions (weight 1) whose chosen action's line (its
         features with the shared ones, ``policy.action_lines``) was parsed already: ``index`` (hashed,
         int32), ``value`` and VW's feature ``count`` of that line (engine/cb_single.py keeps them when it
@@ -330,7 +336,10 @@ class CbLearner:
         ``CbExploreAdf._learn_member``), each number as the parser reads the text ``learn_event`` writes
         for it (``as_parsed``), then the rule's counters (``CbExploreAdf.learn``). ``process``: what runs
         the batch (``Learner.process``'s arguments and result; default the base learner's), e.g. olcli
-        serve's ``OneLineLearning``."""
+        serve's ``OneLineLearning``. ``learn_line``: tried first, ``learn_line(label, weight, index, value,
+        count)`` learns the line as ``process`` would and returns whether the prediction diverged, or None
+        when it learned nothing (then ``process`` runs): olcli serve's ``EventScorer.learn``
+        (engine/cb_single.py)."""
         from olcli.engine.records import Batch
         from olcli.errors import Diverged
 
@@ -341,10 +350,13 @@ class CbLearner:
         policy.action_sum[0] += actions
         weight = 1.0 / probability * (policy.event_sum[0] / policy.action_sum[0])
         learner = self.learner
-        batch = Batch(np.array([as_parsed(cost)]), np.array([as_parsed(weight)]), np.zeros(1),
-                      np.array([0, len(index)], np.int64), index, value, np.array([count], np.int64))
-        done = (process or learner.process)(batch, True)
-        if done.diverged_at >= 0:
+        label, weight = as_parsed(cost), as_parsed(weight)
+        diverged = None if learn_line is None else learn_line(label, weight, index, value, count)
+        if diverged is None:
+            batch = Batch(np.array([label]), np.array([weight]), np.zeros(1), np.array([0, len(index)], np.int64),
+                          index, value, np.array([count], np.int64))
+            diverged = (process or learner.process)(batch, True).diverged_at >= 0
+        if diverged:
             raise Diverged("the model diverged: a prediction is not a finite number; " + learner.divergence_advice())
         policy.events_learned += 1
         if policy.rule == "first" and policy.tau > 0:

@@ -19,8 +19,9 @@ probability (``CbLearner.learn_event``, the model changes as ``olcli train`` on 
 then forgotten. The rank parses and scores the event's action lines in one kernel call
 (engine/cb_single.py) and keeps the played action's line as parsed; the reward learns that line
 (``CbLearner.learn_parsed``: the same model as ``learn_event`` on the text, tests/test_serve_cb.py) when
-the reduction learns it alone (cb_type mtr, no bag) and the model was not reloaded in between; otherwise
-``learn_event`` parses the event again. Events wait in a table of at most ``--cb-pending`` entries (the oldest is dropped when it
+the reduction learns it alone (cb_type mtr, no bag) and the model was not reloaded in between, in one call
+of the same compiled entry (``EventScorer.learn``; ``OneLineLearning`` when a feature of the line has no
+weight row yet); otherwise ``learn_event`` parses the event again. Events wait in a table of at most ``--cb-pending`` entries (the oldest is dropped when it
 is full); an id that is not waiting (never issued, already rewarded, or dropped) gets an error that says
 so (HTTP 404). Everything runs on the server's event loop thread (one writer); the model's ``cb`` field is
 refreshed before each save, so a saved file is the model ``olcli train`` learns from the rewarded events
@@ -249,8 +250,9 @@ class CbServing:
         served = self.served
         try:
             if parsed is not None and parsed[0] == self.uses:   # parsed for the model that learns it
+                scorer = self.scorer
                 self.learner.learn_parsed(len(event.actions), action, cost, probability, *parsed[1:],
-                                          process=self.learning)
+                                          process=self.learning, learn_line=None if scorer is None else scorer.learn)
             else:
                 self.learner.learn_event(CbEvent(event.shared, event.actions, action, cost, probability))
         except Diverged as exc:

@@ -291,10 +291,20 @@ def test_scored_lines_learn_as_the_text(tmp_path, cb):
     """The rank's one kernel call (engine/cb_single.py) scores as ``CbLearner.scores``, and learning the
     played line as it parsed it (``learn_parsed``) changes the model byte for byte as ``learn_event``
     (the text path ``olcli train`` takes), also when a new feature makes the model's pool grow; and so does
-    the server's ``OneLineLearning`` (the kernel's compiled function looked up once) in ``learn_parsed``."""
+    the server's ``OneLineLearning`` (the kernel's compiled function looked up once) in ``learn_parsed``, and
+    the server's reward path: the same entry's learn mode (``EventScorer.learn``) when every feature of the
+    line has its pool row, ``OneLineLearning`` when one is new (both happen here)."""
     m0 = first_model(tmp_path / "m0.olm", cb)
     fast, text, served = olcli.load(m0), olcli.load(m0), olcli.load(m0)
     learning = OneLineLearning(served.learner)
+    served_scorer = EventScorer(served.learner)
+    kernel_learned = []
+
+    def learn_line(*args):
+        done = served_scorer.learn(*args)
+        kernel_learned.append(done is not None)
+        return done
+
     assert fast.learns_one_line
     scorer = EventScorer(fast.learner)
     if scorer.score(b"") < 0:
@@ -314,7 +324,10 @@ def test_scored_lines_learn_as_the_text(tmp_path, cb):
         fast.learn_parsed(k, chosen, cost, p, scorer.hashed[start:end].copy(), scorer.values[start:end].copy(),
                           int(scorer.counts[chosen]))
         served.learn_parsed(k, chosen, cost, p, scorer.hashed[start:end].copy(), scorer.values[start:end].copy(),
-                            int(scorer.counts[chosen]), process=learning)
+                            int(scorer.counts[chosen]), process=learning, learn_line=learn_line)
         text.learn_event(make_event(shared, actions, chosen, cost, p))
+        assert served_scorer.score(data) == k   # the served model's scores after its learning: the text's
+        assert served_scorer.scores[:k].tolist() == pytest.approx(text.scores(shared, actions).tolist(), abs=1e-12)
     assert learning.call is not None   # found once, then called directly
+    assert 0 < sum(kernel_learned) < len(kernel_learned)   # both paths were taken
     assert fast.to_bytes() == text.to_bytes() == served.to_bytes()
