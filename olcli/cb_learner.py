@@ -151,12 +151,6 @@ def policy_of(learner, settings):
 
 
 def _text(value, what) -> str:
-    """``value`` checked as one line of VW features text, without its spaces at either end; ``what`` names
-    it in an error (a str, or an action's position)."""
-    if type(value) is str and value[:1] == "|" and value[-1:] != " " and "\n" not in value and "\r" not in value:
-        return value   # the usual text, as is (what the checks below let through unchanged)
-    if not isinstance(what, str):
-        what = f"action {what}"
     if not isinstance(value, str):
         raise DataError(f"{what}: expected VW features text (a str starting with '|'), got {type(value).__name__}")
     text = value.strip(" ")
@@ -174,7 +168,7 @@ def make_event(shared, actions, chosen=None, cost=None, probability=None, weight
         raise DataError("actions: expected a list of VW features texts, one per action")
     if len(actions) == 0:
         raise DataError("actions: an event needs at least one action")
-    feats = tuple([_text(a, k) for k, a in enumerate(actions)])
+    feats = tuple(_text(a, f"action {k}") for k, a in enumerate(actions))
     shared = None if shared is None else _text(shared, "shared")
     if chosen is None:
         return CbEvent(shared, feats)
