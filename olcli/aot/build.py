@@ -221,13 +221,24 @@ def _seconds(name: str) -> float:
 
 
 def _group(name: str, entries: dict) -> str:
-    """The kernel ``name`` is compiled with: a one-call entry with its algorithm's ``run_chunk``,
-    which it calls (compiled once in a process: ``_through``); any other kernel on its own."""
-    if name in entries:
+    """The kernel ``name`` is compiled with: a one-call entry (engine/single.py's ``reply_*``,
+    engine/cb_single.py's ``scores_*``) with its algorithm's ``run_chunk``, which it calls (compiled
+    once in a process: ``_through``; apart, the entry's process types the whole loop again: ~90 s
+    of CPU for ``scores_mix``); any other kernel on its own."""
+    algorithm = entries.get(name) or _cb_entries().get(name)
+    if algorithm is not None:
         from olcli.engine import registry
 
-        return f"olcli.engine.{registry.ALGORITHMS[entries[name]].module}:run_chunk"
+        return f"olcli.engine.{registry.ALGORITHMS[algorithm].module}:run_chunk"
     return name
+
+
+def _cb_entries() -> dict:
+    """{kernel name of engine/cb_single.py's entry: its algorithm}."""
+    from olcli.aot import kernel_name
+    from olcli.engine.cb_single import ENTRIES
+
+    return {kernel_name(entry.py_func): algorithm for algorithm, entry in ENTRIES.items()}
 
 
 def _groups(wanted: dict) -> list:
