@@ -7,12 +7,19 @@ sockets; the client's JSON is outside the timed part), the events of benchmarks/
 users (the user's preferred item costs -1, others 0), after 500 warm-up events. Prints this process's
 CPU per event (``time.process_time_ns`` around the two calls) and the wall p50/p99: CPU is the number
 to compare on a loaded machine. M0: a model ``benchmarks/cb_serve.py`` trained (its ``--work``/m0.olm)."""
-import json, os, sys, time, types
+import json
+import os
+import sys
+import time
+import types
+
 import numpy as np
+
 import olcli
+from benchmarks.cb_serve import Users
 from olcli.engine import jit
 from olcli.serve_cb import CbServing
-from benchmarks.cb_serve import Users
+
 m0, N = sys.argv[1], int(sys.argv[2])
 class Log:
     def client_error(self, *a, **k): raise RuntimeError(f"refused {a} {k}")
