@@ -340,6 +340,44 @@ def test_merge_rules_on_the_cluster_match_hand_computed_values(cli, cluster, tmp
     np.testing.assert_allclose(results["adagrad"], [w_a, w_b, (4 * w_a + 16 * w_b) / 20], rtol=1e-12)
 
 
+def test_the_mixtures_losses_after_a_pass_are_the_passs_own(cli, cluster, tmp_path):
+    """The default mixture on 3 shards, 2 passes without holdout: after each pass
+    each member's cumulative loss L_k is the sum over the shards of what that
+    shard added in the pass, L_k,s - L_k,base (mixture.pass_scalars), the losses
+    of the passes before dropped; the members' columns are the tree of merges.
+    Here the shards are learned one by one with the cluster's own tasks and the
+    expected losses summed from the shards' own models."""
+    from olcli.engine import mixture
+
+    local, _, _ = cluster
+    data = tmp_path / "a9a.vw"
+    data.write_bytes(A9A.read_bytes())
+    model = tmp_path / "m.olm"
+    code, err = _train(cli, data, "--loss", "logistic", "--passes", "2", "--holdout-off", "-f", model,
+                       "--scheduler", local.scheduler_address, "--shards", "3", "--quiet")
+    assert code == 0, err
+    losses = slice(mixture.LOSSES, mixture.LOSSES + mixture.N_MEMBERS)
+    learner = Learner("mix", loss="logistic")
+    learner.decide_format("vw", str(data))
+    cut = scaleout.cut_shards([str(data)], 3)
+    for number in (1, 2):
+        state = learner.to_bytes()
+        parts = [scaleout.learn_shard(state, scaleout.Job(shard, number)) for shard in cut]
+        expected = sum(Learner.from_bytes(p.model).model.scalars[losses] - learner.model.scalars[losses]
+                       for p in parts)
+        assert np.all(expected > 0)
+        merged = Learner.from_bytes(scaleout.tree(parts, lambda x, y: scaleout.merge_parts(state, x, y)).model)
+        if number == 2:   # the tree alone adds the base's losses too
+            assert np.all(merged.model.scalars[losses] > expected + learner.model.scalars[losses] * 0.999)
+        merged.model.scalars[losses] = expected
+        learner = merged
+    on_cluster = olcli.load(model)
+    np.testing.assert_allclose(on_cluster.model.scalars[losses], learner.model.scalars[losses], rtol=1e-12)
+    assert np.array_equal(on_cluster.model.state, learner.model.state)
+    assert np.array_equal(np.delete(on_cluster.model.scalars, np.r_[losses]),
+                          np.delete(learner.model.scalars, np.r_[losses]))
+
+
 @pytest.mark.parametrize("algorithm", ("ftrl", "scinol2"))
 def test_the_cluster_model_is_the_tree_of_learner_merges(cli, cluster, tmp_path, algorithm):
     """The cluster's model, bit for bit, is the same tree of Learner.merge over
