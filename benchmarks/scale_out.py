@@ -290,7 +290,7 @@ def _sharded_passes(algorithm, train, data, count, passes):
             before += n
         merged = scaleout.tree(parts, lambda a, b: scaleout.merge_parts(state, a, b))
         base, learner = learner, Learner.from_bytes(merged.model)
-        scaleout.finish_pass(base, learner, merged)
+        scaleout.finish_pass(base, learner, merged, number == 1)
         yield number, learner, merged.holdout[0] / merged.holdout[1] if merged.holdout[1] > 0 else float("nan")
 
 

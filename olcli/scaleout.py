@@ -228,7 +228,7 @@ class ScaleOut:
         if isinstance(part, TaskFailure):
             raise part.error()
         merged = type(learner).from_bytes(part.model, "<the merged model>")
-        finish_pass(learner, merged, part)
+        finish_pass(learner, merged, part, number == 1)
         learner.model.pool = merged.model.pool
         learner.model.counters = merged.model.counters
         learner.model.scalars = merged.model.scalars   # --gd, --coin, --mix: their global numbers

@@ -19,7 +19,7 @@ from olcli import scaleout
 from olcli.engine import mixture
 
 
-def finish(base, merged, part):
+def finish(base, merged, part, first_pass=None):
     """After the run's first pass (the base's losses all 0) on K >= 2 shards: L_k the shards' mean."""
     learned = sum(1 for r in part.shards if r.examples > 0)
     losses = slice(mixture.LOSSES, mixture.LOSSES + mixture.N_MEMBERS)
