@@ -289,7 +289,8 @@ def _sharded_passes(algorithm, train, data, count, passes):
                                                                    holdout=10, holdout_offset=before % 10)))
             before += n
         merged = scaleout.tree(parts, lambda a, b: scaleout.merge_parts(state, a, b))
-        learner = Learner.from_bytes(merged.model)
+        base, learner = learner, Learner.from_bytes(merged.model)
+        scaleout.finish_pass(base, learner, merged, number == 1)
         yield number, learner, merged.holdout[0] / merged.holdout[1] if merged.holdout[1] > 0 else float("nan")
 
 
@@ -463,23 +464,26 @@ def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list
             lines.append(f"- {algorithm}, after {PASSES + 1} passes against one machine after {PASSES}: {ratios}")
     if found_members:
         one = found_members["one machine"]
+        names = [k for k in one[0] if k not in ("mix", "weights")]   # the members of the run's default
         lines += ["", "## The text generator on 4 shards: the mixture and its members, pass after pass", "",
                   "The text generator as in the loss table (200,000 train, 40,000 test), holdout every 10th "
                   "example, no early stop; the shard and merge tasks of olcli/shard_tasks.py run in the benchmark's "
                   "process. Test loss of the default mixture and of each member inside it (its own predictor), "
-                  "and the mixture's weights (--gd, --coin, ScInOL2) after the pass. The mixture counts only "
+                  f"and the mixture's weights ({', '.join(names)}) after the pass. The mixture counts only "
                   "losses of examples not learned yet (olcli/engine/mixture.py), so it follows the member whose "
-                  "held-out loss is lowest; the last column compares each member on 4 shards after P + 1 passes "
-                  f"with itself on one machine after P = {PASSES}.", "",
-                  "| run | pass | mix | gd | coin | scinol2 | weights |", "|---|---:|---:|---:|---:|---:|---|"]
+                  "held-out loss is lowest; the last line compares each member on 4 shards after P + 1 passes "
+                  f"with itself on one machine after P = {PASSES}. benchmarks/mix_members.py gives the same "
+                  "for any set, with the members' cumulative losses.", "",
+                  "| run | pass | mix | " + " | ".join(names) + " | weights |",
+                  "|---|---:|---:|" + "---:|" * len(names) + "---|"]
         for name, rows in found_members.items():
             for number, row in enumerate(rows, 1):
-                lines.append(f"| {name} | {number} | {row['mix']:.4f} | {row['gd']:.4f} | {row['coin']:.4f} | "
-                             f"{row['scinol2']:.4f} | {', '.join(f'{w:.3f}' for w in row['weights'])} |")
+                lines.append(f"| {name} | {number} | {row['mix']:.4f} | "
+                             + " | ".join(f"{row[m]:.4f}" for m in names)
+                             + f" | {', '.join(f'{w:.3f}' for w in row['weights'])} |")
         for name, rows in found_members.items():
             if name != "one machine" and len(rows) > PASSES:
-                ratios = ", ".join(f"{m} {rows[PASSES][m] / one[PASSES - 1][m]:.4f}"
-                                   for m in ("mix", "gd", "coin", "scinol2"))
+                ratios = ", ".join(f"{m} {rows[PASSES][m] / one[PASSES - 1][m]:.4f}" for m in ["mix"] + names)
                 lines.append(f"\n- {name} after {PASSES + 1} passes against one machine after {PASSES}: {ratios}")
     if coins and isinstance(next(iter(coins.values()))[0], (list, tuple)):
         lines += ["", "## --coin's merge: the rules tried", "",

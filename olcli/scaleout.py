@@ -51,14 +51,15 @@ from olcli.errors import Diverged, OlcliError, UsageError
 from olcli.inputs import vote_format
 from olcli.state import copy_state
 from olcli.run import Outcome, PassLoop, RunResult, report_of
-from olcli.shard_tasks import (SAMPLES, Job, Part, TaskFailure, learn_shard, merge_levels,  # noqa: F401
-                               merge_parts, tree)
+from olcli.shard_tasks import (SAMPLES, Job, Part, TaskFailure, finish_pass, learn_shard,  # noqa: F401
+                               merge_levels, merge_parts, tree)
 from olcli.shards import FEATURE, cut_shards, refuse_streams, shard_chunks  # noqa: F401
 
 # Re-exported: the shard and merge tasks, run without a cluster by tests/test_scaleout.py and
 # benchmarks/scale_out.py, and the scheduler probe (tests/test_service_promises.py).
-__all__ = ["ClusterError", "Job", "Part", "ScaleOut", "check_options", "cut_shards", "execute", "learn_shard",
-           "merge_levels", "merge_parts", "probe_scheduler", "refuse_streams", "shard_chunks", "survey_shard", "tree"]
+__all__ = ["ClusterError", "Job", "Part", "ScaleOut", "check_options", "cut_shards", "execute", "finish_pass",
+           "learn_shard", "merge_levels", "merge_parts", "probe_scheduler", "refuse_streams", "shard_chunks",
+           "survey_shard", "tree"]
 
 
 def survey_shard(shard) -> tuple:
@@ -227,6 +228,7 @@ class ScaleOut:
         if isinstance(part, TaskFailure):
             raise part.error()
         merged = type(learner).from_bytes(part.model, "<the merged model>")
+        finish_pass(learner, merged, part, number == 1)
         learner.model.pool = merged.model.pool
         learner.model.counters = merged.model.counters
         learner.model.scalars = merged.model.scalars   # --gd, --coin, --mix: their global numbers

@@ -180,6 +180,22 @@ def merge_parts(state: bytes, left, right):
                 left.merge_seconds + right.merge_seconds + seconds, left.merges + right.merges + 1)
 
 
+def finish_pass(base: Learner, merged: Learner, part: Part, first_pass: bool) -> None:
+    """The merged learner of a pass (from the merge tree's root ``part``), given the
+    learner the pass started from (``base``) and whether it was the run's first
+    pass: an algorithm whose kernel module has ``pass_scalars(base_scalars,
+    merged_scalars, shards_learned, first_pass)`` (the mixture, engine/mixture.py:
+    its members' first-pass losses as the shards' mean) gets its scalars from it;
+    ``shards_learned`` counts the shards that read examples. Applied once per
+    pass, after the tree, because the pairwise merges must stay associative."""
+    rule = getattr(merged._kernels, "pass_scalars", None)
+    if rule is None:
+        return
+    learned = sum(1 for report in part.shards if report.examples > 0)
+    merged.model.scalars = np.array(rule(base.model.scalars, merged.model.scalars, learned, first_pass),
+                                    dtype=np.float64)
+
+
 def tree(items: list, merge) -> object:
     """Combine ``items`` pairwise, level by level (0 with 1, 2 with 3, ...; an odd
     last one moves up a level as it is): ``merge(a, b)`` is called

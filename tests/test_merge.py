@@ -334,6 +334,27 @@ def test_coin_hand_computed():
     assert merged[3].tolist() == pytest.approx([1.4 / average, 0.5, 0.5, 1.0, 0.2, 1.0], rel=1e-14)
 
 
+def test_mixture_pass_scalars_count_the_first_pass_as_the_shards_mean():
+    """mixture.pass_scalars: after the run's first pass on K >= 2 shards each
+    member's cumulative loss is the base's plus the shards' mean increment,
+    base L + (merged L - base L) / K; after a later pass, or with one shard, the
+    merged scalars as they are; the members' own scalars and the labels seen are
+    always the merged ones."""
+    from olcli.engine import mixture
+
+    base = np.arange(len(mixture.SCALARS), dtype=np.float64)
+    merged = base + 0.5
+    base[mixture.LOSSES:mixture.LOSSES + 4] = [100.0, 90.0, 120.0, 95.0]
+    merged[mixture.LOSSES:mixture.LOSSES + 4] = [130.0, 115.0, 150.0, 126.0]   # 4 shards added 30, 25, 30, 31
+    out = mixture.pass_scalars(base, merged, 4, True)
+    assert out[mixture.LOSSES:mixture.LOSSES + 4].tolist() == [107.5, 96.25, 127.5, 102.75]
+    rest = np.r_[0:mixture.LOSSES, mixture.LOSSES + 4:len(mixture.SCALARS)]
+    assert out[rest].tolist() == merged[rest].tolist()
+    assert mixture.pass_scalars(base, merged, 4, False).tolist() == merged.tolist()
+    assert mixture.pass_scalars(base, merged, 1, True).tolist() == merged.tolist()
+    assert merged[mixture.LOSSES] == 130.0   # the inputs are left alone
+
+
 # ---------------------------------------------------------------------------
 # Training real states: random sparse logistic streams through the kernels.
 

@@ -340,6 +340,44 @@ def test_merge_rules_on_the_cluster_match_hand_computed_values(cli, cluster, tmp
     np.testing.assert_allclose(results["adagrad"], [w_a, w_b, (4 * w_a + 16 * w_b) / 20], rtol=1e-12)
 
 
+def test_the_mixtures_first_pass_losses_are_the_shards_mean(cli, cluster, tmp_path):
+    """The default mixture on 3 shards, 2 passes without holdout: after pass 1
+    each member's cumulative loss L_k is the mean over the shards of what each
+    shard added, after pass 2 the base's plus every shard's increment
+    (mixture.pass_scalars); the members' columns are the tree of merges. Here the
+    shards are learned one by one with the cluster's own tasks and the expected
+    losses computed from the shards' own models."""
+    from olcli.engine import mixture
+
+    local, _, _ = cluster
+    data = tmp_path / "a9a.vw"
+    data.write_bytes(A9A.read_bytes())
+    model = tmp_path / "m.olm"
+    code, err = _train(cli, data, "--loss", "logistic", "--passes", "2", "--holdout-off", "-f", model,
+                       "--scheduler", local.scheduler_address, "--shards", "3", "--quiet")
+    assert code == 0, err
+    losses = slice(mixture.LOSSES, mixture.LOSSES + mixture.N_MEMBERS)
+    learner = Learner("mix", loss="logistic")
+    learner.decide_format("vw", str(data))
+    cut = scaleout.cut_shards([str(data)], 3)
+    for number in (1, 2):
+        state = learner.to_bytes()
+        parts = [scaleout.learn_shard(state, scaleout.Job(shard, number)) for shard in cut]
+        added = [Learner.from_bytes(p.model).model.scalars[losses] - learner.model.scalars[losses] for p in parts]
+        assert all(np.all(a > 0) for a in added)
+        expected = learner.model.scalars[losses] + (sum(added) / 3 if number == 1 else sum(added))
+        merged = Learner.from_bytes(scaleout.tree(parts, lambda x, y: scaleout.merge_parts(state, x, y)).model)
+        if number == 1:   # the tree alone sums the shards' losses
+            np.testing.assert_allclose(merged.model.scalars[losses], sum(added), rtol=1e-12)
+        merged.model.scalars[losses] = expected
+        learner = merged
+    on_cluster = olcli.load(model)
+    np.testing.assert_allclose(on_cluster.model.scalars[losses], learner.model.scalars[losses], rtol=1e-12)
+    assert np.array_equal(on_cluster.model.state, learner.model.state)
+    assert np.array_equal(np.delete(on_cluster.model.scalars, np.r_[losses]),
+                          np.delete(learner.model.scalars, np.r_[losses]))
+
+
 @pytest.mark.parametrize("algorithm", ("ftrl", "scinol2"))
 def test_the_cluster_model_is_the_tree_of_learner_merges(cli, cluster, tmp_path, algorithm):
     """The cluster's model, bit for bit, is the same tree of Learner.merge over

@@ -88,6 +88,9 @@ in later passes, where the same held-out example is scored again: its
 previous score then already moved the weights a little , so the holdout loss of a pass after the first is very
 slightly optimistic for the mixture (4 numbers fitted on the held-out part); a
 member's own columns never see it.
+On a cluster, after the first pass on K >= 2 shards, L_k adds the shards'
+mean increment, not their sum (``pass_scalars``): the K copies each learned
+1/K of the data from the same start, K runs of one learning curve's start.
 
 Multiclass (--oaa K, --softmax K): each member predicts its K class scores and
 learns from them as alone (OAA: the binary loss of each class; softmax: the
@@ -516,6 +519,38 @@ def merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds
     out[SEEN] = base_scalars[SEEN] + sum(shard_scalars[k][SEEN] - base_scalars[SEEN] for k in active)
     if seen:
         out[LOW], out[HIGH] = min(s[LOW] for s in seen), max(s[HIGH] for s in seen)
+    return out
+
+
+def pass_scalars(base_scalars, merged_scalars, shards_learned, first_pass):
+    """The scalars after a pass learned on ``shards_learned`` shards and merged
+    (olcli/shard_tasks.py ``finish_pass``; ``merged_scalars`` from ``merge_scalars``,
+    the pass's start ``base_scalars``). After the run's first pass on K >= 2
+    shards each member's cumulative loss adds the shards' mean increment,
+
+        L_k = base L_k + (1/K) sum over the shards s of (L_k,s - base L_k),
+
+    and after a later pass, or on one shard, the merged sum (base plus every
+    shard's increment) as it is; the members' own scalars and the labels seen
+    as merged. Why: in the first pass every shard's copy starts from the same
+    learner and learns 1/K of the data, so the K shards' losses are K runs of
+    the start of one learning curve, not one run over all the data as on one
+    machine, and their sum weighs that start K times. It favours the member
+    that starts fastest: on covtype with 4 shards the sum ranked --gd -l 0.5
+    first (L 9535; -l 3 9611, -l 10 10891; one machine ranks -l 3 first, 9024
+    against 9141) and kept all the weight on it for 3 passes although merged
+    -l 3 and -l 10 predicted the test part better (0.5292 and 0.5189 against
+    0.5537; benchmarks/results/scale_out_s38.md). With the mean, pass 1 counts
+    as one learning curve, and the later passes' held-out losses (with holdout
+    only held-out examples add losses, ``counts_loss``; examples no member,
+    merged or not, has learned) are summed over the shards as one machine
+    sums them. Not done inside ``merge_scalars``, which must stay associative
+    for the merge tree (the pairwise merges share the pass's base)."""
+    out = np.array(merged_scalars, dtype=np.float64, copy=True)
+    if first_pass and shards_learned >= 2:
+        losses = slice(LOSSES, LOSSES + N_MEMBERS)
+        base = np.asarray(base_scalars, dtype=np.float64)[losses]
+        out[losses] = base + (out[losses] - base) / shards_learned
     return out
 
 
