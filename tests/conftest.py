@@ -48,15 +48,20 @@ tempfile.tempdir = None
 # they start first, shared between the two workers by their cost, so that neither worker is left
 # with one of them at the end while the other has nothing to do (test_aot's cases stay on one
 # worker: they compile the same kernels with the JIT, which two workers would do twice).
-_LONG = {"tests/test_aot.py::": 300, "tests/test_startup.py::test_warm_compiles": 140,
+# A key of several prefixes is one unit: its tests run one after the other on one worker,
+# the later ones loading from Numba's cache what the first compiled (test_aot's JIT runs
+# compile --ftrl and the default's --oaa loop that test_kernels_loaded_... runs again;
+# the three mix-v1 tests compile the same JIT-only kernels).
+_LONG = {("tests/test_aot.py::", "tests/test_startup.py::test_kernels_loaded_without_the_refresh"): 320,
+         "tests/test_startup.py::test_warm_compiles": 140,
+         "tests/test_mixture_v1.py::test_an_old_default_model": 60,
          "tests/test_docs_examples.py::test_examples[README.md]": 60,
          "tests/test_robustness.py::test_fuzz_tests_pass_with_numba_boundscheck": 55,
          "tests/test_features.py::test_interaction_indices_equal_vw_audit": 45,
          "tests/test_serve.py::test_multiclass_http_probabilities": 40,
          "tests/test_scaleout.py::test_one_shard_on_one_worker": 35,
          "tests/test_scaleout.py::test_several_passes_with_holdout": 30,
-         "tests/test_serve.py::test_single_example_parser_fills": 30,
-         "tests/test_startup.py::test_kernels_loaded_without_the_refresh": 20}
+         "tests/test_serve.py::test_single_example_parser_fills": 30}
 
 
 @pytest.hookimpl(trylast=True)
