@@ -25,8 +25,7 @@ ALGORITHMS = {"adagrad": "adagrad", "adagrad-dual": "adagrad_dual", "ftrl": "ftr
 # The kernels a test build holds (olcli/aot/aot_signatures.json names): the parsers, the
 # prediction writer, every algorithm's binary loop and weights (a loaded model's check),
 # and the default's multiclass loop.
-TEST_KERNELS = (["olcli.engine.parse:parse_chunk_vw", "olcli.engine.parse:parse_chunk_vw_interacting",
-                 "olcli.engine.parse:parse_chunk_libsvm", "olcli.engine.format:format_predictions",
+TEST_KERNELS = (["olcli.engine.parse:parse_chunk", "olcli.engine.format:format_predictions",
                  "olcli.engine.mixture:run_chunk_multiclass", "olcli.engine.parse:parse_buffers",
                  "olcli.engine.single:reply_mix"]
                 + [f"olcli.engine.{module}:{kernel}" for module in ALGORITHMS.values()

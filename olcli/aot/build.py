@@ -196,18 +196,16 @@ def load_signatures(path: str = SIGNATURES) -> dict:
 
 
 # CPU seconds of compiling one signature (Numba's typing, lowering and LLVM; ``--verbose``
-# builds, benchmarks/results/install_time_s37.md): the order in which the build's processes
-# take the units (``_groups``: the costliest first, so that the last unit taken is a small one);
-# by kernel name, else by the kernel's own name, else 1.
-_SECONDS = {"olcli.engine.mixture:run_chunk": 40.0, "olcli.engine.mixture:run_chunk_multiclass": 60.0,
-            "olcli.engine.gd:run_chunk": 17.0, "olcli.engine.gd:run_chunk_multiclass": 16.0,
-            "olcli.engine.mixture:weights_at": 3.0, "olcli.engine.parse:parse_buffers": 3.0,
-            "olcli.engine.parse:csr_examples": 3.0, "olcli.engine.single:reply_mix": 58.0,
-            "olcli.engine.cb_single:scores_mix": 20.0, "olcli.engine.cb_single:scores_gd": 15.0,
-            "olcli.engine.cb_loop:cbify_gd": 15.0}
-_SECONDS_BY_NAME = {"run_chunk": 6.0, "run_chunk_multiclass": 6.0, "weights_at": 0.8,
-                    "parse_chunk_vw": 24.0, "parse_chunk_vw_interacting": 29.0, "parse_chunk_libsvm": 20.0,
-                    "parse_chunk_libsvm_interacting": 27.0}
+# builds, benchmarks/results/install_time_s38.md, at a load of 8-19: only their order matters):
+# the order in which the build's processes take the units (``_groups``: the costliest first, so
+# that the last unit taken is a small one); by kernel name, else by the kernel's own name, else 1.
+_SECONDS = {"olcli.engine.mixture:run_chunk": 93.0, "olcli.engine.mixture:run_chunk_multiclass": 112.0,
+            "olcli.engine.gd:run_chunk": 18.0, "olcli.engine.gd:run_chunk_multiclass": 19.0,
+            "olcli.engine.mixture:weights_at": 4.0, "olcli.engine.parse:parse_buffers": 2.0,
+            "olcli.engine.parse:csr_examples": 2.0, "olcli.engine.single:reply_mix": 65.0,
+            "olcli.engine.cb_single:scores_mix": 172.0, "olcli.engine.cb_single:scores_gd": 28.0,
+            "olcli.engine.cb_loop:cbify_gd": 39.0, "olcli.engine.parse:parse_chunk": 27.0}
+_SECONDS_BY_NAME = {"run_chunk": 6.0, "run_chunk_multiclass": 6.0, "weights_at": 0.8}
 _ENTRY_SECONDS = 15.0   # another one-call entry (--every-entry), besides its algorithm's loop
 
 

@@ -483,13 +483,18 @@ def _parse_libsvm_example(buf, start, end, mask, label_kind, namespace_mode, ind
     return label, 1.0, 0.0, 0, 0, n_features, code, bad_start, bad_end
 
 
-@njit(inline="always")
+@njit
 def _parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
                  max_generated, budget, arrays, libsvm, interacting):
-    """The chunk kernels' one body (parse_lines says what it does and returns), filling
+    """The chunk parser's one body (parse_lines says what it does and returns), filling
     ``arrays`` (``_arrays``'s, large enough for ``buf``; grown if interactions need more).
-    ``buf`` and ``namespace_mode`` are borrowed views; ``libsvm`` and ``interacting`` are None
-    or True, types rather than values: Numba compiles only the branches a kernel uses."""
+    ``buf`` and ``namespace_mode`` are borrowed views. ``libsvm`` (libsvm lines, else VW text)
+    is None or True, a type: Numba compiles one format's line parser per signature (both in one
+    loop made the libsvm parse ~20% slower); ``interacting`` (generate the interactions) is a
+    run-time bool, so one compiled body per format serves lines with and without interactions
+    (the build's cost is Numba typing and lowering each copy: benchmarks/results/install_time_s38.md).
+    A function of its own, not inlined: ``parse_chunk`` and the compiled callers of
+    ``parse_into`` (olcli serve's one-call entries) call the same dispatcher's bodies."""
     (labels, importance, base, tags, example_line, row_ptr, index, value, letters, names, feature_count, errors,
      order, stamps, scratch) = arrays
     some_linear_ignored = False
@@ -543,7 +548,7 @@ def _parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interact
                 index, value, letters, names, first_feature, n_features, n_features, namespace_mode, mask)
         linear_end = n_features
         work += linear_end - first_feature + 1
-        if interacting is not None:
+        if interacting:
             generated = interaction_size(letters, first_feature, linear_end, interactions, lengths, flags)
             if generated > max_generated:
                 n_features = first_feature
@@ -599,37 +604,16 @@ def _parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interact
 
 
 
-def _chunk_parser(libsvm, interacting):
-    """The chunk kernel for one input format, with or without interactions.
-
-    ``libsvm`` and ``interacting`` are constants of the closure (None or True for
-    ``_parse_chunk``, the body every kernel shares), so Numba prunes
-    the branches they rule out and never compiles the parts a run does not use
-    (the other format's line parser, the interaction generator): a first run
-    compiles less. Each pair is its own cache entry, under its own name: Numba
-    names a compiled function (and its environment) after its qualified name and
-    a per-process counter, so four closures sharing one name, compiled in
-    different processes and loaded into one, could take each other's environment
-    ("'descr' is NULL" on return). A distinct name per kernel rules that out.
-    """
-    libsvm_type = True if libsvm else None
-    interacting_type = True if interacting else None
-
-    def parse_chunk(text, mask, constant_index, label_kind, spec, interactions, lengths, record,
-                    max_generated, budget):
-        # Borrowed views (engine/borrowed.py): the helpers called per line and per
-        # token take them without counting references (the caller holds the arrays).
-        buf, namespace_mode = borrowed(text), borrowed(spec)
-        return _parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
-                            max_generated, budget, _allocate(buf, record), libsvm_type, interacting_type)
-
-    name = f"parse_chunk_{'libsvm' if libsvm else 'vw'}{'_interacting' if interacting else ''}"
-    parse_chunk.__name__ = parse_chunk.__qualname__ = name
-    return njit(cache=True, nogil=True)(parse_chunk)
-
-
-_PARSERS = {(libsvm, interacting): _chunk_parser(libsvm, interacting)
-            for libsvm in (False, True) for interacting in (False, True)}
+@njit(cache=True, nogil=True)
+def parse_chunk(text, mask, constant_index, label_kind, spec, interactions, lengths, record, max_generated,
+                budget, libsvm, interacting):
+    """``parse_lines``' kernel: ``libsvm`` None or True (a type: one signature per format),
+    ``interacting`` a bool (``_parse_chunk``). The kernel releases the GIL."""
+    # Borrowed views (engine/borrowed.py): the helpers called per line and per
+    # token take them without counting references (the caller holds the arrays).
+    buf, namespace_mode = borrowed(text), borrowed(spec)
+    return _parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
+                        max_generated, budget, _allocate(buf, record), libsvm, interacting)
 
 
 def parse_lines(buf, libsvm, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
@@ -655,9 +639,8 @@ def parse_lines(buf, libsvm, mask, constant_index, label_kind, namespace_mode, i
     says where each feature's name is, or which features a product is made of.
     The kernel releases the GIL.
     """
-    kernel = _PARSERS[bool(libsvm), len(lengths) > 0]
-    return kernel(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
-                  float(max_generated), np.int64(budget))
+    return parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
+                       float(max_generated), np.int64(budget), True if libsvm else None, len(lengths) > 0)
 
 
 @njit(cache=True)
@@ -676,7 +659,8 @@ def parse_into(text, mask, constant_index, label_kind, spec, interactions, lengt
     compiled callers, filling ``buffers`` (``parse_buffers``') instead of allocating its arrays:
     no allocation per call for a buffer they fit (else new arrays, as ``parse_lines``). Returns
     what ``parse_lines`` returns; the arrays are ``buffers`` (or the new ones), valid until the
-    next call. ``libsvm`` and ``interacting``: None or True (types: one format's branch compiled)."""
+    next call. ``libsvm`` and ``interacting``: None or True (the entries' argument types;
+    ``_parse_chunk`` takes ``interacting`` as a run-time bool)."""
     buf, namespace_mode = borrowed(text), borrowed(spec)
     (labels, importance, base, tags, example_line, row_ptr, index, value, letters, names, feature_count, errors,
      order, stamps, scratch) = buffers
@@ -694,7 +678,7 @@ def parse_into(text, mask, constant_index, label_kind, spec, interactions, lengt
         for line in range(n_lines):
             errors[line, E_DETAIL] = 0
     return _parse_chunk(buf, mask, constant_index, label_kind, namespace_mode, interactions, lengths, record,
-                        max_generated, np.int64(0), arrays, libsvm, interacting)
+                        max_generated, np.int64(0), arrays, libsvm, interacting is not None)
 
 
 @njit(cache=True, nogil=True)
