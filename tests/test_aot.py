@@ -322,7 +322,7 @@ def test_value_keys_are_numbas_types():
     from numba import typeof
 
     from olcli.aot import value_key
-    from olcli.aot.build import key_type, type_key
+    from olcli.aot.keys import key_type, type_key
     from olcli.engine.records import Batch
 
     values = [True, 3, 2.5, None, np.int64(4), np.float64(1.5), np.bool_(False), np.int32(2),
@@ -335,6 +335,18 @@ def test_value_keys_are_numbas_types():
         kind = typeof(value)
         assert value_key(value) == type_key(kind), (value, kind)
         assert key_type(type_key(kind)) == kind
+
+
+def test_importing_the_build_module_changes_no_environment_variable():
+    """The build sets OLCLI_KERNELS=jit for itself (its ``main``); a process that only imports
+    it (a test, a tool reading its signatures) keeps its environment, so the olcli commands it
+    starts afterwards still load the kernels compiled ahead."""
+    code = ("import os, json; before = dict(os.environ); import olcli.aot.build; "
+            "print(json.dumps(sorted(set(os.environ.items()) ^ set(before.items()))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "OLCLI_KERNELS"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
 
 
 def test_an_engine_module_imported_after_the_jit_started_gets_numbas_real_names():

@@ -1,6 +1,7 @@
 """Build the kernels ahead of time (olcli/aot/__init__.py): ``python -m olcli.aot.build``.
 
-Two steps, both with Numba's JIT (``OLCLI_KERNELS=jit``, set here):
+Two steps, both with Numba's JIT (``OLCLI_KERNELS=jit``, set by ``main`` for itself and the
+processes it starts; importing this module changes no environment variable):
 
 - ``record`` (a developer's step, after changing what the commands pass to a kernel):
   run the commands' workload (olcli warm's tasks: every command, algorithm, format,
@@ -29,8 +30,6 @@ import shutil
 import sys
 import tempfile
 import time
-
-os.environ["OLCLI_KERNELS"] = "jit"
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIGNATURES = os.path.join(HERE, "aot_signatures.json")
@@ -449,6 +448,7 @@ def main(argv=None) -> None:
                         help="build: every recorded form of olcli serve's one-call entries (olcli/aot/selection.py)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    os.environ["OLCLI_KERNELS"] = "jit"   # before anything imports the engine
     if args.step == "part":
         with open(args.task) as f:
             task = json.load(f)
