@@ -305,9 +305,15 @@ class Cluster:
         return self
 
     def _wait_for_workers(self) -> None:
+        """Until a worker is there; for olcli's own local cluster, until all of its ``--workers``
+        are (the user asked for them; a loaded machine registers them seconds apart), or, after
+        NO_WORKER_SECONDS, with those that are."""
         deadline = time.monotonic() + NO_WORKER_SECONDS
-        while not self.client.scheduler_info().get("workers"):
+        wanted = self.workers if self.cluster is not None else 1
+        while (present := len(self.client.scheduler_info().get("workers") or ())) < wanted:
             if time.monotonic() > deadline:
+                if present:
+                    return
                 raise ClusterError(f"the Dask scheduler at {self.address} has had no worker for "
                                    f"{NO_WORKER_SECONDS:.0f} s: start some with `dask worker {self.address}`")
             signals.check()
