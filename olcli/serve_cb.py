@@ -44,7 +44,23 @@ from olcli.errors import DataError, Diverged
 from olcli.kernel_calls import Processed
 
 MAX_EVENT_ID = 256
-_decode = json.JSONDecoder().decode   # json.loads' own decoder of a str
+_scan = json.JSONDecoder().scan_once   # json.loads' own scanner (the C one where there is one)
+
+
+def _document(line: bytes):
+    """``json.loads(line)``. A line starting with '{' and then not NUL is UTF-8 for json.loads (its
+    ``detect_encoding``): decoded as it decodes it and scanned by its scanner directly, without the
+    decoder's two whitespace matches around the document; anything else, and any line that does not scan
+    as one document then only whitespace, goes to ``json.loads``, which says what is wrong with it."""
+    if line[:1] == b"{" and line[1:2] != b"\0":
+        try:
+            text = line.decode("utf-8", "surrogatepass")
+            doc, end = _scan(text, 0)
+        except (StopIteration, ValueError, RecursionError):
+            return json.loads(line)
+        if end == len(text) or not text[end:].strip(" \t\n\r"):
+            return doc
+    return json.loads(line)
 
 
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
@@ -348,9 +364,8 @@ class CbServing:
         for line in data.split(b"\n"):
             if not line.strip(b" \t\r"):
                 continue
-            try:   # a line starting with '{' then not NUL: UTF-8 (json.loads' detect_encoding), decoded as it does
-                doc = _decode(line.decode("utf-8", "surrogatepass")) if line[:1] == b"{" and line[1:2] != b"\0" \
-                    else json.loads(line)
+            try:
+                doc = _document(line)
             except (ValueError, RecursionError) as exc:
                 out.append(b"error: not a JSON object (a contextual-bandit model takes one JSON request a line): "
                            + str(exc).encode())

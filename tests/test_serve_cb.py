@@ -285,6 +285,26 @@ def test_reward_numbers_are_what_the_parser_reads():
     assert differ > 200   # the parser's slow path: learning the float itself would not be olcli train's model
 
 
+def test_request_lines_are_read_as_json_loads_reads_them():
+    """``_document`` (the line protocol's JSON reading) gives what ``json.loads`` gives, and raises its
+    error, message and all, for what it refuses."""
+    from olcli.serve_cb import _document
+
+    lines = [b'{"a":1}', b'{"a": [1, 2.5, "x"]}  \t\r', b'{"a":"\\u00e9\xc3\xa9"}', b'{"a":1} x', b'{"a":1}{}',
+             b'{"a":', b'{', b'{}', b'{"a":NaN}', b'{"a":"\xff"}', b'{"a":"\\ud800"}', b'{"a":"\xed\xa0\x80"}',
+             '{"a":2}'.encode("utf-16-le"), b'\xef\xbb\xbf{"a":3}', b'[1, 2]', b'"x"', b' {"a":4}',
+             b'{"a":' * 100000 + b'1' + b'}' * 100000]
+    for line in lines:
+        try:
+            expected = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            with pytest.raises(type(exc)) as got:
+                _document(line)
+            assert str(got.value) == str(exc)
+            continue
+        assert _document(line) == expected
+
+
 @pytest.mark.parametrize("copy_constants", [False, True])
 def test_request_checks_and_lines_are_make_events_and_the_policys(copy_constants):
     """The rank's quick checks (``_checked_texts``) take a request only when ``make_event`` does, and give
