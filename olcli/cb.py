@@ -229,12 +229,15 @@ class CbExploreAdf:
 
     def pmf(self, scores):
         k = len(scores)
-        order = sorted(range(k), key=lambda a: (scores[a], a))
+        order = sorted(range(k), key=scores.__getitem__)   # stable: ties in action order (scores are finite)
         if self.rule == "epsilon":   # in Python floats (NumPy's numbers, without its per-call cost at a few actions)
             low = self.epsilon / k
             t = 1 if self.first_only else self._tied([scores[a] for a in order])
             high = low + (1.0 - self.epsilon) / t
-            return [(a, float(high if i < t else low)) for i, a in enumerate(order)]
+            ranking = [(a, low) for a in order]
+            for i in range(t):
+                ranking[i] = (order[i], high)
+            return ranking
         s = np.asarray(scores, dtype=np.float64)[order]
         if self.rule == "first":
             p = np.full(k, 1.0 / k) if self.tau > 0 else np.eye(1, k)[0]

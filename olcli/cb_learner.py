@@ -186,9 +186,25 @@ def make_event(shared, actions, chosen=None, cost=None, probability=None, weight
 
 
 _POW10 = [float(f"1e{k}") for k in range(309)]
+_AS_PARSED = {}   # as_parsed's answers, up to _AS_PARSED_SIZE of them (a served model's costs and weights repeat)
+_AS_PARSED_SIZE = 4096
 
 
 def as_parsed(x: float) -> float:
+    """``_as_parsed(x)``, remembered for up to ``_AS_PARSED_SIZE`` values of ``x``; 0 and -0 (equal keys
+    of a table) are their own answers."""
+    x = float(x)
+    if x == 0.0:
+        return x
+    value = _AS_PARSED.get(x)
+    if value is None:
+        value = _as_parsed(x)
+        if len(_AS_PARSED) < _AS_PARSED_SIZE:
+            _AS_PARSED[x] = value
+    return value
+
+
+def _as_parsed(x: float) -> float:
     """The number olcli's parser (engine/numbers.py ``parse_number``) reads from ``repr(x)`` (x finite):
     the mantissa's digits as an integer m and the decimal exponent e, then m · 10^e or m / 10^−e when
     m <= 2^53 and |e| <= 22 (exact powers), else ``_scale``'s one or two roundings. Equal to ``x`` on
@@ -219,7 +235,9 @@ def as_parsed(x: float) -> float:
 def sample(ranking, u) -> int:
     """VW's ``sample_after_normalizing``: with ``u`` in [0, 1), the first entry of the ranking (action,
     probability pairs) whose running sum of probabilities exceeds u · Σp; the action of that entry."""
-    total = sum(p for _, p in ranking)
+    total = 0.0
+    for _, p in ranking:
+        total += p
     draw, running = u * total, 0.0
     for action, p in ranking:
         running += p
@@ -334,9 +352,6 @@ class CbLearner:
         count)`` learns the line as ``process`` would and returns whether the prediction diverged, or None
         when it learned nothing (then ``process`` runs): olcli serve's ``EventScorer.learn``
         (engine/cb_single.py)."""
-        from olcli.engine.records import Batch
-        from olcli.errors import Diverged
-
         policy = self.policy
         if policy.rule == "squarecb" and chosen != actions - 1:
             probability = 1.0
@@ -347,10 +362,14 @@ class CbLearner:
         label, weight = as_parsed(cost), as_parsed(weight)
         diverged = None if learn_line is None else learn_line(label, weight, index, value, count)
         if diverged is None:
+            from olcli.engine.records import Batch
+
             batch = Batch(np.array([label]), np.array([weight]), np.zeros(1), np.array([0, len(index)], np.int64),
                           index, value, np.array([count], np.int64))
             diverged = (process or learner.process)(batch, True).diverged_at >= 0
         if diverged:
+            from olcli.errors import Diverged
+
             raise Diverged("the model diverged: a prediction is not a finite number; " + learner.divergence_advice())
         policy.events_learned += 1
         if policy.rule == "first" and policy.tau > 0:

@@ -44,6 +44,23 @@ from olcli.errors import DataError, Diverged
 from olcli.kernel_calls import Processed
 
 MAX_EVENT_ID = 256
+_scan = json.JSONDecoder().scan_once   # json.loads' own scanner (the C one where there is one)
+
+
+def _document(line: bytes):
+    """``json.loads(line)``. A line starting with '{' and then not NUL is UTF-8 for json.loads (its
+    ``detect_encoding``): decoded as it decodes it and scanned by its scanner directly, without the
+    decoder's two whitespace matches around the document; anything else, and any line that does not scan
+    as one document then only whitespace, goes to ``json.loads``, which says what is wrong with it."""
+    if line[:1] == b"{" and line[1:2] != b"\0":
+        try:
+            text = line.decode("utf-8", "surrogatepass")
+            doc, end = _scan(text, 0)
+        except (StopIteration, ValueError, RecursionError):
+            return json.loads(line)
+        if end == len(text) or not text[end:].strip(" \t\n\r"):
+            return doc
+    return json.loads(line)
 
 
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
@@ -54,6 +71,42 @@ def _string(text: str) -> bytes:
     if _PLAIN.issuperset(text):
         return b'"%s"' % text.encode()
     return json.dumps(text).encode()
+
+
+_RANK_KEYS = frozenset(("shared", "actions", "event_id"))
+_REWARD_KEYS = frozenset(("event_id", "cost", "reward"))
+
+
+def _checked_texts(shared, actions):
+    """(shared, actions) as ``make_event`` checks and strips them (" " stripped; each one line, empty or
+    starting at '|'), for a request of the usual types (a non-empty list of str, ``shared`` None or a str),
+    in a few steps over all the actions at once; None when these checks do not pass: ``make_event`` then
+    takes the request and says what is wrong with it."""
+    if type(actions) is not list or not actions or not (shared is None or type(shared) is str):
+        return None
+    try:
+        joined = "\n".join(actions)
+    except TypeError:   # an action that is not a str
+        return None
+    if "\r" in joined or joined.count("\n") != len(actions) - 1:
+        return None
+    actions = tuple([a.strip(" ") for a in actions])
+    for a in actions:
+        if a and a[0] != "|":
+            return None
+    if shared is not None:
+        shared = shared.strip(" ")
+        if "\n" in shared or "\r" in shared or shared and shared[0] != "|":
+            return None
+    return shared, actions
+
+
+def action_text(shared, actions, constant: str) -> bytes:
+    """The event's action lines (``CbExploreAdf.action_lines`` of weight copy 0, without labels: each action's
+    features, "|" when it has none, then the shared ones, then ``constant``, the policy's ``_constant(0)``), as
+    the bytes of whole lines."""
+    tail = " " + (shared or "")
+    return ("\n".join([f"{a or '|'}{tail}".rstrip() + constant for a in actions]) + "\n").encode()
 
 
 class OneLineLearning:
@@ -133,10 +186,11 @@ class CbServing:
         self.seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
         self.run = os.urandom(3).hex()      # the made ids of one process differ from another's
         self.ranked = 0                     # events ranked so far: n of the next draw
-        self.pending = OrderedDict()        # event id -> (event, action, probability, parsed line or None)
+        self.pending = OrderedDict()        # event id -> (shared, actions, action, probability, parsed line or None)
         self.dropped = 0
         self.learner = None
         self.scorer = None
+        self.constant = ""                  # the end of every action line (the policy's constant feature, or "")
         self.learning = None
         self.uses = 0                       # models served so far: a kept parsed line is learned by its own
 
@@ -148,6 +202,7 @@ class CbServing:
         self.uses += 1
         policy = self.learner.policy
         self.scorer = None
+        self.constant = policy._constant(0)   # as policy.action_lines ends every line (tests/test_serve_cb.py)
         if EventScorer.supports(learner) and policy.rule != "bag" and policy.placed is None:
             self.scorer = EventScorer(learner)
 
@@ -162,36 +217,41 @@ class CbServing:
 
     def _rank(self, doc) -> tuple:
         """(event id, action, its probability, the PMF as a list) of a rank request."""
-        if not isinstance(doc, dict):
+        if type(doc) is not dict:
             raise CbRequestError(400, 'expected {"shared": "|ns f ...", "actions": ["|ns f ...", ...]}')
-        extra = [k for k in doc if k not in ("shared", "actions", "event_id")]
-        if extra:
-            raise CbRequestError(400, f"{extra[0]!r}: not a field of a rank request (shared, actions, event_id)")
-        try:
-            event = make_event(doc.get("shared"), doc.get("actions"))
-        except DataError as exc:
-            raise CbRequestError(400, str(exc)) from None
+        for key in doc:
+            if key not in _RANK_KEYS:
+                raise CbRequestError(400, f"{key!r}: not a field of a rank request (shared, actions, event_id)")
+        shared, actions = doc.get("shared"), doc.get("actions")
+        texts = _checked_texts(shared, actions)
+        if texts is None:   # a bad request (make_event says what), or one the quick check does not take
+            try:
+                event = make_event(shared, actions)
+            except DataError as exc:
+                raise CbRequestError(400, str(exc)) from None
+            shared, actions = event.shared, event.actions
+        else:
+            shared, actions = texts
         event_id = doc.get("event_id")
         if event_id is not None:
-            if not isinstance(event_id, str) or not 0 < len(event_id) <= MAX_EVENT_ID:
+            if type(event_id) is not str or not 0 < len(event_id) <= MAX_EVENT_ID:
                 raise CbRequestError(400, f"event_id: a string of 1 to {MAX_EVENT_ID} characters (got {event_id!r})")
             if event_id in self.pending:
                 raise CbRequestError(409, f"event_id {event_id!r} is already waiting for a reward")
         learner = self.learner
-        k = len(event.actions)
+        k = len(actions)
         scorer = self.scorer
-        lines = None
+        scores = None
         if scorer is not None:   # one kernel call: the action lines parsed (and kept) and scored
-            text = "\n".join(learner.policy.action_lines(event)) + "\n"
-            if scorer.score(text.encode()) == k:
-                lines = scorer
+            if scorer.score(action_text(shared, actions, self.constant)) == k:
+                scores = scorer.scores[:k].tolist()
         try:
-            ranking = learner.ranking_from_scores(scorer.scores[:k].tolist()) if lines is not None \
-                else learner.ranking_of(event)
+            ranking = learner.ranking_of(CbEvent(shared, actions)) if scores is None \
+                else learner.ranking_from_scores(scores)
         except DataError as exc:   # a feature the parser refuses
             raise CbRequestError(400, str(exc)) from None
         n = self.ranked
-        self.ranked += 1
+        self.ranked = n + 1
         pmf = [0.0] * k
         if learner.explore:
             for a, p in ranking:
@@ -206,13 +266,15 @@ class CbServing:
             event_id = f"{self.run}-{n}"
         if self.options.learn:
             parsed = None
-            if lines is not None and learner.learns_one_line:   # the played action's line, as parsed
-                start, end = lines.rows[action], lines.rows[action + 1]
-                parsed = (self.uses, lines.hashed[start:end].copy(), lines.values[start:end].copy(),
-                          int(lines.counts[action]))
-            self.pending[event_id] = (event, action, probability, parsed)
-            if len(self.pending) > self.options.cb_pending:
-                self.pending.popitem(last=False)
+            if scores is not None and learner.learns_one_line:   # the played action's line, as parsed
+                rows = scorer.rows
+                start, end = rows[action], rows[action + 1]
+                parsed = (self.uses, scorer.hashed[start:end].copy(), scorer.values[start:end].copy(),
+                          int(scorer.counts[action]))
+            pending = self.pending
+            pending[event_id] = (shared, actions, action, probability, parsed)
+            if len(pending) > self.options.cb_pending:
+                pending.popitem(last=False)
                 self.dropped += 1
         stats = self.served.stats
         stats.requests += 1
@@ -227,11 +289,11 @@ class CbServing:
         """(event id, action, probability, cost) of a reward request, learned."""
         if not self.options.learn:
             raise CbRequestError(409, "this server does not learn (start it with --learn -f OUT)")
-        if not isinstance(doc, dict):
+        if type(doc) is not dict:
             raise CbRequestError(400, 'expected {"event_id": "...", "cost": number} (or "reward": number)')
-        extra = [k for k in doc if k not in ("event_id", "cost", "reward")]
-        if extra:
-            raise CbRequestError(400, f"{extra[0]!r}: not a field of a reward (event_id, and cost or reward)")
+        for key in doc:
+            if key not in _REWARD_KEYS:
+                raise CbRequestError(400, f"{key!r}: not a field of a reward (event_id, and cost or reward)")
         if ("cost" in doc) == ("reward" in doc):
             raise CbRequestError(400, 'give one of "cost" or "reward" (cost = -reward)')
         value = doc["cost"] if "cost" in doc else doc["reward"]
@@ -246,15 +308,15 @@ class CbServing:
         entry = self.pending.pop(event_id, None)
         if entry is None:
             raise CbRequestError(404, self._not_waiting(event_id))
-        event, action, probability, parsed = entry
+        shared, actions, action, probability, parsed = entry
         served = self.served
         try:
             if parsed is not None and parsed[0] == self.uses:   # parsed for the model that learns it
                 scorer = self.scorer
-                self.learner.learn_parsed(len(event.actions), action, cost, probability, *parsed[1:],
+                self.learner.learn_parsed(len(actions), action, cost, probability, *parsed[1:],
                                           process=self.learning, learn_line=None if scorer is None else scorer.learn)
             else:
-                self.learner.learn_event(CbEvent(event.shared, event.actions, action, cost, probability))
+                self.learner.learn_event(CbEvent(shared, actions, action, cost, probability))
         except Diverged as exc:
             if not served.diverged:
                 served.diverged = True
@@ -303,7 +365,7 @@ class CbServing:
             if not line.strip(b" \t\r"):
                 continue
             try:
-                doc = json.loads(line)
+                doc = _document(line)
             except (ValueError, RecursionError) as exc:
                 out.append(b"error: not a JSON object (a contextual-bandit model takes one JSON request a line): "
                            + str(exc).encode())

@@ -276,13 +276,66 @@ def test_reward_numbers_are_what_the_parser_reads():
     values += [rnd.random() * 10 ** rnd.randint(-40, 40) for _ in range(3000)]
     values += [1.0 / rnd.random() * (rnd.randint(1, 10 ** 4) / rnd.randint(1, 10 ** 5)) for _ in range(3000)]
     differ = 0
-    for v in values:
+    for v in values + values:   # the second time, the first 4096 from as_parsed's table
         buf = np.frombuffer(repr(v).encode(), np.uint8)
         expected, status = parse_number(buf, 0, len(buf))
         assert status == 0
         assert struct.pack("<d", as_parsed(v)) == struct.pack("<d", expected), repr(v)
         differ += expected != v
-    assert differ > 100   # the parser's slow path: learning the float itself would not be olcli train's model
+    assert differ > 200   # the parser's slow path: learning the float itself would not be olcli train's model
+
+
+def test_request_lines_are_read_as_json_loads_reads_them():
+    """``_document`` (the line protocol's JSON reading) gives what ``json.loads`` gives, and raises its
+    error, message and all, for what it refuses."""
+    from olcli.serve_cb import _document
+
+    lines = [b'{"a":1}', b'{"a": [1, 2.5, "x"]}  \t\r', b'{"a":"\\u00e9\xc3\xa9"}', b'{"a":1} x', b'{"a":1}{}',
+             b'{"a":', b'{', b'{}', b'{"a":NaN}', b'{"a":"\xff"}', b'{"a":"\\ud800"}', b'{"a":"\xed\xa0\x80"}',
+             '{"a":2}'.encode("utf-16-le"), b'\xef\xbb\xbf{"a":3}', b'[1, 2]', b'"x"', b' {"a":4}',
+             b'{"a":' * 100000 + b'1' + b'}' * 100000]
+    for line in lines:
+        try:
+            expected = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            with pytest.raises(type(exc)) as got:
+                _document(line)
+            assert str(got.value) == str(exc)
+            continue
+        assert _document(line) == expected
+
+
+@pytest.mark.parametrize("copy_constants", [False, True])
+def test_request_checks_and_lines_are_make_events_and_the_policys(copy_constants):
+    """The rank's quick checks (``_checked_texts``) take a request only when ``make_event`` does, and give
+    its shared and action texts; the lines the rank scores (``action_text``) are the policy's
+    ``action_lines``."""
+    from olcli.cb_format import CbEvent
+    from olcli.errors import DataError
+    from olcli.serve_cb import _checked_texts, action_text
+
+    cb = {"cb_type": "dr"} if copy_constants else "cb_explore_adf"
+    policy = olcli.Learner(cb=cb).policy
+    assert policy.copy_constants == copy_constants
+    texts = ["|a x", " |a x  ", "", "   ", "|", "| y:2", "|a x\t", "\t|a x", "a x", "|a x\n", "|a\rx", "|a \u00e9",
+             "|a x\n|b y", 3, None, b"|a x"]
+    requests = [(shared, [a, b]) for shared in (None, "", "  ", "|u z", " |u z\t ", "u z", "|u\nz", 7)
+                for a in texts for b in ("|a y", "")]
+    requests += [("|u z", []), ("|u z", "|a x"), ("|u z", ("|a x",)), ("|u z", {"|a x": 1}), (None, None)]
+    taken = 0
+    for shared, actions in requests:
+        quick = _checked_texts(shared, actions)
+        try:
+            event = make_event(shared, actions)
+        except DataError:
+            assert quick is None, (shared, actions)
+            continue
+        if quick is not None:
+            taken += 1
+            assert quick == (event.shared, event.actions)
+        expected = "".join(line + "\n" for line in policy.action_lines(CbEvent(event.shared, event.actions)))
+        assert action_text(event.shared, event.actions, policy._constant(0)) == expected.encode()
+    assert taken > 50
 
 
 @pytest.mark.parametrize("cb", [{"epsilon": 0.2}, {"rule": "squarecb"}, {"rule": "first", "first": 3},
