@@ -223,8 +223,11 @@ def _seconds(name: str) -> float:
 # their entries (``scores_gd``, ``scores_mix``, ``reply_*``) parse through the same ``_parse_chunk``
 # at the same argument types, which a process types once (a build of the two CB entries in one
 # process: ``scores_mix`` 60.5 s, then ``scores_gd`` 24.1 s of CPU; ``scores_gd`` in the other
-# process than ``scores_mix``: 47 s; benchmarks/results/multiclass_gd_update_s39.md).
-_SAME_UNIT = {"olcli.engine.gd:run_chunk": "olcli.engine.mixture:run_chunk"}
+# process than ``scores_mix``: 47 s; benchmarks/results/multiclass_gd_update_s39.md), and the
+# chunk parser, whose helpers those entries type too (``parse_chunk`` after ``scores_mix`` in one
+# process 30 s, in the other process 45-50 s).
+_SAME_UNIT = {"olcli.engine.gd:run_chunk": "olcli.engine.mixture:run_chunk",
+              "olcli.engine.parse:parse_chunk": "olcli.engine.mixture:run_chunk"}
 
 
 def _group(name: str, entries: dict) -> str:
