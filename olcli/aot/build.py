@@ -195,10 +195,11 @@ def load_signatures(path: str = SIGNATURES) -> dict:
 
 
 # CPU seconds of compiling one signature (Numba's typing, lowering and LLVM; ``--verbose``
-# builds, benchmarks/results/install_time_s38.md, at a load of 8-19: only their order matters):
+# builds, benchmarks/results/install_time_s38.md, at a load of 8-19; mixture:run_chunk_multiclass
+# from benchmarks/results/multiclass_gd_update_s39.md, at a load of 4-7: only their order matters):
 # the order in which the build's processes take the units (``_groups``: the costliest first, so
 # that the last unit taken is a small one); by kernel name, else by the kernel's own name, else 1.
-_SECONDS = {"olcli.engine.mixture:run_chunk": 93.0, "olcli.engine.mixture:run_chunk_multiclass": 112.0,
+_SECONDS = {"olcli.engine.mixture:run_chunk": 93.0, "olcli.engine.mixture:run_chunk_multiclass": 28.0,
             "olcli.engine.gd:run_chunk": 18.0, "olcli.engine.gd:run_chunk_multiclass": 19.0,
             "olcli.engine.mixture:weights_at": 4.0, "olcli.engine.parse:parse_buffers": 2.0,
             "olcli.engine.parse:csr_examples": 2.0, "olcli.engine.single:reply_mix": 65.0,
@@ -217,17 +218,28 @@ def _seconds(name: str) -> float:
     return _SECONDS_BY_NAME.get(qualname, 1.0)
 
 
+# Units built together (``_group``): gd's loop and one-call entries with the mixture's, because
+# their entries (``scores_gd``, ``scores_mix``, ``reply_*``) parse through the same ``_parse_chunk``
+# at the same argument types, which a process types once (a build of the two CB entries in one
+# process: ``scores_mix`` 60.5 s, then ``scores_gd`` 24.1 s of CPU; ``scores_gd`` in the other
+# process than ``scores_mix``: 47 s; benchmarks/results/multiclass_gd_update_s39.md), and the
+# chunk parser, whose helpers those entries type too (``parse_chunk`` after ``scores_mix`` in one
+# process 30 s, in the other process 45-50 s).
+_SAME_UNIT = {"olcli.engine.gd:run_chunk": "olcli.engine.mixture:run_chunk",
+              "olcli.engine.parse:parse_chunk": "olcli.engine.mixture:run_chunk"}
+
+
 def _group(name: str, entries: dict) -> str:
     """The kernel ``name`` is compiled with: a one-call entry (engine/single.py's ``reply_*``,
     engine/cb_single.py's ``scores_*``) with its algorithm's ``run_chunk``, which it calls (compiled
     once in a process: ``_through``; apart, the entry's process types the whole loop again: ~90 s
-    of CPU for ``scores_mix``); any other kernel on its own."""
+    of CPU for ``scores_mix``); any other kernel on its own; the units of ``_SAME_UNIT`` as one."""
     algorithm = entries.get(name) or _cb_entries().get(name)
     if algorithm is not None:
         from olcli.engine import registry
 
-        return f"olcli.engine.{registry.ALGORITHMS[algorithm].module}:run_chunk"
-    return name
+        name = f"olcli.engine.{registry.ALGORITHMS[algorithm].module}:run_chunk"
+    return _SAME_UNIT.get(name, name)
 
 
 def _cb_entries() -> dict:

@@ -324,6 +324,156 @@ def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
         _sync(state, scalars)
 
 
+
+# update_classes' work rows (work[ROW, c] for class c)
+_WD, _WSQ, _WNORM, _WPER, _WEXP, _WU = range(6)
+WORK_ROWS = 6
+
+
+@njit
+def update_classes(table, settings, index, value, lo, hi, scores, label, h, g, work, active):
+    """``update`` of every class c = 0 .. K-1 of one multiclass example, in that order,
+    in one call: class c's rows at offset c * block_rows, its prediction scores[c], its
+    label +1 (c == label) or -1 (one against all) or, with softmax, none and the
+    gradient h g[c] (as multiclass.run_multiclass calls ``update``). ``work``: a
+    (WORK_ROWS, K) buffer, ``active``: K int64, both overwritten.
+
+    The same arithmetic in the same order as K calls of ``update`` (the same bits), in
+    one loop over the example's features for the sensitivity pass of all K classes and
+    one for their weight changes (class k's rows of a feature are next to each other,
+    state.RowPool), the scalars taken class after class between the two. That order is
+    exact because class c's update reads and writes only class c's rows and the
+    normalised sums, which its sensitivity pass does not read. It is not with --l1/--l2
+    (``update``'s contraction and gravity, whose fold rewrites every row): callers
+    have none (the mixture's gd members, mixture.member_params). Not inlined: the
+    mixture's multiclass loop calls this one compiled body for its three gd members."""
+    state, params, scalars = table.state, settings.params, table.scalars
+    n_classes, block_rows, softmax = settings.classes, settings.block_rows, settings.softmax
+    loss, tau = settings.loss, settings.tau
+    adaptive = params[P_ADAPTIVE] > 0.0
+    normalized = params[P_NORMALIZED] > 0.0
+    power_t = params[P_POWER_T]
+    # 1. each class's derivative, and whether it updates at all (``update``'s returns)
+    n_active = 0
+    for c in range(n_classes):
+        p = scores[c]
+        exp_yp = math.nan
+        if softmax:
+            d = (h * g[c]) / h
+            if d == 0.0:
+                continue
+        else:
+            y = 1.0 if c == label else -1.0
+            if loss == LOGISTIC:
+                positive, d, exp_yp = _logistic_derivative(p, y)
+                if not positive:
+                    continue
+            else:
+                if not _loss_is_positive(loss, p, y, tau):
+                    continue
+                d = loss_derivative(loss, p, y, tau)
+        if (adaptive or normalized) and h * (d * d) == 0.0:
+            continue
+        work[_WD, c] = d
+        work[_WEXP, c] = exp_yp
+        work[_WSQ, c] = h * (d * d)
+        work[_WNORM, c] = 0.0
+        work[_WPER, c] = 0.0
+        active[n_active] = c
+        n_active += 1
+    if n_active == 0:
+        return
+    # 2. the sensitivity pass (_sensitivity) of every updating class, feature by feature
+    if not adaptive and not normalized:
+        total = 0.0
+        for j in range(lo, hi):
+            total += value[j] * value[j]
+        for a in range(n_active):
+            work[_WPER, active[a]] = total
+    else:
+        g2_start = params[P_INITIAL_T] if adaptive else 0.0
+        for j in range(lo, hi):
+            x = value[j]
+            x2 = x * x
+            if x2 < X2_MIN:
+                x = X_MIN if x > 0.0 else -X_MIN
+                x2 = X2_MIN
+            x_abs = abs(x)
+            row = index[j]
+            for a in range(n_active):
+                c = active[a]
+                i = c * block_rows + row
+                if adaptive:
+                    if state[i, G] == 0.0:
+                        state[i, G] = g2_start
+                    state[i, G] += work[_WSQ, c] * x2
+                if normalized:
+                    n = state[i, N]
+                    if x_abs > n:
+                        if n > 0.0:
+                            if power_t == 0.5:
+                                rescale = n / x_abs
+                                state[i, W] *= rescale if adaptive else rescale * rescale
+                            else:
+                                rescale = x_abs / n
+                                state[i, W] *= (rescale * rescale) ** (power_t - 1.0)
+                        state[i, N] = x_abs
+                        n = x_abs
+                    work[_WNORM, c] += 1.0 if x2 > X2_MAX else x2 / (n * n)
+                work[_WPER, c] += x2 * _rate(state[i, G], state[i, N], power_t, adaptive, normalized)
+    # 3. class by class: the normalised sums, the global factor, the step u
+    eta = params[P_ETA]
+    n_moving = 0
+    for a in range(n_active):
+        c = active[a]
+        d = work[_WD, c]
+        p = scores[c]
+        per_update = work[_WPER, c]
+        multiplier = 1.0
+        if normalized:
+            scalars[NORM_X_SUM] += h * work[_WNORM, c]
+            scalars[TOTAL_WEIGHT] += h
+            multiplier = _average_update(scalars, power_t, adaptive)
+            per_update *= multiplier
+        scale = eta * h
+        if not adaptive:
+            t0 = params[P_INITIAL_T]
+            if not normalized:
+                scale = eta * t0 ** power_t * h
+            scale *= (t0 + table.counters[C_WEIGHT]) ** -power_t
+        if softmax or params[P_INVARIANT] <= 0.0:
+            u = -scale * d
+        else:
+            y = 1.0 if c == label else -1.0
+            if loss == LOGISTIC:
+                exp_yp = work[_WEXP, c]
+                if np.isnan(exp_yp):
+                    exp_yp = math.exp(y * p)
+                u = _logistic_invariant_update(p, y, scale, per_update, exp_yp)
+            else:
+                u = invariant_update(loss, p, y, tau, scale, per_update)
+        if np.isnan(u):
+            u = 0.0
+        if u != 0.0:
+            if normalized:
+                u *= multiplier
+            work[_WU, c] = u
+            active[n_moving] = c   # n_moving <= a: an entry already read
+            n_moving += 1
+    # 4. the weights of every moving class, feature by feature
+    for j in range(lo, hi):
+        x = value[j]
+        if -FLT_MAX < x < FLT_MAX:
+            row = index[j]
+            for a in range(n_moving):
+                c = active[a]
+                i = c * block_rows + row
+                if adaptive or normalized:
+                    state[i, W] += work[_WU, c] * x * _rate(state[i, G], state[i, N], power_t, adaptive, normalized)
+                else:
+                    state[i, W] += work[_WU, c] * x
+
+
 @njit
 def weight(table, settings, i):
     scalars = table.scalars

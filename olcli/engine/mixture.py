@@ -365,18 +365,32 @@ def _class_error(scores, label):
 
 
 @njit(inline="always")
-def _learn_member_classes(k, count, update, member_table, member_settings, settings, index, value, lo, hi,
-                          block_rows, scores, label, h, log_probs, g, scalars):
-    """Member k's K classes learn from its own scores, as in multiclass.run_multiclass;
+def _member_class_gradients(k, count, settings, scores, label, h, log_probs, g, scalars):
+    """Member k's class gradients g from its own scores, as in multiclass.run_multiclass;
     with ``count``, its 0/1 error is added to its L_k."""
-    n_classes = settings.classes
     log_probabilities(scores, settings.softmax, log_probs)
     if count:
         scalars[LOSSES + k] += h * _class_error(scores, label)
     class_gradients(scores, label, log_probs, settings.softmax, settings.loss, settings.tau, False, g)
-    for c in range(n_classes):
+
+
+@njit(inline="always")
+def _learn_gd_classes(k, count, member_table, member_settings, settings, index, value, lo, hi, scores, label, h,
+                      log_probs, g, scalars, work, active):
+    """gd member k's K classes learn from its own scores (gd.update_classes: one compiled
+    call for all K, not inlined, the same body for the three gd members)."""
+    _member_class_gradients(k, count, settings, scores, label, h, log_probs, g, scalars)
+    gd.update_classes(member_table, member_settings, index, value, lo, hi, scores, label, h, g, work, active)
+
+
+@njit(inline="always")
+def _learn_coin_classes(count, member_table, member_settings, settings, index, value, lo, hi, block_rows, scores,
+                        label, h, log_probs, g, scalars):
+    """--coin's K classes learn from its own scores, class after class."""
+    _member_class_gradients(N_GD, count, settings, scores, label, h, log_probs, g, scalars)
+    for c in range(settings.classes):
         y_c = (1.0 if c == label else -1.0) if not settings.softmax else np.nan
-        update(member_table, member_settings, index, value, lo, hi, c * block_rows, scores[c], y_c, h, h * g[c])
+        coin.update(member_table, member_settings, index, value, lo, hi, c * block_rows, scores[c], y_c, h, h * g[c])
 
 
 @njit(inline="always")
@@ -391,6 +405,8 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
     log_probs = np.empty(n_classes)
     g = np.empty(n_classes)
     member = np.empty((N_MEMBERS, n_classes))
+    work = np.empty((gd.WORK_ROWS, n_classes))
+    active = np.empty(n_classes, np.int64)
     three = np.empty(N_GD)
     pi = np.empty(N_MEMBERS)
     n_rows = np.int64(0)
@@ -424,14 +440,14 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
                                    log_probs)
         count = counts_loss(holdout, learn, held_out, learning, h, y)
         if learning and not np.isnan(y):
-            _learn_member_classes(0, count, gd.update, t_g0, s_g0, settings, index, value, lo, hi, block_rows,
-                                  member[0], label, h, log_probs, g, scalars)
-            _learn_member_classes(1, count, gd.update, t_g1, s_g1, settings, index, value, lo, hi, block_rows,
-                                  member[1], label, h, log_probs, g, scalars)
-            _learn_member_classes(2, count, gd.update, t_g2, s_g2, settings, index, value, lo, hi, block_rows,
-                                  member[2], label, h, log_probs, g, scalars)
-            _learn_member_classes(3, count, coin.update, t_coin, s_coin, settings, index, value, lo, hi,
-                                  block_rows, member[3], label, h, log_probs, g, scalars)
+            _learn_gd_classes(0, count, t_g0, s_g0, settings, index, value, lo, hi, member[0], label, h, log_probs, g,
+                              scalars, work, active)
+            _learn_gd_classes(1, count, t_g1, s_g1, settings, index, value, lo, hi, member[1], label, h, log_probs, g,
+                              scalars, work, active)
+            _learn_gd_classes(2, count, t_g2, s_g2, settings, index, value, lo, hi, member[2], label, h, log_probs, g,
+                              scalars, work, active)
+            _learn_coin_classes(count, t_coin, s_coin, settings, index, value, lo, hi, block_rows, member[3], label, h,
+                                log_probs, g, scalars)
             counters[C_ROUNDS] += 1.0
         elif count:   # a held-out example
             for k in range(N_MEMBERS):
