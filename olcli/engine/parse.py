@@ -33,8 +33,8 @@ import numpy as np
 from olcli.engine.jit import njit
 
 from olcli.engine.features import (
-    FLAGS_AT, HASH_STRINGS, IGNORED, LINEAR_IGNORED, N_NAME_END, N_NAME_START, N_NS_END, N_NS_START, NAME_COLUMNS,
-    NGRAM_AT, SEED_AT, STAMP_SLOTS, add_ngrams, clear_names, grow, interact, interaction_size, merge_duplicates)
+    FLAGS_AT, HASH_STRINGS, IGNORED, LINEAR_IGNORED, MERGE_SCRATCH, N_NAME_END, N_NAME_START, N_NS_END, N_NS_START,
+    NAME_COLUMNS, NGRAM_AT, SEED_AT, STAMP_SLOTS, add_ngrams, clear_names, grow, interact, interaction_size, merge_duplicates)
 from olcli.engine.borrowed import borrowed
 from olcli.engine.murmur import murmur3_32
 from olcli.engine.numbers import NUMBER_OK, NUMBER_NONFINITE, parse_number
@@ -127,7 +127,7 @@ def _arrays(n_lines, capacity, record):
     feature_count = np.empty(n_lines, np.int64)
     errors = np.zeros((n_lines, N_ERROR_COLUMNS), np.int64)
     names = np.empty((capacity if record else 0, NAME_COLUMNS), np.int64)
-    order = np.empty(64, np.uint64)            # merge_duplicates' sort scratch
+    order = np.empty(MERGE_SCRATCH, np.uint64)  # merge_duplicates' sort scratch
     stamps = np.zeros(STAMP_SLOTS, np.int64)   # merge_duplicates' stamps (any contents will do)
     scratch = np.empty(10, np.int64)           # _parse_vw_label_part's token spans
     return (labels, importance, base, tags, example_line, row_ptr, index, value, letters, names, feature_count,
@@ -698,7 +698,7 @@ def csr_examples(indptr, indices, data, labels, mask, constant_index, label_kind
     index = np.empty(capacity, np.int32)
     value = np.empty(capacity, np.float64)
     feature_count = np.empty(n, np.int64)
-    order = np.empty(64, np.uint64)
+    order = np.empty(MERGE_SCRATCH, np.uint64)
     stamps = np.zeros(STAMP_SLOTS, np.int64)
     table_size = np.int64(mask) + 1
     n_features = np.int64(0)
