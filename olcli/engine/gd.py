@@ -93,6 +93,7 @@ W, G, N = 0, 1, 2
 PARAMS = ("eta", "power_t", "initial_t", "adaptive", "normalized", "invariant", "l1", "l2")
 P_ETA, P_POWER_T, P_INITIAL_T, P_ADAPTIVE, P_NORMALIZED, P_INVARIANT, P_L1, P_L2 = range(8)
 SCALARS = ("normalized_sum_norm_x", "total_weight", "gravity", "contraction")
+WIDTH, SCALAR_WIDTH = len(SLOTS), len(SCALARS)   # one learner's state columns and scalars
 NORM_X_SUM, TOTAL_WEIGHT, GRAVITY, CONTRACTION = range(4)
 
 FLT_MAX = 3.4028234663852886e38   # VW skips features this large in the update (float32's largest)
@@ -472,6 +473,111 @@ def update_classes(table, settings, index, value, lo, hi, scores, label, h, g, w
                     state[i, W] += work[_WU, c] * x * _rate(state[i, G], state[i, N], power_t, adaptive, normalized)
                 else:
                     state[i, W] += work[_WU, c] * x
+
+
+@njit
+def update_learners(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, preds, y, h,
+                    work, active):
+    """``update`` of M = len(etas) learners on one binary example, learner k in that order:
+    its weights, squared gradients and scales are the columns W, G, N of ``state`` at
+    WIDTH k (its own Table's state[:, WIDTH k : WIDTH (k + 1)]), its scalars are
+    ``scalars`` at SCALAR_WIDTH k, its -l is etas[k], its prediction preds[k]; all
+    adaptive, normalized and invariant, without --l1/--l2 (the mixture's gd members,
+    mixture.member_params). ``work``: a (WORK_ROWS, M) buffer, ``active``: M int64,
+    both overwritten.
+
+    The same arithmetic in the same order as M calls of ``update`` (the same bits), in
+    one loop over the example's features for the sensitivity pass of all M learners
+    and one for their weight changes, the scalars taken learner after learner between
+    the two: exact because learner k's update reads and writes only its own columns
+    and scalars. Not inlined: the mixture's binary loop calls this one compiled body."""
+    n_learners = len(etas)
+    logistic = loss == LOGISTIC
+    # 1. each learner's derivative, and whether it updates at all (``update``'s returns)
+    n_active = 0
+    for k in range(n_learners):
+        p = preds[k]
+        exp_yp = math.nan
+        if logistic:
+            positive, d, exp_yp = _logistic_derivative(p, y)
+            if not positive:
+                continue
+        else:
+            if not _loss_is_positive(loss, p, y, tau):
+                continue
+            d = loss_derivative(loss, p, y, tau)
+        if h * (d * d) == 0.0:
+            continue
+        work[_WD, k] = d
+        work[_WEXP, k] = exp_yp
+        work[_WSQ, k] = h * (d * d)
+        work[_WNORM, k] = 0.0
+        work[_WPER, k] = 0.0
+        active[n_active] = k
+        n_active += 1
+    if n_active == 0:
+        return
+    # 2. the sensitivity pass (_sensitivity, adaptive and normalized) of every updating learner
+    for j in range(lo, hi):
+        x = value[j]
+        x2 = x * x
+        if x2 < X2_MIN:
+            x = X_MIN if x > 0.0 else -X_MIN
+            x2 = X2_MIN
+        x_abs = abs(x)
+        i = index[j]
+        for a in range(n_active):
+            k = active[a]
+            c = k * WIDTH
+            if state[i, c + G] == 0.0:
+                state[i, c + G] = initial_t
+            state[i, c + G] += work[_WSQ, k] * x2
+            n = state[i, c + N]
+            if x_abs > n:
+                if n > 0.0:
+                    if power_t == 0.5:
+                        state[i, c + W] *= n / x_abs
+                    else:
+                        rescale = x_abs / n
+                        state[i, c + W] *= (rescale * rescale) ** (power_t - 1.0)
+                state[i, c + N] = x_abs
+                n = x_abs
+            work[_WNORM, k] += 1.0 if x2 > X2_MAX else x2 / (n * n)
+            work[_WPER, k] += x2 * _rate(state[i, c + G], state[i, c + N], power_t, True, True)
+    # 3. learner after learner: the normalised sums, the global factor, the step u
+    n_moving = 0
+    for a in range(n_active):
+        k = active[a]
+        own = scalars[k * SCALAR_WIDTH:(k + 1) * SCALAR_WIDTH]
+        d = work[_WD, k]
+        p = preds[k]
+        own[NORM_X_SUM] += h * work[_WNORM, k]
+        own[TOTAL_WEIGHT] += h
+        multiplier = _average_update(own, power_t, True)
+        per_update = work[_WPER, k] * multiplier
+        scale = etas[k] * h
+        if logistic:
+            exp_yp = work[_WEXP, k]
+            if np.isnan(exp_yp):
+                exp_yp = math.exp(y * p)
+            u = _logistic_invariant_update(p, y, scale, per_update, exp_yp)
+        else:
+            u = invariant_update(loss, p, y, tau, scale, per_update)
+        if np.isnan(u):
+            u = 0.0
+        if u != 0.0:
+            work[_WU, k] = u * multiplier
+            active[n_moving] = k   # n_moving <= a: an entry already read
+            n_moving += 1
+    # 4. the weights of every moving learner, feature by feature
+    for j in range(lo, hi):
+        x = value[j]
+        if -FLT_MAX < x < FLT_MAX:
+            i = index[j]
+            for a in range(n_moving):
+                k = active[a]
+                c = k * WIDTH
+                state[i, c + W] += work[_WU, k] * x * _rate(state[i, c + G], state[i, c + N], power_t, True, True)
 
 
 @njit

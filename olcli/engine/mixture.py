@@ -284,14 +284,6 @@ def counts_loss(holdout, learn, held_out, learning, h, y):
     return learning and holdout[H_ROWS] == 0.0
 
 
-@njit
-def _gd_update(table, settings, index, value, lo, hi, offset, p, y, h, g):
-    """``gd.update``, compiled once for the three gd members: called through this function,
-    not inlined at each member's call site, whose copies the build would type and lower one
-    by one (the same arithmetic in the same order: the same bits)."""
-    gd.update(table, settings, index, value, lo, hi, offset, p, y, h, g)
-
-
 @njit(inline="always")
 def _learn_member(update, member_table, member_settings, settings, index, value, lo, hi, offset, p, y, h):
     """A member learns from its own clipped prediction p, as alone."""
@@ -310,6 +302,12 @@ def _run_binary(table, settings, batch, tally, predictions):
     index, value = batch.index, batch.value
     member = np.empty(N_MEMBERS)
     pi = np.empty(N_MEMBERS)
+    etas = np.empty(N_GD)   # the gd members' -l, as _gd_settings gives them
+    for k in range(N_GD):
+        etas[k] = settings.params[P_ETA] * RATES[k]
+    power_t, initial_t = settings.params[P_POWER_T], settings.params[P_INITIAL_T]
+    work = np.empty((gd.WORK_ROWS, N_GD))
+    active = np.empty(N_GD, np.int64)
     n_rows = np.int64(0)
     for e in range(len(batch.labels)):
         lo = batch.row_ptr[e]
@@ -343,9 +341,8 @@ def _run_binary(table, settings, batch, tally, predictions):
             for k in range(N_MEMBERS):
                 scalars[LOSSES + k] += h * loss_value(settings.loss, member[k], y, settings.tau)
         if labeled and learning:
-            _learn_member(_gd_update, t_g0, s_g0, settings, index, value, lo, hi, 0, member[0], y, h)
-            _learn_member(_gd_update, t_g1, s_g1, settings, index, value, lo, hi, 0, member[1], y, h)
-            _learn_member(_gd_update, t_g2, s_g2, settings, index, value, lo, hi, 0, member[2], y, h)
+            gd.update_learners(state, scalars, etas, power_t, initial_t, settings.loss, settings.tau, index, value,
+                               lo, hi, member, y, h, work, active)
             _learn_member(coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[3], y, h)
             counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, p, batch.feature_count[e])
