@@ -141,6 +141,55 @@ def _average_update(scalars, power_t, adaptive):
 
 
 @njit(inline="always")
+def _clamped(x):
+    """gd.cc pred_per_update_feature's x and x^2, |x| raised to X_MIN."""
+    x2 = x * x
+    if x2 < X2_MIN:
+        return (X_MIN if x > 0.0 else -X_MIN), X2_MIN
+    return x, x2
+
+
+@njit(inline="always")
+def _feature_sensitivity(state, i, c, x, x2, grad_squared, g2_start, power_t, adaptive, normalized):
+    """One feature's share of the sensitivity pass (gd.cc pred_per_update_feature) for
+    the learner whose slots are state[i, c + W], state[i, c + G], state[i, c + N]; x,
+    x2 from ``_clamped``, grad_squared = k g^2. Adaptive: G_i += k g^2 x2 (G_i starts at
+    g2_start). Normalized: a larger |x| rescales w_i (as if it had always been the
+    scale) and becomes N_i. Returns (norm_x's term x2 / N_i^2, or 0 when not normalized;
+    h's term x2 rate_i)."""
+    if adaptive:
+        if state[i, c + G] == 0.0:  # first touch: VW's G starts at initial_t
+            state[i, c + G] = g2_start
+        state[i, c + G] += grad_squared * x2
+    norm = 0.0
+    if normalized:
+        x_abs = abs(x)
+        n = state[i, c + N]
+        if x_abs > n:
+            if n > 0.0:
+                if power_t == 0.5:
+                    rescale = n / x_abs
+                    state[i, c + W] *= rescale if adaptive else rescale * rescale
+                else:
+                    rescale = x_abs / n
+                    state[i, c + W] *= (rescale * rescale) ** (power_t - 1.0)
+            state[i, c + N] = x_abs
+            n = x_abs
+        norm = 1.0 if x2 > X2_MAX else x2 / (n * n)
+    return norm, x2 * _rate(state[i, c + G], state[i, c + N], power_t, adaptive, normalized)
+
+
+@njit(inline="always")
+def _move(state, i, c, u, x, power_t, adaptive, normalized):
+    """The update pass for one feature of the learner at columns c: w_i += u x rate_i
+    (plain SGD: u x). u includes the global factor m."""
+    if adaptive or normalized:
+        state[i, c + W] += u * x * _rate(state[i, c + G], state[i, c + N], power_t, adaptive, normalized)
+    else:
+        state[i, c + W] += u * x
+
+
+@njit(inline="always")
 def _sensitivity(state, params, scalars, index, value, lo, hi, offset, h, d, adaptive, normalized):
     """gd.cc sensitivity (get_pred_per_update with pred_per_update_feature):
     updates G, N (rescaling w) and the normalised sums, and returns (h, m): the
@@ -158,31 +207,11 @@ def _sensitivity(state, params, scalars, index, value, lo, hi, offset, h, d, ada
     norm_x = 0.0
     per_update = 0.0
     for j in range(lo, hi):
-        i = offset + index[j]
-        x = value[j]
-        x2 = x * x
-        if x2 < X2_MIN:
-            x = X_MIN if x > 0.0 else -X_MIN
-            x2 = X2_MIN
-        if adaptive:
-            if state[i, G] == 0.0:  # first touch: VW's G starts at initial_t
-                state[i, G] = g2_start
-            state[i, G] += grad_squared * x2
-        if normalized:
-            x_abs = abs(x)
-            n = state[i, N]
-            if x_abs > n:
-                if n > 0.0:  # a larger scale: rescale w as if it had always been the scale
-                    if power_t == 0.5:
-                        rescale = n / x_abs
-                        state[i, W] *= rescale if adaptive else rescale * rescale
-                    else:
-                        rescale = x_abs / n
-                        state[i, W] *= (rescale * rescale) ** (power_t - 1.0)
-                state[i, N] = x_abs
-                n = x_abs
-            norm_x += 1.0 if x2 > X2_MAX else x2 / (n * n)
-        per_update += x2 * _rate(state[i, G], state[i, N], power_t, adaptive, normalized)
+        x, x2 = _clamped(value[j])
+        norm, per = _feature_sensitivity(state, offset + index[j], 0, x, x2, grad_squared, g2_start, power_t,
+                                         adaptive, normalized)
+        norm_x += norm
+        per_update += per
     multiplier = 1.0
     if normalized:
         scalars[NORM_X_SUM] += h * norm_x
@@ -217,11 +246,50 @@ def _logistic_derivative(p, y):
 
 
 @njit(inline="always")
+def _derivative(loss, tau, p, y):
+    """gd.cc compute_update's gate and derivative: (whether the example updates at all,
+    its float32 loss at p being > 0; g = dloss/dp; exp(y p) for the logistic loss's
+    invariant update, or NaN when not computed)."""
+    if loss == LOGISTIC:
+        return _logistic_derivative(p, y)
+    if not _loss_is_positive(loss, p, y, tau):
+        return False, 0.0, math.nan
+    return True, loss_derivative(loss, p, y, tau), math.nan
+
+
+@njit(inline="always")
 def _logistic_invariant_update(p, y, s, h, exp_yp):
     """losses.invariant_update for the logistic loss, given exp(y p)."""
     if s * h < 1e-6:
         return y * s / (1.0 + exp_yp)
     return -(y * lambert_w_exp_minus_x(s * h + y * p + exp_yp) + p) / h
+
+
+@njit(inline="always")
+def _scale(params, counters, eta, h, power_t, adaptive, normalized):
+    """gd.cc get_scale: s = eta k, times (t + k)^-q without adaptive (t counts the
+    labeled importance before, counters[C_WEIGHT] includes this example's; plain SGD:
+    eta *= t0^q)."""
+    scale = eta * h
+    if not adaptive:
+        t0 = params[P_INITIAL_T]
+        if not normalized:
+            scale = eta * t0 ** power_t * h
+        scale *= (t0 + counters[C_WEIGHT]) ** -power_t
+    return scale
+
+
+@njit(inline="always")
+def _step(loss, tau, p, y, d, scale, per_update, exp_yp, invariant):
+    """u: the importance-invariant update (losses.invariant_update, the logistic one from
+    exp(y p)), or the gradient step -s g when not invariant."""
+    if not invariant:
+        return -scale * d
+    if loss == LOGISTIC:
+        if np.isnan(exp_yp):
+            exp_yp = math.exp(y * p)
+        return _logistic_invariant_update(p, y, scale, per_update, exp_yp)
+    return invariant_update(loss, p, y, tau, scale, per_update)
 
 
 @njit
@@ -260,20 +328,15 @@ def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
     normalized = params[P_NORMALIZED] > 0.0
     power_t = params[P_POWER_T]
     softmax_class = np.isnan(y)  # no loss of its own: the gradient g is given
-    logistic = settings.loss == LOGISTIC and not softmax_class
     exp_yp = math.nan
     if softmax_class:
         d = g / h
         if d == 0.0:
             return
-    elif logistic:
-        positive, d, exp_yp = _logistic_derivative(p, y)
-        if not positive:
-            return
     else:
-        if not _loss_is_positive(settings.loss, p, y, settings.tau):
+        moves, d, exp_yp = _derivative(settings.loss, settings.tau, p, y)
+        if not moves:
             return
-        d = loss_derivative(settings.loss, p, y, settings.tau)
     if (adaptive or normalized) and h * (d * d) == 0.0:
         # The squared gradient underflows to 0 (a --softmax class of probability below
         # ~1e-162): VW's sensitivity returns at once, "nothing changes", but VW then still
@@ -283,21 +346,9 @@ def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
         return
     per_update, multiplier = _sensitivity(state, params, scalars, index, value, lo, hi, offset, h, d,
                                           adaptive, normalized)
-    eta = params[P_ETA]
-    scale = eta * h
-    if not adaptive:
-        t0 = params[P_INITIAL_T]
-        if not normalized:
-            scale = eta * t0 ** power_t * h
-        scale *= (t0 + table.counters[C_WEIGHT]) ** -power_t  # C_WEIGHT includes this example
-    if softmax_class or params[P_INVARIANT] <= 0.0:
-        u = -scale * d
-    elif logistic:
-        if np.isnan(exp_yp):
-            exp_yp = math.exp(y * p)
-        u = _logistic_invariant_update(p, y, scale, per_update, exp_yp)
-    else:
-        u = invariant_update(settings.loss, p, y, settings.tau, scale, per_update)
+    scale = _scale(params, table.counters, params[P_ETA], h, power_t, adaptive, normalized)
+    u = _step(settings.loss, settings.tau, p, y, d, scale, per_update, exp_yp,
+              not softmax_class and params[P_INVARIANT] > 0.0)
     l1, l2 = params[P_L1], params[P_L2]
     if (l1 > 0.0 or l2 > 0.0) and abs(u) > 1e-8:
         eta_bar = 0.0
@@ -316,17 +367,12 @@ def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
         for j in range(lo, hi):
             x = value[j]
             if -FLT_MAX < x < FLT_MAX:  # VW skips features too large for float32
-                i = offset + index[j]
-                if adaptive or normalized:
-                    state[i, W] += u * x * _rate(state[i, G], state[i, N], power_t, adaptive, normalized)
-                else:
-                    state[i, W] += u * x
+                _move(state, offset + index[j], 0, u, x, power_t, adaptive, normalized)
     if scalars[CONTRACTION] < 1e-9 or scalars[GRAVITY] > 1e3:
         _sync(state, scalars)
 
 
-
-# update_classes' work rows (work[ROW, c] for class c)
+# update_classes' and update_learners' work rows (work[ROW, k] for class or learner k)
 _WD, _WSQ, _WNORM, _WPER, _WEXP, _WU = range(6)
 WORK_ROWS = 6
 
@@ -357,22 +403,15 @@ def update_classes(table, settings, index, value, lo, hi, scores, label, h, g, w
     # 1. each class's derivative, and whether it updates at all (``update``'s returns)
     n_active = 0
     for c in range(n_classes):
-        p = scores[c]
         exp_yp = math.nan
         if softmax:
             d = (h * g[c]) / h
             if d == 0.0:
                 continue
         else:
-            y = 1.0 if c == label else -1.0
-            if loss == LOGISTIC:
-                positive, d, exp_yp = _logistic_derivative(p, y)
-                if not positive:
-                    continue
-            else:
-                if not _loss_is_positive(loss, p, y, tau):
-                    continue
-                d = loss_derivative(loss, p, y, tau)
+            moves, d, exp_yp = _derivative(loss, tau, scores[c], 1.0 if c == label else -1.0)
+            if not moves:
+                continue
         if (adaptive or normalized) and h * (d * d) == 0.0:
             continue
         work[_WD, c] = d
@@ -394,41 +433,19 @@ def update_classes(table, settings, index, value, lo, hi, scores, label, h, g, w
     else:
         g2_start = params[P_INITIAL_T] if adaptive else 0.0
         for j in range(lo, hi):
-            x = value[j]
-            x2 = x * x
-            if x2 < X2_MIN:
-                x = X_MIN if x > 0.0 else -X_MIN
-                x2 = X2_MIN
-            x_abs = abs(x)
+            x, x2 = _clamped(value[j])
             row = index[j]
             for a in range(n_active):
                 c = active[a]
-                i = c * block_rows + row
-                if adaptive:
-                    if state[i, G] == 0.0:
-                        state[i, G] = g2_start
-                    state[i, G] += work[_WSQ, c] * x2
-                if normalized:
-                    n = state[i, N]
-                    if x_abs > n:
-                        if n > 0.0:
-                            if power_t == 0.5:
-                                rescale = n / x_abs
-                                state[i, W] *= rescale if adaptive else rescale * rescale
-                            else:
-                                rescale = x_abs / n
-                                state[i, W] *= (rescale * rescale) ** (power_t - 1.0)
-                        state[i, N] = x_abs
-                        n = x_abs
-                    work[_WNORM, c] += 1.0 if x2 > X2_MAX else x2 / (n * n)
-                work[_WPER, c] += x2 * _rate(state[i, G], state[i, N], power_t, adaptive, normalized)
+                norm, per = _feature_sensitivity(state, c * block_rows + row, 0, x, x2, work[_WSQ, c], g2_start,
+                                                 power_t, adaptive, normalized)
+                work[_WNORM, c] += norm
+                work[_WPER, c] += per
     # 3. class by class: the normalised sums, the global factor, the step u
-    eta = params[P_ETA]
+    invariant = not softmax and params[P_INVARIANT] > 0.0
     n_moving = 0
     for a in range(n_active):
         c = active[a]
-        d = work[_WD, c]
-        p = scores[c]
         per_update = work[_WPER, c]
         multiplier = 1.0
         if normalized:
@@ -436,23 +453,9 @@ def update_classes(table, settings, index, value, lo, hi, scores, label, h, g, w
             scalars[TOTAL_WEIGHT] += h
             multiplier = _average_update(scalars, power_t, adaptive)
             per_update *= multiplier
-        scale = eta * h
-        if not adaptive:
-            t0 = params[P_INITIAL_T]
-            if not normalized:
-                scale = eta * t0 ** power_t * h
-            scale *= (t0 + table.counters[C_WEIGHT]) ** -power_t
-        if softmax or params[P_INVARIANT] <= 0.0:
-            u = -scale * d
-        else:
-            y = 1.0 if c == label else -1.0
-            if loss == LOGISTIC:
-                exp_yp = work[_WEXP, c]
-                if np.isnan(exp_yp):
-                    exp_yp = math.exp(y * p)
-                u = _logistic_invariant_update(p, y, scale, per_update, exp_yp)
-            else:
-                u = invariant_update(loss, p, y, tau, scale, per_update)
+        scale = _scale(params, table.counters, params[P_ETA], h, power_t, adaptive, normalized)
+        u = _step(loss, tau, scores[c], 1.0 if c == label else -1.0, work[_WD, c], scale, per_update,
+                  work[_WEXP, c], invariant)
         if np.isnan(u):
             u = 0.0
         if u != 0.0:
@@ -468,11 +471,7 @@ def update_classes(table, settings, index, value, lo, hi, scores, label, h, g, w
             row = index[j]
             for a in range(n_moving):
                 c = active[a]
-                i = c * block_rows + row
-                if adaptive or normalized:
-                    state[i, W] += work[_WU, c] * x * _rate(state[i, G], state[i, N], power_t, adaptive, normalized)
-                else:
-                    state[i, W] += work[_WU, c] * x
+                _move(state, c * block_rows + row, 0, work[_WU, c], x, power_t, adaptive, normalized)
 
 
 @njit
@@ -492,21 +491,11 @@ def update_learners(state, scalars, etas, power_t, initial_t, loss, tau, index, 
     the two: exact because learner k's update reads and writes only its own columns
     and scalars. Not inlined: the mixture's binary loop calls this one compiled body."""
     n_learners = len(etas)
-    logistic = loss == LOGISTIC
     # 1. each learner's derivative, and whether it updates at all (``update``'s returns)
     n_active = 0
     for k in range(n_learners):
-        p = preds[k]
-        exp_yp = math.nan
-        if logistic:
-            positive, d, exp_yp = _logistic_derivative(p, y)
-            if not positive:
-                continue
-        else:
-            if not _loss_is_positive(loss, p, y, tau):
-                continue
-            d = loss_derivative(loss, p, y, tau)
-        if h * (d * d) == 0.0:
+        moves, d, exp_yp = _derivative(loss, tau, preds[k], y)
+        if not moves or h * (d * d) == 0.0:
             continue
         work[_WD, k] = d
         work[_WEXP, k] = exp_yp
@@ -519,50 +508,24 @@ def update_learners(state, scalars, etas, power_t, initial_t, loss, tau, index, 
         return
     # 2. the sensitivity pass (_sensitivity, adaptive and normalized) of every updating learner
     for j in range(lo, hi):
-        x = value[j]
-        x2 = x * x
-        if x2 < X2_MIN:
-            x = X_MIN if x > 0.0 else -X_MIN
-            x2 = X2_MIN
-        x_abs = abs(x)
+        x, x2 = _clamped(value[j])
         i = index[j]
         for a in range(n_active):
             k = active[a]
-            c = k * WIDTH
-            if state[i, c + G] == 0.0:
-                state[i, c + G] = initial_t
-            state[i, c + G] += work[_WSQ, k] * x2
-            n = state[i, c + N]
-            if x_abs > n:
-                if n > 0.0:
-                    if power_t == 0.5:
-                        state[i, c + W] *= n / x_abs
-                    else:
-                        rescale = x_abs / n
-                        state[i, c + W] *= (rescale * rescale) ** (power_t - 1.0)
-                state[i, c + N] = x_abs
-                n = x_abs
-            work[_WNORM, k] += 1.0 if x2 > X2_MAX else x2 / (n * n)
-            work[_WPER, k] += x2 * _rate(state[i, c + G], state[i, c + N], power_t, True, True)
+            norm, per = _feature_sensitivity(state, i, k * WIDTH, x, x2, work[_WSQ, k], initial_t, power_t,
+                                             True, True)
+            work[_WNORM, k] += norm
+            work[_WPER, k] += per
     # 3. learner after learner: the normalised sums, the global factor, the step u
     n_moving = 0
     for a in range(n_active):
         k = active[a]
         own = scalars[k * SCALAR_WIDTH:(k + 1) * SCALAR_WIDTH]
-        d = work[_WD, k]
-        p = preds[k]
         own[NORM_X_SUM] += h * work[_WNORM, k]
         own[TOTAL_WEIGHT] += h
         multiplier = _average_update(own, power_t, True)
-        per_update = work[_WPER, k] * multiplier
-        scale = etas[k] * h
-        if logistic:
-            exp_yp = work[_WEXP, k]
-            if np.isnan(exp_yp):
-                exp_yp = math.exp(y * p)
-            u = _logistic_invariant_update(p, y, scale, per_update, exp_yp)
-        else:
-            u = invariant_update(loss, p, y, tau, scale, per_update)
+        u = _step(loss, tau, preds[k], y, work[_WD, k], etas[k] * h, work[_WPER, k] * multiplier,
+                  work[_WEXP, k], True)
         if np.isnan(u):
             u = 0.0
         if u != 0.0:
@@ -576,8 +539,7 @@ def update_learners(state, scalars, etas, power_t, initial_t, loss, tau, index, 
             i = index[j]
             for a in range(n_moving):
                 k = active[a]
-                c = k * WIDTH
-                state[i, c + W] += work[_WU, k] * x * _rate(state[i, c + G], state[i, c + N], power_t, True, True)
+                _move(state, i, k * WIDTH, work[_WU, k], x, power_t, True, True)
 
 
 @njit
