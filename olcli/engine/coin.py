@@ -121,6 +121,33 @@ def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
 
 
 @njit
+def update_classes(table, settings, index, value, lo, hi, block_rows, n_classes, d):
+    """``update`` of every class c = 0 .. K-1 of one multiclass example (class c's rows
+    at offset c * block_rows, its d = k loss'(p) in d[c]) in one loop over the
+    example's features, the K classes of a feature (adjacent rows, state.RowPool)
+    together. The same bits as K calls of ``update`` in class order: class c's update
+    reads and writes only class c's rows, and A (the scalars) is not changed by any."""
+    state, params = table.state, settings.params
+    alpha, beta = params[P_ALPHA], params[P_BETA]
+    average = _average_norm(table.scalars)
+    for j in range(lo, hi):
+        row = index[j]
+        x = value[j]
+        for c in range(n_classes):
+            i = c * block_rows + row
+            gradient = d[c] * x
+            if abs(x) > state[i, M]:
+                state[i, M] = abs(x)
+            if abs(d[c]) > state[i, L]:
+                state[i, L] = abs(d[c]) if abs(d[c]) > beta else beta
+            w = _bet(state, i, state[i, M], alpha)
+            state[i, Z] -= gradient
+            state[i, G] += abs(gradient)
+            state[i, WEALTH] -= gradient * w
+            state[i, W] = w / average
+
+
+@njit
 def weight(table, settings, i):
     return table.state[i, W]
 

@@ -230,6 +230,48 @@ def predict_gd(state, scalars, index, value, lo, hi, offset, out, k0):
 
 
 @njit(inline="always")
+def predict_classes(state, scalars, coin_table, coin_settings, index, value, lo, hi, block_rows, learning, h, base,
+                    sums, norms, member):
+    """Every member's prediction for every class c (rows at offset c * block_rows) of a
+    multiclass example, member[k, c], in one loop over the example's features, the K
+    classes of a feature (adjacent rows, state.RowPool) together: the three gd members'
+    as ``predict_gd`` and coin's as coin.predict, each sum taken over the features in
+    their order and coin's normalised sums added class after class, so each is the same
+    number as K calls of those give. ``sums`` (K, N_MEMBERS) and ``norms`` (K): scratch."""
+    n_classes = len(norms)
+    coin_state = coin_table.state
+    alpha = coin_settings.params[coin.P_ALPHA]
+    sums[:, :] = 0.0
+    norms[:] = 0.0
+    for j in range(lo, hi):
+        row = index[j]
+        x = value[j]
+        for c in range(n_classes):
+            i = c * block_rows + row
+            sums[c, 0] += state[i, gd.W] * x
+            sums[c, 1] += state[i, _W1] * x
+            sums[c, 2] += state[i, _W2] * x
+            if learning:
+                m = max(coin_state[i, coin.M], abs(x))
+                sums[c, 3] += coin._bet(coin_state, i, m, alpha) * x
+                if m > 0.0:
+                    ratio = x / m
+                    norms[c] += ratio * ratio
+            else:
+                sums[c, 3] += coin_state[i, coin.W] * x
+    coin_scalars = coin_table.scalars
+    for c in range(n_classes):
+        for k in range(N_GD):
+            member[k, c] = base + sums[c, k] * scalars[k * GD_SCALAR_WIDTH + gd.CONTRACTION]
+        p = sums[c, 3]
+        if learning:
+            coin_scalars[coin.NORM_X_SUM] += h * norms[c]
+            coin_scalars[coin.TOTAL_WEIGHT] += h
+            p /= coin._average_norm(coin_scalars)
+        member[N_GD, c] = base + p
+
+
+@njit(inline="always")
 def see_label(scalars, y):
     """The spread of the labels seen (not VW's clipping range, which starts at 0)."""
     if scalars[SEEN] == 0.0:
@@ -383,11 +425,12 @@ def _learn_gd_classes(k, count, member_table, member_settings, settings, index, 
 @njit(inline="always")
 def _learn_coin_classes(count, member_table, member_settings, settings, index, value, lo, hi, block_rows, scores,
                         label, h, log_probs, g, scalars):
-    """--coin's K classes learn from its own scores, class after class."""
+    """--coin's K classes learn from its own scores (coin.update_classes: one loop over
+    the features for all K)."""
     _member_class_gradients(N_GD, count, settings, scores, label, h, log_probs, g, scalars)
     for c in range(settings.classes):
-        y_c = (1.0 if c == label else -1.0) if not settings.softmax else np.nan
-        coin.update(member_table, member_settings, index, value, lo, hi, c * block_rows, scores[c], y_c, h, h * g[c])
+        g[c] *= h   # coin.update's d = k loss'(p) of class c
+    coin.update_classes(member_table, member_settings, index, value, lo, hi, block_rows, settings.classes, g)
 
 
 @njit(inline="always")
@@ -404,7 +447,8 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
     member = np.empty((N_MEMBERS, n_classes))
     work = np.empty((gd.WORK_ROWS, n_classes))
     active = np.empty(n_classes, np.int64)
-    three = np.empty(N_GD)
+    sums = np.empty((n_classes, N_MEMBERS))
+    norms = np.empty(n_classes)
     pi = np.empty(N_MEMBERS)
     n_rows = np.int64(0)
     for e in range(len(batch.labels)):
@@ -414,12 +458,8 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
         h = batch.importance[e]
         held_out, learning = start_example(holdout, learn, h, y)
         base = batch.base[e]
-        for c in range(n_classes):
-            offset = c * block_rows
-            predict_gd(state, scalars, index, value, lo, hi, offset, three, 0)
-            for k in range(N_GD):
-                member[k, c] = base + three[k]
-            member[3, c] = base + coin.predict(t_coin, s_coin, index, value, lo, hi, offset, learning, h)
+        predict_classes(state, scalars, t_coin, s_coin, index, value, lo, hi, block_rows, learning, h, base, sums,
+                        norms, member)
         mixture_weights(scalars, 1.0, pi)
         best = np.int64(0)
         for c in range(n_classes):
