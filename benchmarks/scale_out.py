@@ -447,8 +447,11 @@ def write(out: Path, loss_rows: list, runs: dict, click_bytes: int, merges: list
               "## The accumulators' growth at a merge, on covtype with 4 shards", "",
               "covtype (16,000 train, 4,000 test), 4 shards, the shard and merge tasks of olcli/shard_tasks.py run "
               "in the benchmark's process, no holdout; test loss after each pass. `olcli's rule`: G grows by the "
-              "shards' increments' weighted mean, sum dG_k^2 / sum dG_k (merge_common.mean_increment); `sum of "
-              "increments`: G = G_base + sum dG_k (olcli's rule before 2026-11, swapped in here); `VW's G`: "
+              "shards' increments' weighted mean, sum dG_k^2 / sum dG_k (merge_common.mean_increment), and for "
+              "--gd the merged move is lengthened to sqrt(n) times the mean's on rows the base had learned "
+              "(gd.merge 3b, since 2026-11-27; n = sum dG_k / that increment); `sum of "
+              "increments`: G = G_base + sum dG_k (olcli's rule before 2026-11, swapped in here; for --gd it "
+              "also turns 3b off, n = 1); `VW's G`: "
               "VW's accumulate_weighted_avg (w weighted by the totals G_k, G = sum G_k^2 / sum G_k), written in "
               "this script only.", "",
               "| run | " + " | ".join(f"pass {k + 1}" for k in range(len(next(iter((rules or {"": [0]}).values()))))) + " |",

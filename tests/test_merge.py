@@ -280,9 +280,11 @@ def test_gd_hand_computed():
                   [0.5, 2.0, 4.0]])                      # dG 1
     scalars = [np.array([0.0, 0.0, 0.0, 1.0]), np.array([3.0, 2.0, 0.0, 1.0]), np.array([5.0, 4.0, 0.0, 1.0])]
     merged, merged_scalars = merge(gd, base, [a, b], params, 2.0, [4.0, 5.0], [2.0, 3.0], scalars[0], scalars[1:])
-    # row 1: (4 * 0.2 + 1 * -0.4) / 5 = 0.08, G = (4 * 4 + 1 * 1) / 5, N = 2;
-    # row 2: (2 * 2 + 1 * 0.5) / 3 = 1.5, G = 1 + (2 * 2 + 1 * 1) / 3, N = 4
-    np.testing.assert_allclose(merged, [[0.5, 1.0, 1.0], [0.08, 3.4, 2.0], [1.5, 1.0 + 5.0 / 3.0, 4.0]], rtol=1e-15)
+    # row 1 (the base never learned it: the mean): (4 * 0.2 + 1 * -0.4) / 5 = 0.08, G = (4 * 4 + 1 * 1) / 5,
+    # N = 2; row 2 (learned, G_base 1: the mean's move lengthened): mean (2 * 2 + 1 * 0.5) / 3 = 1.5,
+    # n = (2 + 1)^2 / (2^2 + 1^2) = 1.8, w = 1 + sqrt(1.8) (1.5 - 1); G = 1 + (2 * 2 + 1 * 1) / 3, N = 4
+    np.testing.assert_allclose(merged, [[0.5, 1.0, 1.0], [0.08, 3.4, 2.0],
+                                        [1.0 + math.sqrt(1.8) * 0.5, 1.0 + 5.0 / 3.0, 4.0]], rtol=1e-15)
     assert merged_scalars.tolist() == [8.0, 6.0, 0.0, 1.0]
     # initial_t 2: VW's G starts there on a row's first touch, and counts once
     params[gd.P_INITIAL_T] = 2.0
@@ -293,16 +295,38 @@ def test_gd_hand_computed():
 
 def test_gd_hand_computed_with_l2():
     params = np.array([0.5, 0.5, 0.0, 1.0, 1.0, 1.0, 0.0, 0.1])
-    base = np.array([[0.5, 1.0, 1.0], [0.0, 0.0, 0.0]])
-    a = np.array([[0.5, 1.0, 1.0], [0.2, 4.0, 2.0]])     # predicts with 0.2 * 0.5 = 0.1
-    b = np.array([[0.5, 1.0, 1.0], [-0.4, 1.0, 1.0]])    # -0.4 * 0.8 = -0.32
+    base = np.array([[0.5, 1.0, 1.0], [0.0, 0.0, 0.0], [0.5, 1.0, 1.0]])
+    a = np.array([[0.5, 1.0, 1.0], [0.2, 4.0, 2.0],      # predicts with 0.2 * 0.5 = 0.1
+                  [0.8, 3.0, 1.0]])                      # 0.8 * 0.5 = 0.4; the base as a sees it 0.25; dG 2
+    b = np.array([[0.5, 1.0, 1.0], [-0.4, 1.0, 1.0],     # -0.4 * 0.8 = -0.32
+                  [0.3, 2.0, 1.0]])                      # 0.3 * 0.8 = 0.24; the base as b sees it 0.4; dG 1
     scalars = [np.array([0.0, 0.0, 0.0, 1.0]), np.array([3.0, 2.0, 0.0, 0.5]), np.array([5.0, 4.0, 0.0, 0.8])]
     merged, merged_scalars = merge(gd, base, [a, b], params, 2.0, [4.0, 5.0], [2.0, 3.0], scalars[0], scalars[1:])
     # contraction 0.5 * 0.8 = 0.4 (every shard's shrinkage, as sequential training would);
-    # row 1: w = (4 * 0.1 + 1 * -0.32) / 5 = 0.016, stored as 0.016 / 0.4; row 0 keeps the base's row
+    # row 1: w = (4 * 0.1 + 1 * -0.32) / 5 = 0.016, stored as 0.016 / 0.4; row 0 keeps the base's row;
+    # row 2 (learned): mean (2 * 0.4 + 1 * 0.24) / 3, the learning moves 0.4 - 0.25 and 0.24 - 0.4,
+    # their dG-weighted mean (2 * 0.15 - 0.16) / 3, n = 1.8: w = 1.04 / 3 + (sqrt(1.8) - 1) 0.14 / 3
+    row2 = 1.04 / 3.0 + (math.sqrt(1.8) - 1.0) * 0.14 / 3.0
     assert merged_scalars.tolist() == pytest.approx([8.0, 6.0, 0.0, 0.4], rel=1e-15)
-    np.testing.assert_allclose(merged, [[0.5, 1.0, 1.0], [0.04, 3.4, 2.0]], rtol=1e-13)
-    assert all_weights(gd, merged, params, 0.0, merged_scalars).tolist() == pytest.approx([0.2, 0.016], rel=1e-13)
+    np.testing.assert_allclose(merged, [[0.5, 1.0, 1.0], [0.04, 3.4, 2.0], [row2 / 0.4, 1.0 + 5.0 / 3.0, 1.0]],
+                               rtol=1e-13)
+    assert all_weights(gd, merged, params, 0.0, merged_scalars).tolist() == pytest.approx([0.2, 0.016, row2],
+                                                                                          rel=1e-13)
+
+
+def test_gd_relaxed_move_of_equal_shards_is_sqrt_k_times_one_shards():
+    """3b: K shards that grew a learned row alike (equal dG) and moved it alike: the merged
+    move is sqrt(K) times one shard's (the mean's is one shard's); on a row the base never
+    learned (G_base 0) the merged weight is the shards' mean; G grows by one shard's
+    increment either way."""
+    params = np.array([3.0, 0.5, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0])
+    base = np.array([[0.25, 2.0, 1.0],     # learned
+                     [0.0, 0.0, 0.0]])     # never learned
+    for count in (2, 3, 4):
+        shards = [np.array([[0.25 + 0.5, 2.0 + 1.5, 1.0], [0.1 * (k + 1), 1.5, 1.0]]) for k in range(count)]
+        merged, _ = merge(gd, base, shards, params, 10.0, [20.0] * count, [10.0] * count)
+        assert merged[0].tolist() == pytest.approx([0.25 + math.sqrt(count) * 0.5, 3.5, 1.0], rel=1e-15)
+        assert merged[1].tolist() == pytest.approx([0.1 * (count + 1) / 2.0, 1.5, 1.0], rel=1e-15)
 
 
 def test_coin_hand_computed():
@@ -735,11 +759,50 @@ def test_the_merged_weight_lies_between_the_contributing_shards_weights(name, se
     if not _per_coordinate(sc):  # every shard's weight counts on a row any shard changed
         contributors[:, contributors.any(axis=0)] = True
     some = contributors.any(axis=0)
+    if name == "gd":  # adaptive: the rows 3b lengthens are test_gd_relaxed_rows_follow_the_formula's
+        some &= ~_gd_relaxed_rows(sc)
     low = np.where(contributors, own, np.inf).min(axis=0)[some]
     high = np.where(contributors, own, -np.inf).max(axis=0)[some]
     slack = 1e-9 * np.maximum(np.abs(low), np.abs(high)) + 1e-300
     assert np.all(merged_w[some] >= low - slack)
     assert np.all(merged_w[some] <= high + slack)
+
+
+def _gd_relaxed_rows(sc):
+    """Adaptive --gd's rows that gd.merge's 3b lengthens: the base had learned the row
+    (G > 0) and two or more shards grew its G."""
+    if sc.name != "gd" or sc.params[gd.P_ADAPTIVE] == 0.0:
+        return np.zeros(len(sc.base), dtype=bool)
+    grew = np.stack([s[:, gd.G] > sc.base[:, gd.G] for s in sc.shards])
+    return (sc.base[:, gd.G] > 0.0) & (grew.sum(axis=0) >= 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=SEEDS)
+def test_gd_relaxed_rows_follow_the_formula(seed):
+    """Adaptive --gd, row by row in plain Python from gd.merge's 3b: on a row the base had
+    learned and two or more shards grew, w = w_mean + (sqrt(n) - 1) sum_k dG_k m_k / sum_k dG_k
+    with w_mean = sum_k dG_k w_k / sum_k dG_k over the shards that grew it (w_k the weight
+    it predicts with), m_k = w_k - (the base's weight under shard k's scalars) and
+    n = (sum_k dG_k)^2 / sum_k dG_k^2."""
+    sc = _scenario("gd", seed)
+    assume(sc.params[gd.P_ADAPTIVE] > 0.0)
+    rows = _gd_relaxed_rows(sc)
+    assume(rows.any())
+    merged, merged_scalars = sc.merge()
+    merged_w = sc.weights_of(merged, sc.merged_rounds, merged_scalars)
+    own = sc.own_weights()
+    base_seen = [sc.weights_of(sc.base, sc.base_rounds, scalars) for scalars in sc.shard_scalars]
+    for i in np.flatnonzero(rows):
+        grown = [(float(s[i, gd.G] - sc.base[i, gd.G]), k) for k, s in enumerate(sc.shards)
+                 if s[i, gd.G] > sc.base[i, gd.G]]
+        total = sum(d for d, _ in grown)
+        mean = sum(d * own[k][i] for d, k in grown) / total
+        move = sum(d * (own[k][i] - base_seen[k][i]) for d, k in grown) / total
+        n = total ** 2 / sum(d * d for d, _ in grown)
+        expected = mean + (math.sqrt(n) - 1.0) * move
+        floor = 1e-12 * (1.0 + merged_scalars[gd.GRAVITY]) * max(1.0, abs(mean), abs(move))
+        assert merged_w[i] == pytest.approx(expected, rel=1e-9, abs=floor)
 
 
 @pytest.mark.parametrize("name", MODULES)

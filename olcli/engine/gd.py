@@ -610,7 +610,37 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
        dilute it, and G grows by the increments' dG-weighted mean, as far as
        the averaged weight moved: one shard's increment, or VW's
        sum G_k^2 / sum G_k from a zero base; covtype, 4 shards: 1.014 x one
-       machine after one extra pass, 1.022 with the sum); not adaptive: w = w_base + sum_k p_k (w_k - w_base,k)
+       machine after one extra pass, 1.022 with the sum);
+    3b. adaptive, relaxed: on a row the base had learned (G_base > 0) and two
+       or more shards grew, the mean's move is lengthened to sqrt(n) times,
+           w = w_mean + (sqrt(n) - 1) sum_k dG_k m_k / sum_k dG_k,
+           n = (sum_k dG_k)^2 / sum_k dG_k^2 = sum_k dG_k / (G's growth above),
+       m_k = w_k - w_base,k the shard's learning move (w_base,k: the base's weight
+       under shard k's gravity and contraction, as in 4; without --l1/--l2
+       w = w_base + sqrt(n) (w_mean - w_base)). n is the dG weights' effective
+       number of shards (K for K equal increments, 1 when one shard dominates).
+       Why: after a pass, each shard's move from a common learned start is a
+       drift, alike on every shard (they descend the same expected loss), plus
+       independent noise. One learner over all K shards' examples would add the
+       K drifts; the mean keeps one, 1/K of a pass's progress: the known
+       slowness of iterative parameter mixing (McDonald, Hall & Mann 2010,
+       "Distributed training strategies for the structured perceptron"; not in
+       the project's papers), for which the 4-shard default needed 5 passes
+       where one machine needs 3. sqrt(n) times the mean is the longest move
+       whose noise is no larger than one shard's own (K equal shards: variance
+       K sigma^2 / K = sigma^2), and it composes along the merge tree (two
+       pairs at sqrt(2), then the pairs at sqrt(2): sqrt(4)). Not on a row's
+       first merge (G_base = 0): there each shard's weight is its own estimate
+       from scratch (AdaGrad's first steps are its largest), not a drift from a
+       common start; lengthened there too, covtype's -l 10 member on 4 shards
+       tested at 0.627 after pass 1 against 0.535. Where a shard had
+       converged (its move the whole way to its optimum) the longer move
+       over-steps by sqrt(n) - 1 of it and the next pass comes back; measured
+       over 5 passes on covtype, a9a and the text generator
+       (benchmarks/results/scale_out_s40.md: covtype, 4 shards, the default's
+       holdout loss after 4 passes 1.0236 -> 1.011 x one machine after 3).
+       G grows as above: after the merge the steps stay one shard's;
+    not adaptive: w = w_base + sum_k p_k (w_k - w_base,k)
        over all shards that learned, p_k their importance shares and w_base,k
        the base's weight as shard k sees it (sgd.merge's sum_k p_k w_k: there is
        nothing per coordinate to weigh by; anchored at the base so that L1/L2
@@ -638,8 +668,9 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
     Tested invariants (tests/test_merge.py): one shard = a copy; idle shards
     change nothing; rows no shard changed keep the base's row; a row one shard
     changed gets that shard's weight; the merged weight lies between the
-    shards' weights; symmetric in the shard order; associative up to rounding
-    when not adaptive (adaptive: the mean increment, as adagrad.merge).
+    shards' weights except on the rows 3b lengthens (there it is 3b's formula);
+    symmetric in the shard order; associative up to rounding when not adaptive
+    (adaptive: the mean increment, as adagrad.merge).
     """
     result, active = merge_common.prepare(base, shards, base_rounds, shard_rounds, shard_weights)
     if result is not None:
@@ -650,15 +681,25 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
     n = np.max(np.stack([base[:, N]] + [shards[k][:, N] for k in active]), axis=0)
     weights = np.stack([all_weights(shards[k], params, shard_rounds[k], shard_scalars[k]) for k in active])
     out = np.array(base, dtype=np.float64, copy=True)
+    gravity, contraction = merged_regularization(base_scalars, [shard_scalars[k] for k in active])
     if params[P_ADAPTIVE] > 0.0:
         start = np.where(base[:, G] > 0.0, base[:, G], params[P_INITIAL_T])
-        grown = np.where(touched, np.stack([shards[k][:, G] for k in active]) - start, 0.0)
-        w, total = merge_common.weighted_mean(weights, np.maximum(grown, 0.0))
+        grown = np.maximum(np.where(touched, np.stack([shards[k][:, G] for k in active]) - start, 0.0), 0.0)
+        w, total = merge_common.weighted_mean(weights, grown)
         # a row changed with no squared gradient to weigh by: the plain mean of the changers
         plain = np.where(touched, weights, 0.0).sum(axis=0) / np.maximum(touched.sum(axis=0), 1)
         w = np.where(total > 0.0, w, plain)
-        out[changed, G] = (start + merge_common.mean_increment(np.maximum(grown, 0.0), total))[changed]
-    gravity, contraction = merged_regularization(base_scalars, [shard_scalars[k] for k in active])
+        increment = merge_common.mean_increment(grown, total)
+        out[changed, G] = (start + increment)[changed]
+        # 3b. relaxed on rows the base had learned and two or more shards grew: w plus
+        # (sqrt(n) - 1) times the shards' dG-weighted mean learning move
+        relaxed = (base[:, G] > 0.0) & ((grown > 0.0).sum(axis=0) >= 2)
+        if relaxed.any():
+            moves = np.stack([weights[a] - all_weights(base, params, base_rounds, shard_scalars[k])
+                              for a, k in enumerate(active)])
+            move, _ = merge_common.weighted_mean(moves, grown)
+            shards_n = np.divide(total, increment, out=np.ones_like(total), where=increment > 0.0)
+            w = np.where(relaxed, w + (np.sqrt(shards_n) - 1.0) * move, w)
     if params[P_ADAPTIVE] <= 0.0:
         # sgd.merge's w = sum_k p_k w_k, anchored at the base: w = base + sum_k p_k (w_k - base_k),
         # each weight as its learner sees it (base_k: the base row under shard k's L1/L2), so that a
