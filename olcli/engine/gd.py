@@ -372,174 +372,133 @@ def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
         _sync(state, scalars)
 
 
-# update_classes' and update_learners' work rows (work[ROW, k] for class or learner k)
+# update_learners' work rows (work[ROW, a] for learner k's output c, a = k K + c) and its
+# ``active`` rows (active[ROW, n] for the n-th updating output)
 _WD, _WSQ, _WNORM, _WPER, _WEXP, _WU = range(6)
 WORK_ROWS = 6
+_AID, _AROW, _ACOL = range(3)
+ACTIVE_ROWS = 3
 
 
-@njit
-def update_classes(table, settings, index, value, lo, hi, scores, label, h, g, work, active):
-    """``update`` of every class c = 0 .. K-1 of one multiclass example, in that order,
-    in one call: class c's rows at offset c * block_rows, its prediction scores[c], its
-    label +1 (c == label) or -1 (one against all) or, with softmax, none and the
-    gradient h g[c] (as multiclass.run_multiclass calls ``update``). ``work``: a
-    (WORK_ROWS, K) buffer, ``active``: K int64, both overwritten.
+@njit(inline="always")
+def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, preds, y, label,
+                    softmax, h, g, block_rows, work, active):
+    """``update`` of M = len(etas) learners with K = preds.shape[1] outputs each (K = 1:
+    binary; K classes, one against all or --softmax) on one example, learner after
+    learner, output after output. Learner k's output c: its weights, squared gradients
+    and scales are the columns W, G, N at WIDTH k (its own Table's columns) of the rows
+    at offset c * block_rows (class c's rows, as for ``update``); its prediction
+    preds[k, c]; its label y (label < 0: binary), +1 (c == label) or -1, or with
+    ``softmax`` none and the gradient h g[k, c]. Learner k's scalars are ``scalars`` at
+    SCALAR_WIDTH k (its K outputs take them in turn, as K calls of ``update`` do), its
+    -l etas[k]. All adaptive, normalized and invariant, without --l1/--l2 (the mixture's
+    gd members, mixture.member_params). ``work``: a (WORK_ROWS, M K) buffer,
+    ``active``: an (ACTIVE_ROWS, M K) int64 one, both overwritten.
 
-    The same arithmetic in the same order as K calls of ``update`` (the same bits), in
-    one loop over the example's features for the sensitivity pass of all K classes and
-    one for their weight changes (class k's rows of a feature are next to each other,
-    state.RowPool), the scalars taken class after class between the two. That order is
-    exact because class c's update reads and writes only class c's rows and the
-    normalised sums, which its sensitivity pass does not read. It is not with --l1/--l2
-    (``update``'s contraction and gravity, whose fold rewrites every row): callers
-    have none (the mixture's gd members, mixture.member_params). Not inlined: the
-    mixture's multiclass loop calls this one compiled body for its three gd members."""
-    state, params, scalars = table.state, settings.params, table.scalars
-    n_classes, block_rows, softmax = settings.classes, settings.block_rows, settings.softmax
-    loss, tau = settings.loss, settings.tau
-    adaptive = params[P_ADAPTIVE] > 0.0
-    normalized = params[P_NORMALIZED] > 0.0
-    power_t = params[P_POWER_T]
-    # 1. each class's derivative, and whether it updates at all (``update``'s returns)
-    n_active = 0
-    for c in range(n_classes):
-        exp_yp = math.nan
-        if softmax:
-            d = (h * g[c]) / h
-            if d == 0.0:
-                continue
-        else:
-            moves, d, exp_yp = _derivative(loss, tau, scores[c], 1.0 if c == label else -1.0)
-            if not moves:
-                continue
-        if (adaptive or normalized) and h * (d * d) == 0.0:
-            continue
-        work[_WD, c] = d
-        work[_WEXP, c] = exp_yp
-        work[_WSQ, c] = h * (d * d)
-        work[_WNORM, c] = 0.0
-        work[_WPER, c] = 0.0
-        active[n_active] = c
-        n_active += 1
-    if n_active == 0:
-        return
-    # 2. the sensitivity pass (_sensitivity) of every updating class, feature by feature
-    if not adaptive and not normalized:
-        total = 0.0
-        for j in range(lo, hi):
-            total += value[j] * value[j]
-        for a in range(n_active):
-            work[_WPER, active[a]] = total
-    else:
-        g2_start = params[P_INITIAL_T] if adaptive else 0.0
-        for j in range(lo, hi):
-            x, x2 = _clamped(value[j])
-            row = index[j]
-            for a in range(n_active):
-                c = active[a]
-                norm, per = _feature_sensitivity(state, c * block_rows + row, 0, x, x2, work[_WSQ, c], g2_start,
-                                                 power_t, adaptive, normalized)
-                work[_WNORM, c] += norm
-                work[_WPER, c] += per
-    # 3. class by class: the normalised sums, the global factor, the step u
-    invariant = not softmax and params[P_INVARIANT] > 0.0
-    n_moving = 0
-    for a in range(n_active):
-        c = active[a]
-        per_update = work[_WPER, c]
-        multiplier = 1.0
-        if normalized:
-            scalars[NORM_X_SUM] += h * work[_WNORM, c]
-            scalars[TOTAL_WEIGHT] += h
-            multiplier = _average_update(scalars, power_t, adaptive)
-            per_update *= multiplier
-        scale = _scale(params, table.counters, params[P_ETA], h, power_t, adaptive, normalized)
-        u = _step(loss, tau, scores[c], 1.0 if c == label else -1.0, work[_WD, c], scale, per_update,
-                  work[_WEXP, c], invariant)
-        if np.isnan(u):
-            u = 0.0
-        if u != 0.0:
-            if normalized:
-                u *= multiplier
-            work[_WU, c] = u
-            active[n_moving] = c   # n_moving <= a: an entry already read
-            n_moving += 1
-    # 4. the weights of every moving class, feature by feature
-    for j in range(lo, hi):
-        x = value[j]
-        if -FLT_MAX < x < FLT_MAX:
-            row = index[j]
-            for a in range(n_moving):
-                c = active[a]
-                _move(state, c * block_rows + row, 0, work[_WU, c], x, power_t, adaptive, normalized)
-
-
-@njit
-def update_learners(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, preds, y, h,
-                    work, active):
-    """``update`` of M = len(etas) learners on one binary example, learner k in that order:
-    its weights, squared gradients and scales are the columns W, G, N of ``state`` at
-    WIDTH k (its own Table's state[:, WIDTH k : WIDTH (k + 1)]), its scalars are
-    ``scalars`` at SCALAR_WIDTH k, its -l is etas[k], its prediction preds[k]; all
-    adaptive, normalized and invariant, without --l1/--l2 (the mixture's gd members,
-    mixture.member_params). ``work``: a (WORK_ROWS, M) buffer, ``active``: M int64,
-    both overwritten.
-
-    The same arithmetic in the same order as M calls of ``update`` (the same bits), in
-    one loop over the example's features for the sensitivity pass of all M learners
-    and one for their weight changes, the scalars taken learner after learner between
-    the two: exact because learner k's update reads and writes only its own columns
-    and scalars. Not inlined: the mixture's binary loop calls this one compiled body."""
+    The same arithmetic in the same order as M K calls of ``update`` (the same bits), in
+    one loop over the example's features for the sensitivity pass of every output and
+    one for their weight changes (a feature's rows and a learner's columns are next to
+    each other: state.RowPool, the mixture's columns), the scalars taken learner after
+    learner, output after output, between the two: exact because an output's update
+    reads and writes only its own cells and its learner's scalars, which the
+    sensitivity pass does not read."""
     n_learners = len(etas)
-    # 1. each learner's derivative, and whether it updates at all (``update``'s returns)
+    n_outputs = preds.shape[1]
+    # 1. each output's derivative, and whether it updates at all (``update``'s returns)
     n_active = 0
     for k in range(n_learners):
-        moves, d, exp_yp = _derivative(loss, tau, preds[k], y)
-        if not moves or h * (d * d) == 0.0:
-            continue
-        work[_WD, k] = d
-        work[_WEXP, k] = exp_yp
-        work[_WSQ, k] = h * (d * d)
-        work[_WNORM, k] = 0.0
-        work[_WPER, k] = 0.0
-        active[n_active] = k
-        n_active += 1
+        for c in range(n_outputs):
+            a = k * n_outputs + c
+            exp_yp = math.nan
+            if softmax:
+                d = (h * g[k, c]) / h
+                if d == 0.0:
+                    continue
+            else:
+                moves, d, exp_yp = _derivative(loss, tau, preds[k, c], _label(y, label, c))
+                if not moves:
+                    continue
+            if h * (d * d) == 0.0:
+                continue
+            work[_WD, a] = d
+            work[_WEXP, a] = exp_yp
+            work[_WSQ, a] = h * (d * d)
+            work[_WNORM, a] = 0.0
+            work[_WPER, a] = 0.0
+            active[_AID, n_active] = a
+            active[_AROW, n_active] = c * block_rows
+            active[_ACOL, n_active] = k * WIDTH
+            n_active += 1
     if n_active == 0:
         return
-    # 2. the sensitivity pass (_sensitivity, adaptive and normalized) of every updating learner
+    # 2. the sensitivity pass (_sensitivity, adaptive and normalized) of every updating output
+    one = n_outputs == 1   # (binary: output a is learner a, at row index[j])
     for j in range(lo, hi):
         x, x2 = _clamped(value[j])
-        i = index[j]
-        for a in range(n_active):
-            k = active[a]
-            norm, per = _feature_sensitivity(state, i, k * WIDTH, x, x2, work[_WSQ, k], initial_t, power_t,
-                                             True, True)
-            work[_WNORM, k] += norm
-            work[_WPER, k] += per
-    # 3. learner after learner: the normalised sums, the global factor, the step u
+        row = index[j]
+        for n in range(n_active):
+            a = active[_AID, n]
+            i, col = (row, a * WIDTH) if one else (active[_AROW, n] + row, active[_ACOL, n])
+            norm, per = _feature_sensitivity(state, i, col, x, x2, work[_WSQ, a], initial_t, power_t, True, True)
+            work[_WNORM, a] += norm
+            work[_WPER, a] += per
+    # 3. output after output: the learner's normalised sums, the global factor, the step u
     n_moving = 0
-    for a in range(n_active):
-        k = active[a]
+    for n in range(n_active):
+        a = active[_AID, n]
+        k = a // n_outputs
+        c = a - k * n_outputs
         own = scalars[k * SCALAR_WIDTH:(k + 1) * SCALAR_WIDTH]
-        own[NORM_X_SUM] += h * work[_WNORM, k]
+        own[NORM_X_SUM] += h * work[_WNORM, a]
         own[TOTAL_WEIGHT] += h
         multiplier = _average_update(own, power_t, True)
-        u = _step(loss, tau, preds[k], y, work[_WD, k], etas[k] * h, work[_WPER, k] * multiplier,
-                  work[_WEXP, k], True)
+        u = _step(loss, tau, preds[k, c], _label(y, label, c), work[_WD, a], etas[k] * h, work[_WPER, a] * multiplier,
+                  work[_WEXP, a], not softmax)
         if np.isnan(u):
             u = 0.0
         if u != 0.0:
-            work[_WU, k] = u * multiplier
-            active[n_moving] = k   # n_moving <= a: an entry already read
+            work[_WU, a] = u * multiplier
+            for r in range(ACTIVE_ROWS):   # n_moving <= n: an entry already read
+                active[r, n_moving] = active[r, n]
             n_moving += 1
-    # 4. the weights of every moving learner, feature by feature
+    # 4. the weights of every moving output, feature by feature
     for j in range(lo, hi):
         x = value[j]
         if -FLT_MAX < x < FLT_MAX:
-            i = index[j]
-            for a in range(n_moving):
-                k = active[a]
-                _move(state, i, k * WIDTH, work[_WU, k], x, power_t, True, True)
+            row = index[j]
+            for n in range(n_moving):
+                a = active[_AID, n]
+                i, col = (row, a * WIDTH) if one else (active[_AROW, n] + row, active[_ACOL, n])
+                _move(state, i, col, work[_WU, a], x, power_t, True, True)
+
+
+@njit(inline="always")
+def _label(y, label, c):
+    """Output c's label: y for a binary example (label < 0), else +1 for the example's
+    class and -1 for the others (one against all)."""
+    if label < 0:
+        return y
+    return 1.0 if c == label else -1.0
+
+
+@njit
+def update_learners(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, preds, y, h, work,
+                    active):
+    """``_update_outputs`` for a binary example: learner k's prediction preds[k], the label
+    y. Not inlined: the mixture's binary loop calls this one compiled body."""
+    one = preds.reshape((len(preds), 1))
+    _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, one, y, -1, False, h,
+                    one, 0, work, active)
+
+
+@njit
+def update_classes(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, scores, label, softmax,
+                   h, g, block_rows, work, active):
+    """``_update_outputs`` for a multiclass example: learner k's class scores scores[k],
+    the class ``label``, with ``softmax`` the gradients g[k]. Not inlined: the mixture's
+    multiclass loop calls this one compiled body."""
+    _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, scores, math.nan,
+                    label, softmax, h, g, block_rows, work, active)
 
 
 @njit

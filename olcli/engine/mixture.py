@@ -201,64 +201,70 @@ def _members(table, settings):
     """Each member's Table (its columns of the state, its scalars, the model's
     counters) and Settings (its parameters), in MEMBERS order."""
     state, scalars, counters = table.state, table.scalars, table.counters
-    p = settings.params
     return (Table(state[:, 0:3], counters, scalars[0:4]), _gd_settings(settings, 0),
             Table(state[:, 3:6], counters, scalars[4:8]), _gd_settings(settings, 1),
-            Table(state[:, 6:9], counters, scalars[8:12]), _gd_settings(settings, 2),
-            Table(state[:, _CO0:_CO1], counters, scalars[_CS0:_CS1]),
+            Table(state[:, 6:9], counters, scalars[8:12]), _gd_settings(settings, 2)) + _coin_member(table, settings)
+
+
+@njit(inline="always")
+def _coin_member(table, settings):
+    """coin's Table and Settings (``_members``' last two)."""
+    p = settings.params
+    return (Table(table.state[:, _CO0:_CO1], table.counters, table.scalars[_CS0:_CS1]),
             _member_settings(settings, np.array([p[P_ALPHA], p[P_BETA]])))
 
 
 @njit(inline="always")
-def predict_gd(state, scalars, index, value, lo, hi, offset, out, k0):
-    """The three gd members' predictions (gd.predict without --l1: sum_i w_i x_i times
-    contraction) in one loop over the features, into out[k0 .. k0 + 2]: each sum is
-    taken in the order gd.predict takes it, so each is the same number."""
-    prefetch_rows(state, index, lo, hi, offset)
-    p0 = 0.0
-    p1 = 0.0
-    p2 = 0.0
-    for j in range(lo, hi):
-        i = offset + index[j]
-        x = value[j]
-        p0 += state[i, gd.W] * x
-        p1 += state[i, _W1] * x
-        p2 += state[i, _W2] * x
-    out[k0] = p0 * scalars[gd.CONTRACTION]
-    out[k0 + 1] = p1 * scalars[GD_SCALAR_WIDTH + gd.CONTRACTION]
-    out[k0 + 2] = p2 * scalars[2 * GD_SCALAR_WIDTH + gd.CONTRACTION]
+def _feature_terms(state, coin_state, i, x, learning, alpha):
+    """Row i's terms of the members' prediction sums for a feature of value x: w x for
+    each gd member; coin's bet at M' = max(M_i, |x|) times x and (x / M')^2 while
+    learning (coin.predict), its stored w x otherwise (and 0)."""
+    if not learning:
+        return state[i, gd.W] * x, state[i, _W1] * x, state[i, _W2] * x, coin_state[i, coin.W] * x, 0.0
+    m = max(coin_state[i, coin.M], abs(x))
+    ratio = x / m if m > 0.0 else 0.0
+    return (state[i, gd.W] * x, state[i, _W1] * x, state[i, _W2] * x, coin._bet(coin_state, i, m, alpha) * x,
+            ratio * ratio)
 
 
 @njit(inline="always")
 def predict_classes(state, scalars, coin_table, coin_settings, index, value, lo, hi, block_rows, learning, h, base,
                     sums, norms, member):
-    """Every member's prediction for every class c (rows at offset c * block_rows) of a
-    multiclass example, member[k, c], in one loop over the example's features, the K
-    classes of a feature (adjacent rows, state.RowPool) together: the three gd members'
-    as ``predict_gd`` and coin's as coin.predict, each sum taken over the features in
-    their order and coin's normalised sums added class after class, so each is the same
-    number as K calls of those give. ``sums`` (K, N_MEMBERS) and ``norms`` (K): scratch."""
+    """Every member's prediction for every output c (rows at offset c * block_rows; one
+    output for a binary example, K classes for a multiclass one) plus the base,
+    member[k, c], in one loop over the example's features, the K classes of a feature
+    (adjacent rows, state.RowPool) together: the gd members' as gd.predict without
+    --l1 (sum_i w_i x_i times contraction) and coin's as coin.predict, each sum taken
+    over the features in their order and coin's normalised sums added class after
+    class, so each is the same number as K calls of those give (adding coin's 0 where
+    M' = 0 changes no sum of squares). ``sums`` (K, N_MEMBERS) and ``norms`` (K): scratch."""
     n_classes = len(norms)
+    prefetch_rows(state, index, lo, hi, 0)
     coin_state = coin_table.state
     alpha = coin_settings.params[coin.P_ALPHA]
-    sums[:, :] = 0.0
-    norms[:] = 0.0
-    for j in range(lo, hi):
-        row = index[j]
-        x = value[j]
-        for c in range(n_classes):
-            i = c * block_rows + row
-            sums[c, 0] += state[i, gd.W] * x
-            sums[c, 1] += state[i, _W1] * x
-            sums[c, 2] += state[i, _W2] * x
-            if learning:
-                m = max(coin_state[i, coin.M], abs(x))
-                sums[c, 3] += coin._bet(coin_state, i, m, alpha) * x
-                if m > 0.0:
-                    ratio = x / m
-                    norms[c] += ratio * ratio
-            else:
-                sums[c, 3] += coin_state[i, coin.W] * x
+    if n_classes == 1:   # one output: the sums in registers
+        p0 = p1 = p2 = p3 = norm = 0.0
+        for j in range(lo, hi):
+            t0, t1, t2, t3, t4 = _feature_terms(state, coin_state, index[j], value[j], learning, alpha)
+            p0 += t0
+            p1 += t1
+            p2 += t2
+            p3 += t3
+            norm += t4
+        sums[0, 0], sums[0, 1], sums[0, 2], sums[0, 3], norms[0] = p0, p1, p2, p3, norm
+    else:
+        sums[:, :] = 0.0
+        norms[:] = 0.0
+        for j in range(lo, hi):
+            row = index[j]
+            x = value[j]
+            for c in range(n_classes):
+                t0, t1, t2, t3, t4 = _feature_terms(state, coin_state, c * block_rows + row, x, learning, alpha)
+                sums[c, 0] += t0
+                sums[c, 1] += t1
+                sums[c, 2] += t2
+                sums[c, 3] += t3
+                norms[c] += t4
     coin_scalars = coin_table.scalars
     for c in range(n_classes):
         for k in range(N_GD):
@@ -337,19 +343,22 @@ def _learn_member(update, member_table, member_settings, settings, index, value,
 def _run_binary(table, settings, batch, tally, predictions):
     """driver.run_binary for the mixture (the same bookkeeping, from driver's helpers;
     a change there must be made here too: tests/test_mixture.py compares the two)."""
-    t_g0, s_g0, t_g1, s_g1, t_g2, s_g2, t_coin, s_coin = _members(table, settings)
+    t_coin, s_coin = _coin_member(table, settings)
     counters, scalars, state = table.counters, table.scalars, table.state
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
     learn = settings.learn
     index, value = batch.index, batch.value
     member = np.empty(N_MEMBERS)
+    members = np.empty((N_MEMBERS, 1))   # predict_classes' with one class
+    sums = np.empty((1, N_MEMBERS))
+    norms = np.empty(1)
     pi = np.empty(N_MEMBERS)
     etas = np.empty(N_GD)   # the gd members' -l, as _gd_settings gives them
     for k in range(N_GD):
         etas[k] = settings.params[P_ETA] * RATES[k]
     power_t, initial_t = settings.params[P_POWER_T], settings.params[P_INITIAL_T]
     work = np.empty((gd.WORK_ROWS, N_GD))
-    active = np.empty(N_GD, np.int64)
+    active = np.empty((gd.ACTIVE_ROWS, N_GD), np.int64)
     n_rows = np.int64(0)
     for e in range(len(batch.labels)):
         lo = batch.row_ptr[e]
@@ -361,11 +370,11 @@ def _run_binary(table, settings, batch, tally, predictions):
             widen_label_range(counters, settings, y)
             see_label(scalars, y)
         base = batch.base[e]
-        predict_gd(state, scalars, index, value, lo, hi, 0, member, 0)
-        member[3] = coin.predict(t_coin, s_coin, index, value, lo, hi, 0, learning, h)
+        predict_classes(state, scalars, t_coin, s_coin, index, value, lo, hi, 0, learning, h, base, sums, norms,
+                        members)
         finite = True
         for k in range(N_MEMBERS):
-            member[k] += base
+            member[k] = members[k, 0]
             finite = finite and np.isfinite(member[k])
         if not finite:
             predictions[e] = np.nan
@@ -414,15 +423,6 @@ def _member_class_gradients(k, count, settings, scores, label, h, log_probs, g, 
 
 
 @njit(inline="always")
-def _learn_gd_classes(k, count, member_table, member_settings, settings, index, value, lo, hi, scores, label, h,
-                      log_probs, g, scalars, work, active):
-    """gd member k's K classes learn from its own scores (gd.update_classes: one compiled
-    call for all K, not inlined, the same body for the three gd members)."""
-    _member_class_gradients(k, count, settings, scores, label, h, log_probs, g, scalars)
-    gd.update_classes(member_table, member_settings, index, value, lo, hi, scores, label, h, g, work, active)
-
-
-@njit(inline="always")
 def _learn_coin_classes(count, member_table, member_settings, settings, index, value, lo, hi, block_rows, scores,
                         label, h, log_probs, g, scalars):
     """--coin's K classes learn from its own scores (coin.update_classes: one loop over
@@ -436,17 +436,21 @@ def _learn_coin_classes(count, member_table, member_settings, settings, index, v
 @njit(inline="always")
 def _run_multiclass(table, settings, batch, tally, predictions, scores):
     """multiclass.run_multiclass for the mixture."""
-    t_g0, s_g0, t_g1, s_g1, t_g2, s_g2, t_coin, s_coin = _members(table, settings)
+    t_coin, s_coin = _coin_member(table, settings)
     counters, scalars, state = table.counters, table.scalars, table.state
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
     learn = settings.learn
     n_classes, block_rows = settings.classes, settings.block_rows
     index, value = batch.index, batch.value
     log_probs = np.empty(n_classes)
-    g = np.empty(n_classes)
+    g = np.empty((N_MEMBERS, n_classes))   # each member's class gradients
     member = np.empty((N_MEMBERS, n_classes))
-    work = np.empty((gd.WORK_ROWS, n_classes))
-    active = np.empty(n_classes, np.int64)
+    etas = np.empty(N_GD)   # the gd members' -l, as _gd_settings gives them
+    for k in range(N_GD):
+        etas[k] = settings.params[P_ETA] * RATES[k]
+    power_t, initial_t = settings.params[P_POWER_T], settings.params[P_INITIAL_T]
+    work = np.empty((gd.WORK_ROWS, N_GD * n_classes))
+    active = np.empty((gd.ACTIVE_ROWS, N_GD * n_classes), np.int64)
     sums = np.empty((n_classes, N_MEMBERS))
     norms = np.empty(n_classes)
     pi = np.empty(N_MEMBERS)
@@ -477,14 +481,12 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
                                    log_probs)
         count = counts_loss(holdout, learn, held_out, learning, h, y)
         if learning and not np.isnan(y):
-            _learn_gd_classes(0, count, t_g0, s_g0, settings, index, value, lo, hi, member[0], label, h, log_probs, g,
-                              scalars, work, active)
-            _learn_gd_classes(1, count, t_g1, s_g1, settings, index, value, lo, hi, member[1], label, h, log_probs, g,
-                              scalars, work, active)
-            _learn_gd_classes(2, count, t_g2, s_g2, settings, index, value, lo, hi, member[2], label, h, log_probs, g,
-                              scalars, work, active)
+            for k in range(N_GD):   # the gd members' K classes, from their own scores, in one call
+                _member_class_gradients(k, count, settings, member[k], label, h, log_probs, g[k], scalars)
+            gd.update_classes(state, scalars, etas, power_t, initial_t, settings.loss, settings.tau, index, value,
+                              lo, hi, member, label, settings.softmax, h, g, block_rows, work, active)
             _learn_coin_classes(count, t_coin, s_coin, settings, index, value, lo, hi, block_rows, member[3], label, h,
-                                log_probs, g, scalars)
+                                log_probs, g[N_GD], scalars)
             counters[C_ROUNDS] += 1.0
         elif count:   # a held-out example
             for k in range(N_MEMBERS):
