@@ -272,7 +272,9 @@ class Examples:
         options = self.options
         ahead = max(1, options.threads)
         jobs = queue.Queue()
-        slots = threading.Semaphore(ahead)
+        # A slot per chunk read and not yet learned: the one being learned and ``ahead`` more,
+        # so that every worker parses while the calling thread learns.
+        slots = threading.Semaphore(ahead + 1)
         stop = threading.Event()
         workers = _Workers(ahead)
 
