@@ -1,12 +1,15 @@
 """Whole processes against VW on the text and click generators, alternated, a few cases only.
 
     python -m benchmarks.text_speed_vw [--runs 3] [--data DIR] [--text-algorithms mix,gd,...] [--click-algorithms mix,gd]
+                                       [--tree LABEL=PATH ...] [--kinds text,click]
 
 The cases of ``benchmarks.throughput_vs_vw`` (``olcli train FILE --loss logistic -b 18 --quiet
 [--ALGORITHM]`` against ``python -m vowpalwabbit -d FILE --loss_function logistic -b 18
 --quiet``), on fewer algorithms, so that a quick A/B of the parser fits in minutes: one
 warm-up run of each case, then ``--runs`` rounds, the order rotated each round; the minimum
-and the median wall and CPU of each case, and their ratios to VW's.
+and the median wall and CPU of each case, and their ratios to VW's. With ``--tree`` (given
+more than once) each olcli case runs once per tree (``PYTHONPATH=PATH``, labelled ``[LABEL]``)
+in the same rotated rounds: an A/B of two checkouts beside VW.
 """
 
 import argparse
@@ -14,7 +17,7 @@ import os
 import statistics
 import tempfile
 
-from benchmarks.harness import generated, load_average, run_olcli, run_vw
+from benchmarks.harness import generated, load_average, python_env, run_olcli, run_vw
 
 
 def main():
@@ -23,18 +26,27 @@ def main():
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "olcli-throughput"))
     parser.add_argument("--text-algorithms", default="mix,gd,adagrad,ftrl,coin,scinol2")
     parser.add_argument("--click-algorithms", default="mix,gd")
+    parser.add_argument("--tree", action="append", default=[],
+                        help="LABEL=PATH: run olcli from this checkout (PYTHONPATH); repeat for an A/B")
+    parser.add_argument("--kinds", default="text,click")
     args = parser.parse_args()
+    trees = [tuple(tree.split("=", 1)) for tree in args.tree] or [(None, None)]
     tmp = tempfile.mkdtemp(prefix="olcli-tsvw-")
     print(f"load {load_average():.2f}")
     for kind, lines, algorithms in (("text", 200_000, args.text_algorithms), ("click", 1_000_000,
                                                                               args.click_algorithms)):
+        if kind not in args.kinds.split(","):
+            continue
         path = generated(args.data, kind, lines)
         cases = {"VW": lambda: run_vw(["-d", path, "--loss_function", "logistic", "-b", "18", "--quiet"])}
         for name in algorithms.split(","):
             flags = [] if name == "mix" else [f"--{name}"]
-            cases[f"olcli {'default' if name == 'mix' else '--' + name}"] = (
-                lambda flags=flags: run_olcli(["train", path, "--loss", "logistic", "-b", 18, "--quiet", *flags],
-                                              report=os.path.join(tmp, "r.json")))
+            for label, tree in trees:
+                env = None if tree is None else python_env(PYTHONPATH=tree)
+                cases[f"olcli {'default' if name == 'mix' else '--' + name}{f' [{label}]' if label else ''}"] = (
+                    lambda flags=flags, env=env: run_olcli(
+                        ["train", path, "--loss", "logistic", "-b", 18, "--quiet", *flags],
+                        report=os.path.join(tmp, "r.json"), env=env))
         names = list(cases)
         samples = {name: [] for name in names}
         for name in names:

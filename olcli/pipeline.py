@@ -3,7 +3,7 @@
 Pass 1 reads the inputs (files, .gz/.bz2/.xz, pipes, sockets) and parses them
 chunk by chunk: a reader thread reads (and decompresses) while worker threads
 parse the next chunks and the calling thread learns the current one (--threads
-N: N chunks in flight, on N parse workers), or, with --threads 1, all on the
+N: N chunks parsed ahead of it, on N parse workers), or, with --threads 1, all on the
 calling thread, one chunk after the other; both give the same chunks in the
 same order, so the same results. With --passes > 1 (or --cache) it also writes
 the parsed chunks to the example cache (olcli/cache.py), which later passes read
@@ -272,7 +272,9 @@ class Examples:
         options = self.options
         ahead = max(1, options.threads)
         jobs = queue.Queue()
-        slots = threading.Semaphore(ahead)
+        # A slot per chunk read and not yet learned: the one being learned and ``ahead`` more,
+        # so that every worker parses while the calling thread learns.
+        slots = threading.Semaphore(ahead + 1)
         stop = threading.Event()
         workers = _Workers(ahead)
 

@@ -156,6 +156,23 @@ def unique_sorted(values: np.ndarray) -> np.ndarray:
     return values
 
 
+def first_arrivals(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a non-negative integer array (below 2^31), in the order of their
+    first occurrence. Sorts the words value * 2^32 + position (distinct, so any sort gives the
+    one order; NumPy's default sort of int64 is its vectorised one) and keeps each value's
+    first position: ~5x faster than a stable argsort of the values (the first chunk of a run,
+    where every feature is new: ~30 ms of the text generator's 2 MiB chunk)."""
+    keys = (values.astype(np.int64) << 32) | np.arange(len(values), dtype=np.int64)
+    keys.sort()
+    heads = keys >> 32
+    first = np.empty(len(keys), np.bool_)
+    first[:1] = True
+    np.not_equal(heads[1:], heads[:-1], out=first[1:])
+    positions = keys[first] & 0xFFFFFFFF
+    positions.sort()
+    return values[positions]
+
+
 def all_finite(state) -> bool:
     """Every number of the table (an array or a RowPool) is finite (only non-zero rows can fail)."""
     if isinstance(state, RowPool):
@@ -262,20 +279,18 @@ class RowPool:
         group to each index not met before, in the order of first arrival; predicting maps
         those to the template (group 0), and nothing writes there."""
         if learn and len(index):
-            current = self.index[index]
-            new = index[current == 0]
+            current = np.take(self.index, index)   # np.take: ~25% faster than indexing, same values
+            missing = np.flatnonzero(current == 0)  # the unseen ones (few after the first chunk)
+            new = index[missing]
             if new.size:
-                order = np.argsort(new, kind="stable")
-                ordered = new[order]
-                first = np.concatenate(([True], ordered[1:] != ordered[:-1]))
-                arrivals = new[np.sort(order[first])]
+                arrivals = first_arrivals(new)
                 start = self.used
                 self.grow(start + len(arrivals))
                 groups = np.arange(start, start + len(arrivals), dtype=np.int64)
                 self.index[arrivals] = (groups * self.group).astype(np.int32)
                 self.keys[groups] = arrivals
                 self.used = start + len(arrivals)
-                return self.index[index]
+                current[missing] = self.index[new]  # the batch's other rows are as looked up
             return current
         return self.index[index]
 

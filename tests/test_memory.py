@@ -127,6 +127,30 @@ def test_the_pool_hands_out_rows_in_arrival_order_and_maps_unseen_features_to_th
     np.testing.assert_array_equal(pool.nonzero()[0], logical)
 
 
+def test_first_arrivals_are_the_distinct_values_in_the_order_they_first_appear():
+    rng = np.random.default_rng(3)
+    for size, vocabulary in ((0, 1), (1, 1), (7, 2), (1000, 30), (5000, 1 << 18), (3000, (1 << 30) + 1)):
+        values = rng.integers(0, vocabulary, size).astype(np.int32)
+        expected = list(dict.fromkeys(values.tolist()))   # first occurrences, in order
+        got = table_state.first_arrivals(values)
+        assert got.dtype == values.dtype and got.tolist() == expected
+
+
+def test_the_pool_gives_a_batch_of_seen_and_new_features_the_rows_of_their_first_arrival():
+    """rows_for over batches that mix seen and new features (a repeated new one included)
+    against a dictionary that hands out groups in order of first arrival."""
+    rng = np.random.default_rng(4)
+    pool = table_state.RowPool(1 << 16, 2, 3, groups=2)
+    groups = {}
+    for size in (0, 5, 400, 3000, 50, 3000):
+        batch = rng.integers(0, 5000, size).astype(np.int32)
+        for h in batch.tolist():
+            groups.setdefault(h, len(groups) + 1)
+        got = pool.rows_for(batch, True)
+        assert got.tolist() == [2 * groups[h] for h in batch.tolist()]
+    assert pool.used == len(groups) + 1
+
+
 def test_a_b28_learner_holds_the_rows_it_touched():
     """The index is 2^28 + 1 int32 entries allocated zeroed; the state only the touched rows."""
     learner = Learner("mix", loss="logistic", bits=28)

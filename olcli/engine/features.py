@@ -480,45 +480,83 @@ def merge_duplicates(index, value, lo, hi, order, stamps, stamp):
     return _merge_repeated(index, value, lo, hi, order)
 
 
-MERGE_SCRATCH = 3 * 1024  # merge_duplicates' scratch (uint64): keys, their merge buffer, values, for 1024 entries
+MERGE_SCRATCH = 3 * 1024  # merge_duplicates' scratch (uint64): _merge_repeated's table and arrays
 _RUN = 32                 # _sort_keys: runs of this many keys are ranked, then merged
+_FIBONACCI = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: the table's multiplicative hash
 
 
 @njit
 def _merge_repeated(index, value, lo, hi, order):
-    """merge_duplicates' work once it found a repeat in [lo, hi): the entries sorted by
-    (index, position) (``_sort_keys`` on the key (index + 2^31) * 2^31 + position, an
-    int64: the position breaks ties, so repeats stay in the order they appear), each
-    index's values summed in that order, sums of 0 dropped. ``order``:
-    uint64[MERGE_SCRATCH], the keys, their sorted copy and the values' bits for up to
-    MERGE_SCRATCH // 3 entries; a longer example sorts in arrays of its own."""
+    """merge_duplicates' work once it found a repeat in [lo, hi): each index's values summed
+    in the order they appear, the distinct indices sorted, sums of 0 dropped.
+
+    The distinct indices are found with an open-addressing table (``slots`` >= 2 x the
+    entries, a power of two; linear probing from the multiplicative hash of the index;
+    a slot holds (index + 1) * 2^32 + its place among the distinct ones, 0 empty), so the
+    sum of an index is x_1 + x_2 + ... left to right, and only the distinct indices are
+    sorted: by rank (each goes to the count of smaller ones: no branch on the data) when
+    there are at most _RUN of them, else ``_sort_keys`` on (index + 2^31) * 2^31 + place.
+    ``order``: uint64[MERGE_SCRATCH] holds the table, the distinct entries and the keys for
+    up to 384 entries (more when 2 x the entries is just below a power of two); a longer
+    example uses arrays of its own."""
     n = hi - lo
-    if 3 * n <= len(order):
-        keys = order[:n].view(np.int64)
-        spare = order[n:2 * n].view(np.int64)
-        values = order[2 * n:3 * n].view(np.float64)
+    bits = 6
+    while (1 << bits) < 2 * n:
+        bits += 1
+    size = 1 << bits
+    if size + 4 * n <= len(order):
+        table = order[:size].view(np.int64)
+        distinct = order[size:size + n].view(np.int64)
+        sums = order[size + n:size + 2 * n].view(np.float64)
+        keys = order[size + 2 * n:size + 3 * n].view(np.int64)
+        spare = order[size + 3 * n:size + 4 * n].view(np.int64)
     else:
+        table = np.empty(size, np.int64)
+        distinct = np.empty(n, np.int64)
+        sums = np.empty(n, np.float64)
         keys = np.empty(n, np.int64)
         spare = np.empty(n, np.int64)
-        values = np.empty(n, np.float64)
-    for j in range(n):
-        keys[j] = ((np.int64(index[lo + j]) + _SIGN) << 31) | j
-        values[j] = value[lo + j]
-    if not _sort_keys(keys, spare):
-        keys = spare
-    out = lo
-    for k in range(n):
-        key = keys[k]
-        i = np.int32((key >> 31) - _SIGN)
-        x = values[key & _POSITION]
-        if out > lo and i == index[out - 1]:
-            value[out - 1] += x
-        else:
-            index[out] = i
-            value[out] = x
-            out += 1
+    for t in range(size):
+        table[t] = 0
+    shift = np.uint64(64 - bits)
+    last = np.uint64(size - 1)
+    d = 0
+    for j in range(lo, hi):
+        i = np.int64(index[j])
+        tagged = (i + 1) << 32
+        slot = (np.uint64(i) * _FIBONACCI) >> shift
+        while True:
+            held = table[slot]
+            if held == 0:
+                table[slot] = tagged | d
+                distinct[d] = i
+                sums[d] = value[j]
+                d += 1
+                break
+            if (held >> 32) << 32 == tagged:
+                sums[held & 0xFFFFFFFF] += value[j]
+                break
+            slot = (slot + np.uint64(1)) & last
+    if d <= _RUN:
+        for a in range(d):
+            i = distinct[a]
+            rank = lo
+            for b in range(d):
+                rank += np.int64(distinct[b] < i)
+            index[rank] = np.int32(i)
+            value[rank] = sums[a]
+    else:
+        keys, spare = keys[:d], spare[:d]
+        for a in range(d):
+            keys[a] = ((distinct[a] + _SIGN) << 31) | a
+        if not _sort_keys(keys, spare):
+            keys = spare
+        for a in range(d):
+            key = keys[a]
+            index[lo + a] = np.int32((key >> 31) - _SIGN)
+            value[lo + a] = sums[key & _POSITION]
     kept = lo
-    for j in range(lo, out):
+    for j in range(lo, lo + d):
         if value[j] != 0.0:
             index[kept] = index[j]
             value[kept] = value[j]
