@@ -327,7 +327,11 @@ def test_single_example_parser_fills_its_buffers_as_parse_lines_parses():
     (new arrays for that read), each followed by a small read on the buffers again."""
     from numba import njit
 
-    from olcli.engine import parse
+    from olcli import aot
+    from olcli.engine import jit, parse
+
+    if jit.MODE == "aot":   # the engine's deferred names and overloads made real before numba compiles this wrapper
+        aot.activate_jit()
 
     @njit
     def parse_into(text, mask, constant, label_kind, spec, interactions, lengths, max_generated, buffers,

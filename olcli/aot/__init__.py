@@ -362,10 +362,12 @@ def time_compiles() -> None:
             _compiling.depth = depth + 1
 
         def on_end(self, ev):
-            _compiling.depth = getattr(_compiling, "depth", 1) - 1
-            if _compiling.depth == 0:
+            _compiling.depth = max(getattr(_compiling, "depth", 1) - 1, 0)
+            started = getattr(_compiling, "started", None)
+            if _compiling.depth == 0 and started is not None:   # None: the timer began inside this compile
                 with _lock:
-                    _compile_seconds[0] += time.perf_counter() - _compiling.started
+                    _compile_seconds[0] += time.perf_counter() - started
+                _compiling.started = None
 
     event.register("numba:compile", Timer())
 
