@@ -138,3 +138,40 @@ def test_the_block_reader_reads_what_the_line_reader_reads(cli, monkeypatch, rul
         results.append((err.replace(f"_{tag}.out", ""), Path(p).read_bytes(), Path(m).read_bytes(), report))
     assert "warning" in results[0][0] or "line" in results[0][0]
     assert results[0] == results[1]
+
+
+def test_a_pool_grown_inside_a_call_gives_the_per_line_loops_outputs(cli, monkeypatch):
+    """Lines of many new features: the kernel stops before a line whose K copies might not fit in the pool
+    (I_ROOM), the pool grows and the call goes on from that line. Table and summary, -p and the model byte for
+    byte as the per-line loop's; and every feature's K copies were handed neighbouring rows, in action order."""
+    k = 7
+    r = random.Random(5)
+    lines = [f"{r.randint(1, k)} |a " + " ".join(f"u{i}_{j}:{r.uniform(-1, 1):.3f}" for j in range(r.randint(20, 120)))
+             for i in range(150)]
+    Path("d.txt").write_text("\n".join(lines) + "\n")
+    kernel = cb_loop.KERNELS["gd"]
+    stops, pools = [], []
+
+    def spied(*args):
+        done = kernel(*args)
+        stops.append(int(args[12][cb_loop.I_ROOM]))
+        pools.append((args[3], args[4], int(args[12][cb_loop.I_USED]), len(args[9])))
+        return done
+
+    monkeypatch.setitem(cb_loop.KERNELS, "gd", spied)
+    results = []
+    for per_line in (False, True):
+        if per_line:
+            monkeypatch.setattr(cb_sim.Cbify, "chunk_kernel", lambda self, learn=True: None)
+        code, _, err = cli("vw", "--cbify", k, "--cb_explore_adf", "--epsilon", "0.3", "-d", "d.txt", "-p", "p.txt",
+                           "-f", "m")
+        assert code == 0, err
+        results.append((err, Path("p.txt").read_bytes(), Path("m").read_bytes()))
+    assert results[0] == results[1]
+    assert 1 in stops and stops[-1] == 0, stops
+    index, keys, used, _ = pools[-1]
+    mask = (1 << k.bit_length()) - 1
+    bases = {int(h) - (int(h) & mask) for h in keys[1:used]}
+    assert len(bases) * k == used - 1   # no copy of a feature without its K - 1 others
+    for base in bases:
+        assert [int(index[base + a]) - int(index[base]) for a in range(k)] == list(range(k)), base
