@@ -231,6 +231,8 @@ class Cbify:
         row_ptr = np.ascontiguousarray(row_ptr[:n + 1], dtype=np.int64)
         fcount = np.ascontiguousarray(feature_count[:n], dtype=np.int64)
         pool = model.pool
+        if learn:
+            pool.grow(pool.used + used)   # room for every feature of the chunk being new
         rule = {"epsilon": cl.RULE_EPSILON, "first": cl.RULE_FIRST, "squarecb": cl.RULE_SQUARECB}[policy.rule]
         istate = np.zeros(cl.N_ISTATE, dtype=np.int64)
         istate[[cl.I_COUNTER, cl.I_APP_SEED, cl.I_EXAMPLES, cl.I_TOTAL_FEATURES, cl.I_COSTS_SEEN,
@@ -246,19 +248,9 @@ class Cbify:
             policy.gamma_scale, policy.gamma_exponent, self.loss0, self.loss1, float(self.flip))
         action, prob = np.zeros(n, dtype=np.int64), np.zeros(n)
         weight_after, loss_after = np.zeros(n), np.zeros(n)
-        # room for the K copies of every feature of the longest line (at most a row per hashed index): the
-        # kernel stops before a line that may not fit (I_ROOM), the pool grows and the call goes on from there
-        most = self.k * int(np.diff(row_ptr).max(initial=0))
-        done = 0
-        while True:
-            if learn:
-                pool.grow(min(int(istate[cl.I_USED]) + most, len(pool.index) + 1))
-            istate[cl.I_ROOM] = 0
-            done += int(kernel(learner.table(), learner.settings(True), learner.tally, pool.index, pool.keys, rows,
-                               values, row_ptr[done:], fcount[done:], labels[done:], weights[done:], np.int64(self.k),
-                               istate, facc, action[done:], prob[done:], weight_after[done:], loss_after[done:]))
-            if not istate[cl.I_ROOM]:
-                break
+        done = int(kernel(learner.table(), learner.settings(True), learner.tally, pool.index, pool.keys, rows,
+                          values, row_ptr, fcount, labels, weights, np.int64(self.k), istate, facc, action, prob,
+                          weight_after, loss_after))
         (self.counter, self.examples, self.total_features, self.costs_seen, policy.events_learned, policy.tau,
          policy.event_sum[0], policy.action_sum[0], pool.used, self.current_features) = (
             int(istate[i]) for i in (cl.I_COUNTER, cl.I_EXAMPLES, cl.I_TOTAL_FEATURES, cl.I_COSTS_SEEN,

@@ -20,13 +20,11 @@ values, VW's feature count, label 1..K or 0 = none, weight w), as ``cb_sim.Cbify
    label and learning, mtr's update of the drawn action's copy: totals E += 1, A += K, target the cost,
    importance w / p · E / A (squarecb: p = 1 unless the drawn action is the last), as one example of
    the learner's own loop (``driver.run_binary``'s steps: holdout, label range, predict, clip, the
-   progress sums, ``update``), a new copy's feature given K neighbouring pool rows, one per action
-   (``_row``); then n += 1 for squarecb, τ −= 1 for first.
+   progress sums, ``update``), its new features given pool rows in order of arrival (state.RowPool);
+   then n += 1 for squarecb, τ −= 1 for first.
 
 The rule's state lives in ``istate`` (I_* slots), the run's sums in ``facc`` (F_*); the kernel returns
-the lines it finished: fewer when a prediction diverged (I_DIVERGED is then 1 + that line) or when the
-pool may lack room for the next line's K copies of each feature (I_ROOM is then 1: the caller grows the
-pool and calls again from that line, nothing of which was done). The oracle
+the lines it finished (fewer when a prediction diverged: I_DIVERGED is then 1 + that line). The oracle
 is tests/naive_cb.py (``cbify``, step by step in tests/test_cb_sim.py).
 """
 
@@ -42,13 +40,16 @@ from olcli.engine.records import C_ROUNDS, S_DIVERGED
 from olcli.engine.scinol_common import _prefetch
 
 RULE_EPSILON, RULE_FIRST, RULE_SQUARECB = 0, 1, 2
-AHEAD = 8   # the scores ask for the rows of the feature this many features ahead (scinol_common.prefetch_rows)
+# The scores ask for the rows of the K copies of the feature AHEAD features on (scinol_common._prefetch, a hint
+# that changes no result) when the table holds more than PREFETCH_BYTES: the K-copy reads then wait on memory.
+AHEAD = 8
+PREFETCH_BYTES = 1 << 20
 FLT_EPSILON = 1.1920929e-07
 
 # istate slots (int64)
 (I_COUNTER, I_APP_SEED, I_EXAMPLES, I_TOTAL_FEATURES, I_COSTS_SEEN, I_EVENTS_LEARNED, I_TAU, I_EVENT_SUM,
- I_ACTION_SUM, I_USED, I_BITS, I_RULE, I_FIRST_ONLY, I_LEARN, I_DIVERGED, I_CURRENT_FEATURES, I_ROOM) = range(17)
-N_ISTATE = 17
+ I_ACTION_SUM, I_USED, I_BITS, I_RULE, I_FIRST_ONLY, I_LEARN, I_DIVERGED, I_CURRENT_FEATURES) = range(16)
+N_ISTATE = 16
 # facc slots (float64): the run's sums and the rule's parameters
 (F_LABELLED_WEIGHT, F_SUM_LOSS, F_SUM_COST, F_SUM_COST2, F_EPSILON, F_GAMMA_SCALE, F_GAMMA_EXPONENT,
  F_LOSS0, F_LOSS1, F_FLIP) = range(10)
@@ -236,24 +237,15 @@ def ranked_pmf(scores, k, rule, istate, facc, order, s, p, srt):
 
 
 @njit(inline="always")
-def _row(pool_index, pool_keys, istate, base, a, k, table_mask):
-    """The pool row of action a's copy (base + a) & (2^bits − 1) of a feature. When that copy is new, each of
-    the feature's K copies that has no row yet gets one, in action order (state.RowPool hands out groups of one
-    row: the learner is not multiclass), so a feature's K copies are neighbouring rows of the state, as VW's
-    are neighbouring weights, and the K scores of an example read K neighbouring rows per feature. A row
-    handed out and never learned holds the template (what an untouched row reads) and is not saved (the
-    model file keeps the non-zero rows by hashed index). The caller made room for K rows."""
-    h = (base + a) & table_mask
+def _row(pool_index, pool_keys, istate, h):
+    """The pool row of hashed index h, handing out the next group when h is new (state.RowPool.rows_for;
+    groups of one row: the learner is not multiclass). The caller made room."""
     r = pool_index[h]
     if r == 0:
         g = istate[I_USED]
-        for b in range(k):
-            c = (base + b) & table_mask
-            if pool_index[c] == 0:
-                pool_index[c] = np.int32(g)
-                pool_keys[g] = c
-                g += 1
-        istate[I_USED] = g
+        pool_index[h] = np.int32(g)
+        pool_keys[g] = h
+        istate[I_USED] = g + 1
         r = pool_index[h]
     return r
 
@@ -285,17 +277,14 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
     s = np.empty(k)
     p = np.empty(k)
     srt = np.empty(k)
-    room = len(pool_keys)
     state = table.state
-    n_rows = len(rows)
+    # the copies' rows are asked for ahead only when the table outgrows a core's nearer caches
+    n_ahead = len(rows) if state.size * 8 > PREFETCH_BYTES else 0
     for e in range(n_lines):
         lo, hi = row_ptr[e], row_ptr[e + 1]
         n = hi - lo
-        if learn and istate[I_USED] + k * n > room and room <= len(pool_index):
-            istate[I_ROOM] = 1   # the line's K copies might not fit: the caller grows the pool, calls again at e
-            return e
         for j in range(n):   # feature-major: the K copies of a row are K neighbouring hashed indices
-            if lo + j + AHEAD < n_rows:   # the rows of the copies of the feature AHEAD features on (a hint)
+            if lo + j + AHEAD < n_ahead:   # the rows of the copies of the feature AHEAD features on (a hint)
                 r = rows[lo + j + AHEAD]
                 base = r - (r & mask)
                 for a in range(k):
@@ -328,7 +317,7 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
                 h = w / prob_used * (istate[I_EVENT_SUM] / istate[I_ACTION_SUM])
                 for j in range(n):
                     r = rows[lo + j]
-                    prow[j] = _row(pool_index, pool_keys, istate, r - (r & mask), action, k, table_mask)
+                    prow[j] = _row(pool_index, pool_keys, istate, ((r - (r & mask)) + action) & table_mask)
                 y = c
                 held_out, learning = start_example(holdout, True, h, y)
                 widen_label_range(counters, settings, y)
