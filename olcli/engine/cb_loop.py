@@ -41,7 +41,7 @@ from olcli.engine.scinol_common import _prefetch
 
 RULE_EPSILON, RULE_FIRST, RULE_SQUARECB = 0, 1, 2
 # The scores ask for the rows of the K copies of the feature AHEAD features on (scinol_common._prefetch, a hint
-# that changes no result) when the table holds more than PREFETCH_BYTES: the K-copy reads then wait on memory.
+# that changes no result) when the rows in use hold more than PREFETCH_BYTES: the K-copy reads then wait on memory.
 AHEAD = 8
 PREFETCH_BYTES = 1 << 20
 FLT_EPSILON = 1.1920929e-07
@@ -278,8 +278,8 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
     p = np.empty(k)
     srt = np.empty(k)
     state = table.state
-    # the copies' rows are asked for ahead only when the table outgrows a core's nearer caches
-    n_ahead = len(rows) if state.size * 8 > PREFETCH_BYTES else 0
+    # the copies' rows are asked for ahead only when the rows in use outgrow a core's nearer caches
+    n_ahead = len(rows) if istate[I_USED] * state.shape[1] * 8 > PREFETCH_BYTES else 0
     for e in range(n_lines):
         lo, hi = row_ptr[e], row_ptr[e + 1]
         n = hi - lo
