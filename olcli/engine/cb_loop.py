@@ -37,8 +37,13 @@ from olcli.engine.driver import (account_binary, clip_prediction, progress_row, 
                                  widen_label_range)
 from olcli.engine.losses import loss_derivative
 from olcli.engine.records import C_ROUNDS, S_DIVERGED
+from olcli.engine.scinol_common import _prefetch
 
 RULE_EPSILON, RULE_FIRST, RULE_SQUARECB = 0, 1, 2
+# The scores ask for the rows of the K copies of the feature AHEAD features on (scinol_common._prefetch, a hint
+# that changes no result) when the rows in use hold more than PREFETCH_BYTES: the K-copy reads then wait on memory.
+AHEAD = 8
+PREFETCH_BYTES = 1 << 20
 FLT_EPSILON = 1.1920929e-07
 
 # istate slots (int64)
@@ -272,10 +277,18 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
     s = np.empty(k)
     p = np.empty(k)
     srt = np.empty(k)
+    state = table.state
+    # the copies' rows are asked for ahead only when the rows in use outgrow a core's nearer caches
+    n_ahead = len(rows) if istate[I_USED] * state.shape[1] * 8 > PREFETCH_BYTES else 0
     for e in range(n_lines):
         lo, hi = row_ptr[e], row_ptr[e + 1]
         n = hi - lo
         for j in range(n):   # feature-major: the K copies of a row are K neighbouring hashed indices
+            if lo + j + AHEAD < n_ahead:   # the rows of the copies of the feature AHEAD features on (a hint)
+                r = rows[lo + j + AHEAD]
+                base = r - (r & mask)
+                for a in range(k):
+                    _prefetch(state, pool_index[(base + a) & table_mask], 0)
             r = rows[lo + j]
             base = r - (r & mask)
             x = values[lo + j]
