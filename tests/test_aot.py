@@ -353,10 +353,10 @@ def test_an_engine_module_imported_after_the_jit_started_gets_numbas_real_names(
     """With the kernels compiled ahead of time, an intrinsic or overload is deferred until the
     JIT is needed; a module imported after that moment (scinol_common, first imported once
     murmur3_32 had been JIT-compiled) must get the real one, or its kernels fail to compile
-    ("name '_prefetch' is not defined")."""
+    ("name 'prefetch' is not defined")."""
     code = ("from olcli.engine import jit\nprint(jit.MODE)\n"
             "from olcli.aot import _Deferred, activate_jit\nactivate_jit()\n"
-            "from olcli.engine import scinol_common\nprint(isinstance(scinol_common._prefetch, _Deferred))\n")
+            "from olcli.engine import scinol_common\nprint(isinstance(scinol_common.prefetch, _Deferred))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "OLCLI_KERNELS": "aot"}, cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr

@@ -37,10 +37,10 @@ from olcli.engine.driver import (account_binary, clip_prediction, progress_row, 
                                  widen_label_range)
 from olcli.engine.losses import loss_derivative
 from olcli.engine.records import C_ROUNDS, S_DIVERGED
-from olcli.engine.scinol_common import _prefetch
+from olcli.engine.scinol_common import prefetch
 
 RULE_EPSILON, RULE_FIRST, RULE_SQUARECB = 0, 1, 2
-# The scores ask for the rows of the K copies of the feature AHEAD features on (scinol_common._prefetch, a hint
+# The scores ask for the rows of the K copies of the feature AHEAD features on (scinol_common.prefetch, a hint
 # that changes no result) when the rows in use hold more than PREFETCH_BYTES: the K-copy reads then wait on memory.
 AHEAD = 8
 PREFETCH_BYTES = 1 << 20
@@ -288,7 +288,7 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
                 r = rows[lo + j + AHEAD]
                 base = r - (r & mask)
                 for a in range(k):
-                    _prefetch(state, pool_index[(base + a) & table_mask], 0)
+                    prefetch(state, pool_index[(base + a) & table_mask], 0)
             r = rows[lo + j]
             base = r - (r & mask)
             x = values[lo + j]

@@ -3,9 +3,10 @@ Algorithms 1 and 2): slots G (negative gradient sum), S2 (sum of squared
 gradients) and M (max |x_i|) come first in both tables; slot 3 is beta (ScInOL1)
 or eta (ScInOL2), both starting at eps.
 
-Also ``prefetch_rows``, used by these kernels and gd.py's: a learning kernel's
-time goes largely to waiting for its table's rows (a 2^18-row table of 4 slots
-is 8 MB, more than the caches nearest the core), one row after the other.
+Also ``prefetch`` (one row) and ``prefetch_rows`` (an example's rows), used by
+these kernels, gd's, the mixture's and cbify's: a learning kernel's time goes
+largely to waiting for its table's rows (a 2^18-row table of 4 slots is 8 MB,
+more than the caches nearest the core), one row after the other.
 """
 
 import math
@@ -18,7 +19,7 @@ G, S2, M, WEALTH = 0, 1, 2, 3
 
 
 @intrinsic
-def _prefetch(typingctx, state, i, slot):
+def prefetch(typingctx, state, i, slot):
     """Hint the CPU to bring ``state[i, slot]`` (2-d) into its caches: LLVM's
     llvm.prefetch (read, keep in all levels), which loads nothing and cannot fault."""
     def codegen(context, builder, signature, args):
@@ -47,8 +48,8 @@ def prefetch_rows(state, index, lo, hi, offset):
     last = state.shape[1] - 1
     for j in range(lo, min(hi + (hi - lo), len(index))):
         i = offset + index[j]
-        _prefetch(state, i, 0)
-        _prefetch(state, i, last)
+        prefetch(state, i, 0)
+        prefetch(state, i, last)
 
 
 @njit(inline="always")
