@@ -99,25 +99,30 @@ def predict(table, settings, index, value, lo, hi, offset, learning, h):
     return p / _average_norm(scalars)
 
 
+@njit(inline="always")
+def _learn_feature(state, i, x, d, alpha, beta, average):
+    """The update of row i for a feature of value x, d = k loss'(p) (module docstring):
+    M_i and L_i raised, the bet w at the new M_i and L_i, then Z_i, G_i, the wealth and
+    the stored weight w / A (A = ``average``)."""
+    gradient = d * x
+    if abs(x) > state[i, M]:
+        state[i, M] = abs(x)
+    if abs(d) > state[i, L]:
+        state[i, L] = abs(d) if abs(d) > beta else beta
+    w = _bet(state, i, state[i, M], alpha)
+    state[i, Z] -= gradient
+    state[i, G] += abs(gradient)
+    state[i, WEALTH] -= gradient * w
+    state[i, W] = w / average
+
+
 @njit
 def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
     state, params = table.state, settings.params
     alpha, beta = params[P_ALPHA], params[P_BETA]
     average = _average_norm(table.scalars)
-    d = g
     for j in range(lo, hi):
-        i = offset + index[j]
-        x = value[j]
-        gradient = d * x
-        if abs(x) > state[i, M]:
-            state[i, M] = abs(x)
-        if abs(d) > state[i, L]:
-            state[i, L] = abs(d) if abs(d) > beta else beta
-        w = _bet(state, i, state[i, M], alpha)
-        state[i, Z] -= gradient
-        state[i, G] += abs(gradient)
-        state[i, WEALTH] -= gradient * w
-        state[i, W] = w / average
+        _learn_feature(state, offset + index[j], value[j], g, alpha, beta, average)
 
 
 @njit
@@ -134,17 +139,7 @@ def update_classes(table, settings, index, value, lo, hi, block_rows, n_classes,
         row = index[j]
         x = value[j]
         for c in range(n_classes):
-            i = c * block_rows + row
-            gradient = d[c] * x
-            if abs(x) > state[i, M]:
-                state[i, M] = abs(x)
-            if abs(d[c]) > state[i, L]:
-                state[i, L] = abs(d[c]) if abs(d[c]) > beta else beta
-            w = _bet(state, i, state[i, M], alpha)
-            state[i, Z] -= gradient
-            state[i, G] += abs(gradient)
-            state[i, WEALTH] -= gradient * w
-            state[i, W] = w / average
+            _learn_feature(state, c * block_rows + row, x, d[c], alpha, beta, average)
 
 
 @njit

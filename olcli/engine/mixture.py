@@ -197,6 +197,16 @@ def _gd_settings(settings, k):
 
 
 @njit(inline="always")
+def _gd_rates(settings):
+    """The gd members' -l (as _gd_settings gives them), power_t and initial_t: what
+    gd.update_learners and gd.update_classes take for the three."""
+    etas = np.empty(N_GD)
+    for k in range(N_GD):
+        etas[k] = settings.params[P_ETA] * RATES[k]
+    return etas, settings.params[P_POWER_T], settings.params[P_INITIAL_T]
+
+
+@njit(inline="always")
 def _members(table, settings):
     """Each member's Table (its columns of the state, its scalars, the model's
     counters) and Settings (its parameters), in MEMBERS order."""
@@ -349,14 +359,11 @@ def _run_binary(table, settings, batch, tally, predictions):
     learn = settings.learn
     index, value = batch.index, batch.value
     member = np.empty(N_MEMBERS)
-    members = np.empty((N_MEMBERS, 1))   # predict_classes' with one class
+    one_output = member.reshape((N_MEMBERS, 1))   # member as predict_classes writes it: one class
     sums = np.empty((1, N_MEMBERS))
     norms = np.empty(1)
     pi = np.empty(N_MEMBERS)
-    etas = np.empty(N_GD)   # the gd members' -l, as _gd_settings gives them
-    for k in range(N_GD):
-        etas[k] = settings.params[P_ETA] * RATES[k]
-    power_t, initial_t = settings.params[P_POWER_T], settings.params[P_INITIAL_T]
+    etas, power_t, initial_t = _gd_rates(settings)
     work = np.empty((gd.WORK_ROWS, N_GD))
     active = np.empty((gd.ACTIVE_ROWS, N_GD), np.int64)
     n_rows = np.int64(0)
@@ -371,10 +378,9 @@ def _run_binary(table, settings, batch, tally, predictions):
             see_label(scalars, y)
         base = batch.base[e]
         predict_classes(state, scalars, t_coin, s_coin, index, value, lo, hi, 0, learning, h, base, sums, norms,
-                        members)
+                        one_output)
         finite = True
         for k in range(N_MEMBERS):
-            member[k] = members[k, 0]
             finite = finite and np.isfinite(member[k])
         if not finite:
             predictions[e] = np.nan
@@ -445,10 +451,7 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
     log_probs = np.empty(n_classes)
     g = np.empty((N_MEMBERS, n_classes))   # each member's class gradients
     member = np.empty((N_MEMBERS, n_classes))
-    etas = np.empty(N_GD)   # the gd members' -l, as _gd_settings gives them
-    for k in range(N_GD):
-        etas[k] = settings.params[P_ETA] * RATES[k]
-    power_t, initial_t = settings.params[P_POWER_T], settings.params[P_INITIAL_T]
+    etas, power_t, initial_t = _gd_rates(settings)
     work = np.empty((gd.WORK_ROWS, N_GD * n_classes))
     active = np.empty((gd.ACTIVE_ROWS, N_GD * n_classes), np.int64)
     sums = np.empty((n_classes, N_MEMBERS))
