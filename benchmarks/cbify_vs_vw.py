@@ -15,8 +15,9 @@ Since both tools' start-up is part of every run (olcli's ~2x VW's), each command
 written twice (2N lines: the second copy continues the same simulation) and the per-event cost is
 (wall(2N) − wall(N)) / N for each tool, likewise for CPU. A third olcli run (N lines, in a process that
 wraps the chunk kernel ``cb_loop.cbify_gd`` and ``cb_sim.Cbify.run_chunk``/``cbify_input._run_block`` and the parser's ``parsing.parse_chunk`` with timers) gives
-the seconds spent in the kernel alone, in the parser, and in the chunk step (the block's label parts, its parse,
-the kernel and what is printed).
+the seconds spent in the kernel alone, in the parser, and in the chunk step (a block read in one parse: the
+kernel and what is printed, its label parts and parse being done on a worker thread meanwhile; a block read
+line by line: its parse too). CPU seconds are the process's (every thread's).
 
 Before the timed runs olcli runs the first 50 lines of each file once, so Numba's cache holds the
 kernels (the development install's ahead-of-time build may be stale; a JIT compile is not counted). The
@@ -199,7 +200,7 @@ def main():
     res.say()
     res.say("Per event: (run on the file twice − run on it once) / N lines, µs, each tool's whole process; and, in "
             "one olcli process on the N lines, the seconds in the chunk kernel alone, in the parser, in the chunk "
-            "step (label parts, parse, kernel, output) and in the whole command (olcli's `_run_app`, start-up imports before "
+            "step (kernel and output; the next block's label parts and parse run on a worker thread meanwhile) and in the whole command (olcli's `_run_app`, start-up imports before "
             "it not included), beside VW's whole process.")
     res.say()
     res.table(["data", "rule", "N", "VW µs/event wall", "olcli µs/event wall", "ratio", "VW µs/event CPU",

@@ -1,6 +1,7 @@
 """How ``--cbify K`` and ``--cb K --eval`` lines reach their policy (``olcli/cb_sim.py``'s ``Cbify`` and
 ``cb_eval.Evaluate``): ``run_lines`` reads every input and, for ``--cbify`` with its chunk kernel, a regular
-file BLOCK_BYTES of whole lines at a time (one parse and one kernel call a block, ``_run_block``), a pipe or
+file BLOCK_BYTES of whole lines at a time (one parse and one kernel call a block, ``_run_block``; the next
+block parsed on a worker thread while this one is learned), a pipe or
 terminal CHUNK_LINES at a time as they come (``_run_chunked``), and anything the block reader cannot be sure
 of line by line (``_Pending``), writing the same progress rows, ``-p`` lines and warnings either way."""
 
@@ -194,45 +195,70 @@ def _run_chunked(policy, kernel, name, text, live, k, table, out, testing, on_er
     pending.flush()
 
 
+def _blocks(stream):
+    """The blocks of whole lines of an input, BLOCK_BYTES read at a time (in the immediate signal phase); the
+    last may lack its line end."""
+    from olcli import signals
+
+    rest = b""
+    while True:
+        with signals.immediate():
+            piece = stream.read(BLOCK_BYTES)
+        data = rest + piece if rest else piece
+        if piece:
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            block, rest = data[:cut], data[cut:]
+        else:
+            block, rest = data, b""
+        if not block:
+            return
+        yield block
+
+
 def _run_blocks(policy, kernel, name, stream, k, table, out, testing, on_error):
     """``--cbify``'s lines of a regular (or decompressed) input, BLOCK_BYTES of whole lines at a time: a block
-    whose every line ``_simple_block`` reads goes to the kernel as the parser's one call left it
+    ``_prepared`` could read (every line simple, parsed in one call) goes to the kernel in one call
     (``_run_block``); any other block (a label, weight, tag, blank or newline the per-line reading has to
     judge, a feature value the parser refuses) goes line by line through ``_Pending``, as ``_run_chunked``
-    does, so what is printed, learned and refused is the same either way."""
+    does, so what is printed, learned and refused is the same either way. The next block is prepared on a
+    worker thread while the kernel learns this one (both release the GIL), as ``olcli train`` parses ahead:
+    the parse depends only on the block and the model's fixed settings, never on what was learned."""
     import io
 
     from olcli import signals
+    from olcli.pipeline import Workers
 
     pending = _Pending(policy, kernel, name, table, out, testing, on_error)
     first = 1   # the block's first line number
-    rest = b""
+    workers = Workers(1)
     try:
-        while True:
+        blocks = _blocks(stream)
+        block = next(blocks, None)
+        future = None if block is None else workers.submit(_prepared, policy, block, k)
+        while block is not None:
+            following = next(blocks, None)
             with signals.immediate():
-                piece = stream.read(BLOCK_BYTES)
-            data = rest + piece if rest else piece
-            if piece:
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    rest = data
-                    continue
-                block, rest = data[:cut], data[cut:]
-            else:
-                block, rest = data, b""
-            if not block:
-                break
-            if _run_block(policy, kernel, block, k, table, out, testing):
+                prepared = future.result()
+            if following is not None:
+                future = workers.submit(_prepared, policy, following, k)
+            if prepared is not None:
+                _run_block(policy, kernel, prepared, table, out, testing)
                 first += block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
-                continue
-            lines = list(io.StringIO(block.decode("utf-8", errors="replace"), newline=None))
-            for line in read_multiclass(lines, k, name, None if on_error is None else pending.refused, first):
-                pending.add(line)
-            pending.flush()
-            first += len(lines)
+            else:
+                lines = list(io.StringIO(block.decode("utf-8", errors="replace"), newline=None))
+                for line in read_multiclass(lines, k, name, None if on_error is None else pending.refused, first):
+                    pending.add(line)
+                pending.flush()
+                first += len(lines)
+            block = following
     except BaseException:
         pending.flush()
         raise
+    finally:
+        workers.close()
     pending.flush()
 
 
@@ -307,35 +333,40 @@ def _label_part(head, k):
     return label, weight, tag
 
 
-def _run_block(policy, kernel, block, k, table, out, testing):
-    """A block of whole lines through the kernel in one parse and one kernel call, what ``_Pending`` prints
-    printed; False (nothing done) when ``_simple_block`` cannot read it, the learner's parser refuses a line
-    or finds other example lines than it."""
+def _prepared(policy, block, k):
+    """(``_simple_block``'s reading, the learner's parse) of a block of whole lines, parsed in one call; None
+    when ``_simple_block`` cannot read it, or the learner's parser refuses a line or finds other example lines
+    than it."""
     from olcli.engine.parse import LABELS_ANY
     from olcli.inputs import Chunk
     from olcli.parsing import parse_chunk
 
     simple = _simple_block(block, k)
     if simple is None:
-        return False
-    labels, weights, tags, at = simple
+        return None
     learner = policy.policy.learner
     try:
         if learner.decide_format("vw", "<examples>") != "vw":
-            return False
+            return None
     except DataError:
-        return False
+        return None
     m = learner.model
     parsed = parse_chunk(Chunk("<examples>", 1, np.frombuffer(block, dtype=np.uint8)), "vw", m.bits, m.constant,
                          LABELS_ANY, learner.feature_spec)
     n = parsed.n_examples
-    if parsed.bad_lines or n != len(at) or parsed.example_line[:n].tolist() != at:
-        return False
+    if parsed.bad_lines or n != len(simple[3]) or parsed.example_line[:n].tolist() != simple[3]:
+        return None
+    return simple, parsed
+
+
+def _run_block(policy, kernel, prepared, table, out, testing):
+    """A ``_prepared`` block through the kernel in one call, what ``_Pending`` prints printed."""
+    (labels, weights, tags, _), parsed = prepared
+    n = parsed.n_examples
     if not n:
-        return True
+        return
     done, action, prob, weight_after, loss_after, fcount, diverged = policy.run_parsed(
         kernel, np.array([0 if label is None else label for label in labels], dtype=np.int64), np.array(weights, dtype=np.float64), parsed.index, parsed.value,
         parsed.row_ptr, parsed.feature_count, not testing)
     _written_run(table, out, policy, action[:done], labels[:done], weights[:done], tags[:done], weight_after[:done],
                  loss_after[:done], fcount[:done], diverged)
-    return True

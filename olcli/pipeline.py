@@ -91,9 +91,10 @@ class _Future:
         return self._value
 
 
-class _Workers:
-    """A few daemon threads running parse jobs. Daemons, so that a process told
-    to stop never waits at exit for a parse (or a first compilation) in progress."""
+class Workers:
+    """A few daemon threads running parse jobs (here and in olcli/cbify_input.py). Daemons,
+    so that a process told to stop never waits at exit for a parse (or a first compilation)
+    in progress."""
 
     def __init__(self, count: int):
         self.jobs = queue.Queue()
@@ -276,7 +277,7 @@ class Examples:
         # so that every worker parses while the calling thread learns.
         slots = threading.Semaphore(ahead + 1)
         stop = threading.Event()
-        workers = _Workers(ahead)
+        workers = Workers(ahead)
 
         def take_slot():
             while not stop.is_set():

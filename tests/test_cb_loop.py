@@ -115,14 +115,15 @@ def test_the_block_reader_reads_what_the_line_reader_reads(cli, monkeypatch, rul
     k = 5
     Path("d.txt").write_bytes(stream(k=k, odd=True).encode())
     monkeypatch.setattr(cbify_input, "BLOCK_BYTES", 1500)
-    blocks = []
-    run_block = cbify_input._run_block
+    blocks = []   # per block: read in one parse (True) or left to the per-line reading (False)
+    prepared = cbify_input._prepared
 
     def counted(*a, **kw):
-        blocks.append(run_block(*a, **kw))
-        return blocks[-1]
+        got = prepared(*a, **kw)
+        blocks.append(got is not None)
+        return got
 
-    monkeypatch.setattr(cbify_input, "_run_block", counted)
+    monkeypatch.setattr(cbify_input, "_prepared", counted)
     results = []
     for per_line in (False, True):
         if per_line:
