@@ -14,7 +14,11 @@ with those as line ends, and UTF-16/UTF-32 text or binary data (a byte order
 mark, or many NUL bytes) is refused with a message saying so. A chunk is read in
 pieces of READ_PIECE bytes, so that when a damaged archive stops the stream, the
 whole lines before the damage are still delivered (less at most one piece)
-before the error. Each chunk also carries how far into the inputs (in bytes read
+before the error. An input's first chunk is FIRST_CHUNK_BYTES and each next one
+twice the one before, up to the chunk size (CHUNK_BYTES, 2 MiB): learning starts
+once 64 KiB are parsed instead of 2 MiB, while the parse workers read the larger
+chunks after it (on the text generator the first 2 MiB parse was 40-65 ms of a
+0.5 s run, the learner idle). Each chunk also carries how far into the inputs (in bytes read
 from disk or the stream, compressed for compressed data) reading had come, for
 ``--progress``.
 """
@@ -33,6 +37,7 @@ from olcli.paths import check_input, fd_alias
 from olcli.records import Record
 
 CHUNK_BYTES = 1 << 21
+FIRST_CHUNK_BYTES = 1 << 16    # an input's first chunk; each next one twice the last, up to CHUNK_BYTES
 READ_PIECE = 1 << 16
 SNIFF_BYTES = 1 << 16          # what the start-of-source checks and format detection look at
 _READ_ERRORS = (OSError, EOFError, ValueError)  # gzip/bz2 raise these for damaged archives
@@ -229,13 +234,22 @@ def check_text(start: bytes, name: str) -> bool:
     return b"\r" in sample and b"\n" not in sample
 
 
+def chunk_sizes(chunk_bytes: int = CHUNK_BYTES) -> Iterator[int]:
+    """The bytes read for each chunk of an input, in order (lines cut at the last
+    line end, so a chunk holds at most this plus the line carried over)."""
+    size = min(FIRST_CHUNK_BYTES, chunk_bytes)
+    while True:
+        yield size
+        size = min(2 * size, chunk_bytes)
+
+
 def _chunks_of(stream, name: str, chunk_bytes: int) -> Iterator[Chunk]:
     carry = b""
     line = 1
     first = True
     carriage_returns = False
-    while True:
-        pieces, error = _read_pieces(stream, chunk_bytes)
+    for size in chunk_sizes(chunk_bytes):
+        pieces, error = _read_pieces(stream, size)
         if not pieces and error is None:
             break
         data = b"".join([carry, *pieces])  # one copy: the carried partial line and the new bytes

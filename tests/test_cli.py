@@ -237,22 +237,27 @@ def test_help_and_version_do_not_import_numba(flag):
 
 @pytest.mark.parametrize("signum,code", [(2, 130), (15, 143)])
 def test_signal_while_waiting_for_input_keeps_what_was_learned(sample, tmp_path, signum, code):
-    from olcli.inputs import CHUNK_BYTES
+    from olcli.inputs import chunk_sizes
 
     data = (sample / "a9a_train.vw").read_bytes() * 6
-    assert len(data) > CHUNK_BYTES  # one whole chunk is learned, then olcli waits for more
+    read = 0   # the bytes of the chunks filled: they are learned, then olcli waits for more
+    for size in chunk_sizes():
+        if read + size > len(data):
+            break
+        read += size
+    learned = data[:data.rfind(b"\n", 0, read) + 1].count(b"\n")
+    assert learned > 16384 and read < len(data)
     process = subprocess.Popen([*olcli_command(), "train", "-", "--loss", "logistic", "-f", "m.olm",
                                 "--report", "r.json"], cwd=tmp_path, stdin=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     process.stdin.write(data)
     process.stdin.flush()
-    for line in process.stderr:  # the progress rows of the first chunk
+    for line in process.stderr:  # the progress rows of the chunks filled
         if b" 16384 " in line:
             break
     process.send_signal(signum)
     err = process.communicate(timeout=60)[1].decode()
     assert process.returncode == code, err
-    learned = data[:CHUNK_BYTES].count(b"\n")
     assert f"({learned} examples) was written to m.olm" in err
     assert olcli.load(tmp_path / "m.olm").counters["examples"] == learned
     report = json.load(open(tmp_path / "r.json"))
