@@ -20,8 +20,10 @@ from olcli import signals
 from olcli.paths import Output, OutputError, error_name, fd_alias, open_in_place, write_all
 
 
-def atomic_write(path: str, data: bytes, role: str = "file") -> None:
-    """Replace ``path`` with ``data`` (atomically for regular files)."""
+def atomic_write(path: str, data, role: str = "file") -> None:
+    """Replace ``path`` with ``data`` (atomically for regular files): bytes, or an iterable
+    of bytes-like parts that can be iterated more than once (``model.Encoded``), written in
+    turn, so that a large file is never held whole in memory."""
     if path == "-" or fd_alias(path) is not None:
         _write_in_place(Output(role, path, "stdout" if path == "-" or fd_alias(path) == 1 else "fd", path), data)
         return
@@ -42,7 +44,7 @@ def atomic_write(path: str, data: bytes, role: str = "file") -> None:
             fd, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
         os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "wb") as out:
-            write_all(out, data)
+            _write_parts(out, data)
             out.flush()
             os.fsync(out.fileno())
         in_place = _special(target)   # it became a device, FIFO or socket since: never renamed over
@@ -66,6 +68,11 @@ def atomic_write(path: str, data: bytes, role: str = "file") -> None:
     _fsync_directory(directory)
 
 
+def _write_parts(out, data) -> None:
+    for part in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
+        write_all(out, part)
+
+
 def _special(path: str) -> bool:
     try:
         mode = os.stat(path).st_mode
@@ -77,7 +84,7 @@ def _special(path: str) -> bool:
 def _write_in_place(output: Output, data: bytes) -> None:
     try:
         with open_in_place(output) as out:
-            write_all(out, data)
+            _write_parts(out, data)
             out.flush()
     except BrokenPipeError:
         raise

@@ -22,7 +22,7 @@ import numpy as np
 
 from olcli import __version__
 from olcli.atomic import atomic_write
-from olcli.digest import sha256
+from olcli.digest import sha256_for
 from olcli.engine.records import COUNTER_NAMES, N_COUNTERS
 from olcli.engine.registry import KNOWN as ALGORITHMS  # a model file may name a LEGACY one
 from olcli.engine.registry import LEGACY
@@ -153,23 +153,52 @@ def _table(rows: int, slots: int, classes: int, given: np.ndarray, values: np.nd
     return RowPool.from_rows(rows // group, group, slots, given, values)
 
 
+# Rows of the state gathered and written at a time (64 Ki rows: 1-8 MB), so that writing a
+# model costs the file's bytes once, not a copy of the state for each step.
+WRITE_ROWS = 1 << 16
+
+
+class Encoded:
+    """The bytes of a model file, as parts (``bytes`` or memory of NumPy arrays) in order, the
+    SHA-256 of all the others last; iterable more than once. ``size`` is the file's length."""
+
+    def __init__(self, model: Model):
+        self.model = model
+        pool = model.pool
+        logical, self.at = pool.nonzero()
+        self.nonzero = logical.astype("<u4")
+        n_slots = pool.slots
+        self.sparse = self.nonzero.size * (4 + 8 * n_slots) < pool.rows * n_slots * 8
+        header = model.header()
+        header["state"]["storage"] = "sparse" if self.sparse else "dense"
+        header["state"]["nonzero_rows"] = int(self.nonzero.size)
+        header_bytes = json.dumps(header, indent=1, sort_keys=True).encode("utf-8")
+        self.head = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(header_bytes)) + header_bytes
+        state_bytes = (self.nonzero.size * (4 + 8 * n_slots) if self.sparse else pool.rows * n_slots * 8)
+        self.size = len(self.head) + state_bytes + _CHECKSUM_BYTES
+
+    def _body(self):
+        pool = self.model.pool
+        yield self.head
+        if not self.sparse:
+            yield np.ascontiguousarray(pool.dense(), dtype="<f8")
+            return
+        yield self.nonzero
+        state, at = pool.state, self.at
+        for start in range(0, len(at), WRITE_ROWS):
+            yield np.ascontiguousarray(state[at[start:start + WRITE_ROWS]], dtype="<f8")
+
+    def __iter__(self):
+        digest = sha256_for(self.size)
+        for part in self._body():
+            digest.update(part)
+            yield part
+        yield digest.digest()
+
+
 def encode(model: Model) -> bytes:
-    pool = model.pool
-    logical, at = pool.nonzero()
-    nonzero = logical.astype("<u4")
-    n_slots = pool.slots
-    sparse = nonzero.size * (4 + 8 * n_slots) < pool.rows * n_slots * 8
-    header = model.header()
-    header["state"]["storage"] = "sparse" if sparse else "dense"
-    header["state"]["nonzero_rows"] = int(nonzero.size)
-    header_bytes = json.dumps(header, indent=1, sort_keys=True).encode("utf-8")
-    parts = [_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header_bytes)), header_bytes]
-    if sparse:
-        parts += [nonzero.tobytes(), np.ascontiguousarray(pool.state[at], dtype="<f8").tobytes()]
-    else:
-        parts.append(np.ascontiguousarray(pool.dense(), dtype="<f8").tobytes())
-    body = b"".join(parts)
-    return body + sha256(body).digest()
+    """The model file's bytes (``Encoded`` joined)."""
+    return b"".join(memoryview(part).cast("B") for part in Encoded(model))
 
 
 def read_header(raw: bytes, path: str) -> tuple[dict, int]:
@@ -188,8 +217,10 @@ def read_header(raw: bytes, path: str) -> tuple[dict, int]:
         raise ModelError(f"{path} is corrupted (model format {version} does not exist)")
     if len(raw) < _PREFIX.size + header_size + _CHECKSUM_BYTES:
         raise ModelError(f"{path} is truncated ({len(raw)} bytes): retrain or restore it from a backup")
-    body, checksum = raw[:-_CHECKSUM_BYTES], raw[-_CHECKSUM_BYTES:]
-    if sha256(body).digest() != checksum:
+    body, checksum = memoryview(raw)[:-_CHECKSUM_BYTES], raw[-_CHECKSUM_BYTES:]
+    digest = sha256_for(len(body))
+    digest.update(body)
+    if digest.digest() != checksum:
         raise ModelError(f"{path} is corrupted or truncated (checksum mismatch): "
                          "retrain or restore it from a backup")
     try:
@@ -308,8 +339,8 @@ def _optional_float(value):
 
 
 def save(model: Model, path: str) -> None:
-    """Write atomically (see olcli/atomic.py)."""
-    atomic_write(path, encode(model))
+    """Write atomically (see olcli/atomic.py), part by part (``Encoded``)."""
+    atomic_write(path, Encoded(model))
 
 
 def load(path: str, shared_by: int | None = None) -> Model:

@@ -162,7 +162,7 @@ class Session:
                 saved = model
                 if self.predict_only_model:  # --predict-only-model: the weights, without the optimizer's state
                     saved = model_file.weights_only(model, learner.weights_at(np.arange(model.rows, dtype=np.int64)))
-                atomic_write(model_path, model_file.encode(saved), role="model (-f)")
+                atomic_write(model_path, model_file.Encoded(saved), role="model (-f)")
             except OlcliError as exc:
                 write_model, save_failed = False, True
                 if outcome is None:

@@ -315,8 +315,11 @@ class RowPool:
         groups = np.arange(1, self.used, dtype=np.int64)
         k = np.arange(self.group, dtype=np.int64)
         logical = (k[None, :] * self.block_rows + self.keys[groups][:, None]).reshape(-1)
-        pool = (groups[:, None] * self.group + k[None, :]).reshape(-1)
-        live = np.any(self.state[pool] != 0, axis=1)
+        pool = (groups[:, None] * self.group + k[None, :]).reshape(-1)   # rows group .. used * group
+        live = np.zeros(len(pool), bool)
+        touched = self.state[self.group:self.used * self.group]   # those rows, in that order: no copy
+        for start in range(0, len(pool), 1 << 16):
+            live[start:start + (1 << 16)] = np.any(touched[start:start + (1 << 16)] != 0, axis=1)
         logical, pool = logical[live], pool[live]
         order = np.argsort(logical, kind="stable")
         return logical[order], pool[order]
