@@ -13,7 +13,8 @@ unchanged, so that output and exit codes are typer's: ``--help`` anywhere, an un
 or repeated option, a value that is not a plain number, choice or UTF-8 text (typer
 refuses it, or coerces ``nan`` and ``1_000``), a number below an option's minimum, a
 missing value or ``-i``, ``--``, VW's test mode (``-t``), contextual bandits, shell
-completion, any command but train and test. VW's spellings are rewritten first, as the
+completion, any command but train and test. ``olcli vw`` with a contextual-bandit line
+is run here too (``cb_line``): typer's command only hands it to olcli/cb_run.py. VW's spellings are rewritten first, as the
 typer command does (olcli/vw.py ``rewrite``). ``OLCLI_FAST_PATH=0`` sends every line to
 typer (to compare; tests/test_fastpath.py runs lines both ways).
 
@@ -177,11 +178,38 @@ def parse(args: list):
     return command, data or None, {**table.defaults, **flags}
 
 
+def cb_line(args: list):
+    """The VW words of ``olcli vw WORDS`` when they are a contextual-bandit line (``--cb``,
+    ``--cb_adf``, ``--cb_explore_adf``; ``--cbify`` with one of them), which the typer command
+    hands whole to olcli/cb_run.py, else None: help (``-h``, ``--help``, a cluster of short
+    flags with an ``h``), ``--``, ``-i`` (the typer command first reads the model's
+    reduction), shell completion, or a word that is not UTF-8 text stay typer's."""
+    if args[:1] == ["--traceback"]:
+        args = args[1:]
+    if args[:1] != ["vw"] or len(args) < 2 or "_OLCLI_COMPLETE" in os.environ:
+        return None
+    words = args[1:]
+    for word in words:
+        if word in ("--help", "--", "-i") or word.startswith("--initial_regressor") or _value(str, None, word) is None:
+            return None
+        if word.startswith("-") and not word.startswith("--") and "h" in word[1:]:
+            return None
+    from olcli import vw
+
+    return words if vw.is_cb_line(words) else None
+
+
 def run(args: list, command_process: bool = False) -> bool:
     """Run ``args`` (the words after ``olcli``) when this module reads them; False when
     they are typer's to run."""
     if os.environ.get("OLCLI_FAST_PATH", "").strip() == "0":
         return False
+    words = cb_line(args)
+    if words is not None:
+        from olcli import cb_run
+
+        startup._state["command"] = bool(command_process)
+        return _as_typer(cb_run.run, words)
     parsed = parse(args)
     if parsed is None:
         return False
@@ -189,11 +217,15 @@ def run(args: list, command_process: bool = False) -> bool:
     startup._state["command"] = bool(command_process)
     if command_process:
         startup.preload(args)   # Numba's JIT only: the likely kernels loaded ahead
+    if command == "train":
+        return _as_typer(cli_options.run_train, None, data, flags)
+    return _as_typer(cli_options.run_test, data, flags.pop("initial_model"), flags)
+
+
+def _as_typer(body, *args) -> bool:
+    """``body(*args)`` wrapped as typer's ``main`` wraps a command (the module's docstring)."""
     try:
-        if command == "train":
-            cli_options.run_train(None, data, flags)
-        else:
-            cli_options.run_test(data, flags.pop("initial_model"), flags)
+        body(*args)
     except KeyboardInterrupt:
         sys.exit(130)
     except EOFError:

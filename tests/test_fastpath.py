@@ -1,5 +1,6 @@
 """olcli/fastpath.py: a plain train or test line read without typer means exactly what
-typer makes of it, and every other line is typer's (same output, same exit code).
+typer makes of it, a contextual-bandit ``olcli vw`` line reaches olcli/cb_run.py with the words
+typer hands it, and every other line is typer's (same output, same exit code).
 
 In-process, each line's (data, options) from the fast path is compared with what typer's
 command hands the same body (``cli_options.run_train``/``run_test``, replaced here by a recorder),
@@ -103,6 +104,42 @@ def test_every_other_line_is_typers(args):
     assert fastpath.parse(list(args)) is None
 
 
+# olcli vw with a contextual-bandit line: run here (cb_run.run with the same words), or typer's
+CB_HERE = [
+    ["vw", "--cbify", "26", "--cb_explore_adf", "--epsilon", "0.05", "-d", "a", "--quiet"],
+    ["vw", "--cb_explore_adf", "-d", "a", "-p", "-", "--squarecb", "--gamma_scale=10"],
+    ["--traceback", "vw", "--cb", "3", "a", "-f", "m"], ["vw", "--cb-adf", "a", "--bogus"],
+    ["vw", "-d", "a", "--cb_adf", "--cb_type", "dr", "-q", "ab"],
+]
+CB_TYPERS = [
+    ["vw", "--cb_explore_adf", "-d", "a", "--help"], ["vw", "--cb_explore_adf", "-h"],
+    ["vw", "--cb_explore_adf", "-ch"], ["vw", "--cb_explore_adf", "--", "a"],
+    ["vw", "--cb_explore_adf", "-i", "m"], ["vw", "--cb_explore_adf", "--initial_regressor=m"],
+    ["vw", "--cb_explore_adf", "a\udcff"], ["vw", "-d", "a"], ["vw"], ["train", "--cb_explore_adf", "a"],
+]
+
+
+@pytest.mark.parametrize("args", CB_HERE, ids=" ".join)
+def test_a_bandit_line_is_what_typer_hands_cb_run(args, monkeypatch):
+    from olcli import cb_run
+    from olcli.cli_app import app
+
+    handed = []
+    monkeypatch.setattr(cb_run, "run", lambda words: handed.append(list(words)))
+    words = fastpath.cb_line(list(args))
+    assert words is not None, "typer's, not read here"
+    try:
+        startup.invoke(app, list(args))
+    except SystemExit:
+        pass
+    assert handed == [words]
+
+
+@pytest.mark.parametrize("args", CB_TYPERS, ids=" ".join)
+def test_every_other_vw_line_is_typers(args):
+    assert fastpath.cb_line(list(args)) is None
+
+
 def test_the_spellings_vw_rewrite_is_told_are_the_typer_commands():
     import typer.main
 
@@ -127,6 +164,11 @@ def test_a_plain_train_imports_neither_typer_nor_click_nor_rich(tmp_path):
     assert "typer" in _imported(["train", "--help"])
 
 
+def test_a_bandit_line_imports_neither_typer_nor_click_nor_rich():
+    modules = _imported(["vw", "--cbify", "26", "--cb_explore_adf", "-d", str(SAMPLE / "letter_train.vw"), "--quiet"])
+    assert "olcli" in modules and not modules & {"typer", "click", "rich", "pydantic"}
+
+
 _TIMES = re.compile(rb"((?:elapsed|compiling kernels) seconds = |examples per second = |\"(?:elapsed_seconds|"
                     rb"examples_per_second|compile_seconds|seconds)\": )[0-9.e+-]+")
 
@@ -144,6 +186,12 @@ RUNS = [
     ["train", TRAIN, "-b", "40"], ["train", TRAIN, "--threads", "0"], ["train", "--bogus"], ["train", "--help"],
     ["train", str(SAMPLE / "does-not-exist.vw")], ["train", TRAIN, "--oaa", "3", "--softmax", "3"],
     ["train", TRAIN, "-q", "abc"], ["test", TEST],
+    ["vw", "--cbify", "26", "--cb_explore_adf", "--epsilon", "0.1", "-d", str(SAMPLE / "letter_train.vw"),
+     "-p", "{p.txt}", "-f", "{m.olm}", "--report", "{r.json}"],
+    ["vw", "--cbify", "26", "--cb_explore_adf", "--squarecb", "-d", str(SAMPLE / "letter_train.vw"), "-P", "100"],
+    ["vw", "--cb_explore_adf", "-d", str(SAMPLE / "cb" / "cb_test.ldf"), "-p", "-", "--cb_type", "mtr"],
+    ["vw", "--cb", "2", "-d", str(SAMPLE / "cb" / "cb_multi_cost.dat"), "--bogus"],
+    ["vw", "--cbify", "26", "--cb_explore_adf", "-d", str(SAMPLE / "does-not-exist.vw")],
 ]
 
 
