@@ -107,19 +107,34 @@ def widen_label_range(counters, settings, y):
 
 
 @njit(inline="always")
-def clip_prediction(p, counters, settings):
-    """VW's finalize_prediction: the prediction clipped to the label range seen,
-    or to --min-prediction/--max-prediction where given. Decision: an end not
-    given keeps following the labels (VW turns set_minmax off as soon as either
-    is given, so the other end stays at its start, 0: `--min_prediction 0`
-    alone clips every prediction to 0)."""
+def clip_range(counters, settings):
+    """(low, high) of VW's finalize_prediction: the label range seen, or
+    --min-prediction/--max-prediction where given. Decision: an end not given keeps
+    following the labels (VW turns set_minmax off as soon as either is given, so the
+    other end stays at its start, 0: `--min_prediction 0` alone clips every
+    prediction to 0)."""
     low = counters[C_MIN_LABEL] if np.isnan(settings.min_prediction) else settings.min_prediction
     high = counters[C_MAX_LABEL] if np.isnan(settings.max_prediction) else settings.max_prediction
+    return low, high
+
+
+@njit(inline="always")
+def clip_to(p, low, high):
+    """p clipped to [low, high] (low first, as VW)."""
     if p < low:
         return low
     if p > high:
         return high
     return p
+
+
+@njit(inline="always")
+def clip_prediction(p, counters, settings):
+    """VW's finalize_prediction: the prediction clipped to ``clip_range``. (A loop that
+    clips several predictions of one example takes the range once: an array passed to
+    an inlined call costs its reference counts each time.)"""
+    low, high = clip_range(counters, settings)
+    return clip_to(p, low, high)
 
 
 @njit(inline="always")

@@ -137,7 +137,7 @@ import numpy as np
 from olcli.engine.jit import njit
 
 from olcli.engine import coin, gd
-from olcli.engine.driver import account_binary, clip_prediction, progress_row, start_example, widen_label_range
+from olcli.engine.driver import account_binary, clip_range, clip_to, progress_row, start_example, widen_label_range
 from olcli.engine.losses import LOGISTIC, SQUARED, loss_derivative, loss_value
 from olcli.engine.multiclass import account_multiclass, class_gradients, log_probabilities
 from olcli.engine.records import C_ROUNDS, H_ROWS, S_DIVERGED, Settings, Table
@@ -387,11 +387,12 @@ def _run_binary(table, settings, batch, tally, predictions):
             stats[S_DIVERGED] = e + 1
             return n_rows
         mixture_weights(scalars, mixing_rate(settings, scalars), pi)
+        low, high = clip_range(counters, settings)
         p = 0.0
         for k in range(N_MEMBERS):
-            member[k] = clip_prediction(member[k], counters, settings)
+            member[k] = clip_to(member[k], low, high)
             p += pi[k] * member[k]
-        p = clip_prediction(p, counters, settings)
+        p = clip_to(p, low, high)
         predictions[e] = p
         labeled = account_binary(tally, counters, settings, held_out, batch.feature_count[e], y, h, p)
         if counts_loss(holdout, learn, held_out, learning, h, y):
