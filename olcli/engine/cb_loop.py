@@ -294,8 +294,8 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
             x = values[lo + j]
             for a in range(k):
                 contrib[a * n + j] = weight(table, settings, np.int64(pool_index[(base + a) & table_mask])) * x
-        for a in range(k):
-            scores[a] = pairwise_sum_in(contrib, a * n, n, stack, left)
+        for a in range(k):   # pairwise_sum_in's first step called here (a call with arrays costs their counts)
+            scores[a] = _block(contrib, a * n, n) if n <= 128 else pairwise_sum_in(contrib, a * n, n, stack, left)
         ranked_pmf(scores, k, rule, istate, facc, order, s, p, srt)
         i = sample_index(istate[I_APP_SEED] + istate[I_COUNTER], p, k)
         istate[I_COUNTER] += 1
