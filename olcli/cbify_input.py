@@ -195,15 +195,20 @@ def _run_chunked(policy, kernel, name, text, live, k, table, out, testing, on_er
     pending.flush()
 
 
-def _blocks(stream):
+def _blocks(stream, name):
     """The blocks of whole lines of an input, BLOCK_BYTES read at a time (in the immediate signal phase); the
-    last may lack its line end."""
+    last may lack its line end. A damaged compressed input is a DataError naming it (as ``olcli train``'s
+    reader says it)."""
     from olcli import signals
+    from olcli.inputs import READ_ERRORS
 
     rest = b""
     while True:
         with signals.immediate():
-            piece = stream.read(BLOCK_BYTES)
+            try:
+                piece = stream.read(BLOCK_BYTES)
+            except READ_ERRORS as exc:
+                raise DataError(f"cannot read {name}: {exc}") from exc
         data = rest + piece if rest else piece
         if piece:
             cut = data.rfind(b"\n") + 1
@@ -235,11 +240,14 @@ def _run_blocks(policy, kernel, name, stream, k, table, out, testing, on_error):
     first = 1   # the block's first line number
     workers = Workers(1)
     try:
-        blocks = _blocks(stream)
+        blocks = _blocks(stream, name)
         block = next(blocks, None)
         future = None if block is None else workers.submit(_prepared, policy, block, k)
         while block is not None:
-            following = next(blocks, None)
+            try:
+                following, damaged = next(blocks, None), None
+            except Exception as exc:   # the input is damaged after this block: it is learned first
+                following, damaged = None, exc
             with signals.immediate():
                 prepared = future.result()
             if following is not None:
@@ -253,6 +261,8 @@ def _run_blocks(policy, kernel, name, stream, k, table, out, testing, on_error):
                     pending.add(line)
                 pending.flush()
                 first += len(lines)
+            if damaged is not None:
+                raise damaged
             block = following
     except BaseException:
         pending.flush()

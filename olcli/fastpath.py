@@ -181,7 +181,7 @@ def parse(args: list):
 def cb_line(args: list):
     """The VW words of ``olcli vw WORDS`` when they are a contextual-bandit line (``--cb``,
     ``--cb_adf``, ``--cb_explore_adf``; ``--cbify`` with one of them), which the typer command
-    hands whole to olcli/cb_run.py, else None: help (``-h``, ``--help``, a cluster of short
+    hands whole to olcli/cb_run.py, else None: help (``-h``, ``--help``, ``--help=...``, a cluster of short
     flags with an ``h``), ``--``, ``-i`` (the typer command first reads the model's
     reduction), shell completion, or a word that is not UTF-8 text stay typer's."""
     if args[:1] == ["--traceback"]:
@@ -190,7 +190,8 @@ def cb_line(args: list):
         return None
     words = args[1:]
     for word in words:
-        if word in ("--help", "--", "-i") or word.startswith("--initial_regressor") or _value(str, None, word) is None:
+        if (word in ("--help", "--", "-i") or word.startswith(("--help=", "--initial_regressor"))
+                or _value(str, None, word) is None):
             return None
         if word.startswith("-") and not word.startswith("--") and "h" in word[1:]:
             return None

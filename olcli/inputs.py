@@ -40,7 +40,7 @@ CHUNK_BYTES = 1 << 21
 FIRST_CHUNK_BYTES = 1 << 16    # an input's first chunk; each next one twice the last, up to CHUNK_BYTES
 READ_PIECE = 1 << 16
 SNIFF_BYTES = 1 << 16          # what the start-of-source checks and format detection look at
-_READ_ERRORS = (OSError, EOFError, ValueError)  # gzip/bz2 raise these for damaged archives
+READ_ERRORS = (OSError, EOFError, ValueError)  # gzip/bz2 raise these for damaged archives
 _BOM = b"\xef\xbb\xbf"
 _WIDE_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16",
               b"\xfe\xff": "UTF-16"}
@@ -192,7 +192,7 @@ def chunks_of(stream, counted, name: str, chunk_bytes: int = CHUNK_BYTES) -> Ite
     naming the input, and both are closed however the reading ends."""
     try:
         yield from _chunks_of(stream, name, chunk_bytes)
-    except _READ_ERRORS as exc:
+    except READ_ERRORS as exc:
         if isinstance(exc, DataError):
             raise
         raise DataError(f"cannot read {name}: {exc}") from exc
@@ -209,7 +209,7 @@ def _read_pieces(stream, size: int):
     while got < size:
         try:
             piece = stream.read(min(READ_PIECE, size - got))
-        except _READ_ERRORS as exc:
+        except READ_ERRORS as exc:
             return pieces, exc
         if not piece:
             break

@@ -107,6 +107,27 @@ def test_the_chunk_kernel_prints_and_saves_what_the_per_line_loop_does(cli, monk
     assert results[0] == results[1]
 
 
+def test_a_damaged_archive_keeps_the_blocks_before_the_damage(cli, monkeypatch):
+    """A gzip file cut short: every block read before the damage is learned and written (not only those before
+    the block read ahead), the error names the file, and the model is written."""
+    import gzip
+    import zlib
+
+    k = 5
+    text = stream(n=3000, k=k, seed=9).encode()
+    cut = gzip.compress(text)
+    cut = cut[:len(cut) * 2 // 3]
+    Path("t.vw.gz").write_bytes(cut)
+    monkeypatch.setattr(cbify_input, "BLOCK_BYTES", 4096)
+    code, _, err = cli("vw", "--cbify", k, "--cb_explore_adf", "-d", "t.vw.gz", "-p", "p.txt", "-f", "m.olm")
+    assert code == 1 and "cannot read t.vw.gz" in err and "was written to m.olm" in err, err
+    readable = zlib.decompressobj(31).decompress(cut)   # what the archive still holds
+    assert 0 < len(readable) < len(text)
+    whole = readable[:readable.rfind(b"\n", 0, len(readable) - 4096) + 1]   # all but its last block or less
+    events = [line for line in whole.split(b"\n") if line.strip()]
+    assert Path("p.txt").read_bytes().count(b"\n") >= len(events) > 1000
+
+
 @pytest.mark.parametrize("rule", [RULES[0], RULES[2]])
 def test_the_block_reader_reads_what_the_line_reader_reads(cli, monkeypatch, rule):
     """Blocks of a few lines, some of them with lines only the per-line reader judges (``stream(odd=True)``):

@@ -113,7 +113,7 @@ CB_HERE = [
 ]
 CB_TYPERS = [
     ["vw", "--cb_explore_adf", "-d", "a", "--help"], ["vw", "--cb_explore_adf", "-h"],
-    ["vw", "--cb_explore_adf", "-ch"], ["vw", "--cb_explore_adf", "--", "a"],
+    ["vw", "--cb_explore_adf", "-ch"], ["vw", "--cb_explore_adf", "--help=1"], ["vw", "--cb_explore_adf", "--", "a"],
     ["vw", "--cb_explore_adf", "-i", "m"], ["vw", "--cb_explore_adf", "--initial_regressor=m"],
     ["vw", "--cb_explore_adf", "a\udcff"], ["vw", "-d", "a"], ["vw"], ["train", "--cb_explore_adf", "a"],
 ]
@@ -173,7 +173,7 @@ _TIMES = re.compile(rb"((?:elapsed|compiling kernels) seconds = |examples per se
                     rb"examples_per_second|compile_seconds|seconds)\": )[0-9.e+-]+")
 
 # a kernel compiled on the way (the JIT, with a cold cache) is said by whichever run comes first
-_COMPILING = re.compile(rb"(?m)^(?:olcli: compiling kernels .*|compiling kernels seconds = .*)\n")
+_COMPILING = re.compile(rb"(?m)^(?:olcli: compiling kernels .*|compiling kernels seconds = .*| *\"compile_seconds\": .*)\n")
 
 # Real runs both ways; the words in {} are files in the run's folder (compared after the run).
 RUNS = [
