@@ -462,22 +462,25 @@ def merge_duplicates(index, value, lo, hi, order, stamps, stamp):
     table is never cleared. One load and store per feature: it replaced a pass
     over every pair of a short example and a bit filter cleared per example
     (0.12 of 0.62 s of parsing the 1M-line click log)."""
-    if hi - lo < 2:
+    if not has_repeat(index, lo, hi, stamps, stamp):
         return hi
-    repeated = False
+    return _merge_repeated(index, value, lo, hi, order)
+
+
+@njit(inline="always")
+def has_repeat(index, lo, hi, stamps, stamp):
+    """Whether an index occurs twice in [lo, hi), found with ``stamps`` and ``stamp``
+    as ``merge_duplicates`` says."""
+    if hi - lo < 2:
+        return False
     for j in range(lo, hi):
         slot = index[j] & (STAMP_SLOTS - 1)
         if stamps[slot] == stamp:
             for k in range(lo, j):
                 if index[k] == index[j]:
-                    repeated = True
-                    break
-            if repeated:
-                break
+                    return True
         stamps[slot] = stamp
-    if not repeated:
-        return hi
-    return _merge_repeated(index, value, lo, hi, order)
+    return False
 
 
 MERGE_SCRATCH = 3 * 1024  # merge_duplicates' scratch (uint64): _merge_repeated's table and arrays

@@ -82,6 +82,7 @@ from olcli.engine.jit import njit
 
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop
+from olcli.engine.features import has_repeat
 from olcli.engine.losses import (LOGISTIC, lambert_w_exp_minus_x, invariant_update, loss_derivative,
                                  loss_value)
 from olcli.engine.multiclass import run_multiclass
@@ -156,7 +157,7 @@ def _feature_sensitivity(state, i, c, x, x2, grad_squared, g2_start, power_t, ad
     x2 from ``_clamped``, grad_squared = k g^2. Adaptive: G_i += k g^2 x2 (G_i starts at
     g2_start). Normalized: a larger |x| rescales w_i (as if it had always been the
     scale) and becomes N_i. Returns (norm_x's term x2 / N_i^2, or 0 when not normalized;
-    h's term x2 rate_i)."""
+    h's term x2 rate_i; rate_i)."""
     if adaptive:
         if state[i, c + G] == 0.0:  # first touch: VW's G starts at initial_t
             state[i, c + G] = g2_start
@@ -176,7 +177,8 @@ def _feature_sensitivity(state, i, c, x, x2, grad_squared, g2_start, power_t, ad
             state[i, c + N] = x_abs
             n = x_abs
         norm = 1.0 if x2 > X2_MAX else x2 / (n * n)
-    return norm, x2 * _rate(state[i, c + G], state[i, c + N], power_t, adaptive, normalized)
+    rate = _rate(state[i, c + G], state[i, c + N], power_t, adaptive, normalized)
+    return norm, x2 * rate, rate
 
 
 @njit(inline="always")
@@ -208,7 +210,7 @@ def _sensitivity(state, params, scalars, index, value, lo, hi, offset, h, d, ada
     per_update = 0.0
     for j in range(lo, hi):
         x, x2 = _clamped(value[j])
-        norm, per = _feature_sensitivity(state, offset + index[j], 0, x, x2, grad_squared, g2_start, power_t,
+        norm, per, _ = _feature_sensitivity(state, offset + index[j], 0, x, x2, grad_squared, g2_start, power_t,
                                          adaptive, normalized)
         norm_x += norm
         per_update += per
@@ -382,7 +384,7 @@ ACTIVE_ROWS = 3
 
 @njit(inline="always")
 def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, preds, y, label,
-                    softmax, h, g, block_rows, work, active):
+                    softmax, h, g, block_rows, work, active, rates, stamps, stamp):
     """``update`` of M = len(etas) learners with K = preds.shape[1] outputs each (K = 1:
     binary; K classes, one against all or --softmax) on one example, learner after
     learner, output after output. Learner k's output c: its weights, squared gradients
@@ -393,7 +395,13 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
     SCALAR_WIDTH k (its K outputs take them in turn, as K calls of ``update`` do), its
     -l etas[k]. All adaptive, normalized and invariant, without --l1/--l2 (the mixture's
     gd members, mixture.member_params). ``work``: a (WORK_ROWS, M K) buffer,
-    ``active``: an (ACTIVE_ROWS, M K) int64 one, both overwritten.
+    ``active``: an (ACTIVE_ROWS, M K) int64 one, ``rates``: a (hi - lo or more, M K) one,
+    all overwritten. The sensitivity pass keeps each output's rate_i of each feature in
+    ``rates``, and the update pass multiplies by it: G_i and N_i of an output's row change
+    only in the sensitivity pass, so it is the number ``update`` computes again, unless
+    the example holds a row twice (a hand-made Batch; the parser merges repeats), which
+    ``features.has_repeat`` finds (``stamps``, int64[STAMP_SLOTS], and this call's
+    ``stamp``, as the parser's) and then the rate is computed again.
 
     The same arithmetic in the same order as M K calls of ``update`` (the same bits), in
     one loop over the example's features for the sensitivity pass of every output and
@@ -431,6 +439,7 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
             n_active += 1
     if n_active == 0:
         return
+    repeated = has_repeat(index, lo, hi, stamps, stamp)
     # 2. the sensitivity pass (_sensitivity, adaptive and normalized) of every updating output
     one = n_outputs == 1   # (binary: output a is learner a, at row index[j])
     for j in range(lo, hi):
@@ -439,7 +448,8 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
         for n in range(n_active):
             a = active[_AID, n]
             i, col = (row, a * WIDTH) if one else (active[_AROW, n] + row, active[_ACOL, n])
-            norm, per = _feature_sensitivity(state, i, col, x, x2, work[_WSQ, a], initial_t, power_t, True, True)
+            norm, per, rates[j - lo, a] = _feature_sensitivity(state, i, col, x, x2, work[_WSQ, a], initial_t,
+                                                               power_t, True, True)
             work[_WNORM, a] += norm
             work[_WPER, a] += per
     # 3. output after output: the learner's normalised sums, the global factor, the step u
@@ -469,7 +479,10 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
             for n in range(n_moving):
                 a = active[_AID, n]
                 i, col = (row, a * WIDTH) if one else (active[_AROW, n] + row, active[_ACOL, n])
-                _move(state, i, col, work[_WU, a], x, power_t, True, True)
+                if repeated:   # a row twice: its rate is the one of its G_i, N_i after both
+                    _move(state, i, col, work[_WU, a], x, power_t, True, True)
+                else:   # _move at the sensitivity pass's rate: the same G_i, N_i, so the same number
+                    state[i, col + W] += work[_WU, a] * x * rates[j - lo, a]
 
 
 @njit(inline="always")
@@ -483,22 +496,22 @@ def _label(y, label, c):
 
 @njit
 def update_learners(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, preds, y, h, work,
-                    active):
+                    active, rates, stamps, stamp):
     """``_update_outputs`` for a binary example: learner k's prediction preds[k], the label
     y. Not inlined: the mixture's binary loop calls this one compiled body."""
     one = preds.reshape((len(preds), 1))
     _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, one, y, -1, False, h,
-                    one, 0, work, active)
+                    one, 0, work, active, rates, stamps, stamp)
 
 
 @njit
 def update_classes(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, scores, label, softmax,
-                   h, g, block_rows, work, active):
+                   h, g, block_rows, work, active, rates, stamps, stamp):
     """``_update_outputs`` for a multiclass example: learner k's class scores scores[k],
     the class ``label``, with ``softmax`` the gradients g[k]. Not inlined: the mixture's
     multiclass loop calls this one compiled body."""
     _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, scores, math.nan,
-                    label, softmax, h, g, block_rows, work, active)
+                    label, softmax, h, g, block_rows, work, active, rates, stamps, stamp)
 
 
 @njit

@@ -141,6 +141,7 @@ from olcli.engine.driver import account_binary, clip_range, clip_to, progress_ro
 from olcli.engine.losses import LOGISTIC, SQUARED, loss_derivative, loss_value
 from olcli.engine.multiclass import account_multiclass, class_gradients, log_probabilities
 from olcli.engine.records import C_ROUNDS, H_ROWS, S_DIVERGED, Settings, Table
+from olcli.engine.features import STAMP_SLOTS
 from olcli.engine.scinol_common import prefetch_rows
 
 # The members, in the order of the state's columns, the scalars and the losses.
@@ -343,6 +344,15 @@ def counts_loss(holdout, learn, held_out, learning, h, y):
 
 
 @njit(inline="always")
+def _most_features(batch):
+    """The most features an example of the batch has (gd.update_learners' ``rates`` rows)."""
+    most = 1
+    for e in range(len(batch.labels)):
+        most = max(most, batch.row_ptr[e + 1] - batch.row_ptr[e])
+    return most
+
+
+@njit(inline="always")
 def _learn_member(update, member_table, member_settings, settings, index, value, lo, hi, offset, p, y, h):
     """A member learns from its own clipped prediction p, as alone."""
     derivative = loss_derivative(settings.loss, p, y, settings.tau)
@@ -366,6 +376,8 @@ def _run_binary(table, settings, batch, tally, predictions):
     etas, power_t, initial_t = _gd_rates(settings)
     work = np.empty((gd.WORK_ROWS, N_GD))
     active = np.empty((gd.ACTIVE_ROWS, N_GD), np.int64)
+    rates = np.empty((_most_features(batch), N_GD))
+    stamps = np.zeros(STAMP_SLOTS, np.int64)
     n_rows = np.int64(0)
     for e in range(len(batch.labels)):
         lo = batch.row_ptr[e]
@@ -400,7 +412,7 @@ def _run_binary(table, settings, batch, tally, predictions):
                 scalars[LOSSES + k] += h * loss_value(settings.loss, member[k], y, settings.tau)
         if labeled and learning:
             gd.update_learners(state, scalars, etas, power_t, initial_t, settings.loss, settings.tau, index, value,
-                               lo, hi, member, y, h, work, active)
+                               lo, hi, member, y, h, work, active, rates, stamps, e + 1)
             _learn_member(coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[3], y, h)
             counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, p, batch.feature_count[e])
@@ -455,6 +467,8 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
     etas, power_t, initial_t = _gd_rates(settings)
     work = np.empty((gd.WORK_ROWS, N_GD * n_classes))
     active = np.empty((gd.ACTIVE_ROWS, N_GD * n_classes), np.int64)
+    rates = np.empty((_most_features(batch), N_GD * n_classes))
+    stamps = np.zeros(STAMP_SLOTS, np.int64)
     sums = np.empty((n_classes, N_MEMBERS))
     norms = np.empty(n_classes)
     pi = np.empty(N_MEMBERS)
@@ -488,7 +502,8 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
             for k in range(N_GD):   # the gd members' K classes, from their own scores, in one call
                 _member_class_gradients(k, count, settings, member[k], label, h, log_probs, g[k], scalars)
             gd.update_classes(state, scalars, etas, power_t, initial_t, settings.loss, settings.tau, index, value,
-                              lo, hi, member, label, settings.softmax, h, g, block_rows, work, active)
+                              lo, hi, member, label, settings.softmax, h, g, block_rows, work, active, rates, stamps,
+                              e + 1)
             _learn_coin_classes(count, t_coin, s_coin, settings, index, value, lo, hi, block_rows, member[3], label, h,
                                 log_probs, g[N_GD], scalars)
             counters[C_ROUNDS] += 1.0
