@@ -168,14 +168,14 @@ class Encoded:
         logical, self.at = pool.nonzero()
         self.nonzero = logical.astype("<u4")
         n_slots = pool.slots
-        self.sparse = self.nonzero.size * (4 + 8 * n_slots) < pool.rows * n_slots * 8
+        sparse_bytes, dense_bytes = self.nonzero.size * (4 + 8 * n_slots), pool.rows * n_slots * 8
+        self.sparse = sparse_bytes < dense_bytes
         header = model.header()
         header["state"]["storage"] = "sparse" if self.sparse else "dense"
         header["state"]["nonzero_rows"] = int(self.nonzero.size)
         header_bytes = json.dumps(header, indent=1, sort_keys=True).encode("utf-8")
         self.head = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(header_bytes)) + header_bytes
-        state_bytes = (self.nonzero.size * (4 + 8 * n_slots) if self.sparse else pool.rows * n_slots * 8)
-        self.size = len(self.head) + state_bytes + _CHECKSUM_BYTES
+        self.size = len(self.head) + (sparse_bytes if self.sparse else dense_bytes) + _CHECKSUM_BYTES
 
     def _body(self):
         pool = self.model.pool

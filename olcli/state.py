@@ -224,6 +224,7 @@ def copy_state(state):
 # ``keys`` (``nonzero``), by the logical row k * (2^bits + 1) + h the model file keeps.
 
 _FIRST_GROUPS = 1 << 10
+_SCAN_ROWS = 1 << 16   # rows compared with 0 at a time by ``nonzero`` (its temporary: 64 Ki x slots bytes)
 
 
 class RowPool:
@@ -315,11 +316,11 @@ class RowPool:
         groups = np.arange(1, self.used, dtype=np.int64)
         k = np.arange(self.group, dtype=np.int64)
         logical = (k[None, :] * self.block_rows + self.keys[groups][:, None]).reshape(-1)
-        pool = (groups[:, None] * self.group + k[None, :]).reshape(-1)   # rows group .. used * group
+        pool = np.arange(self.group, self.used * self.group, dtype=np.int64)   # group g's class k at g K + k
+        touched = self.state[self.group:self.used * self.group]   # those rows, in that order: a view
         live = np.zeros(len(pool), bool)
-        touched = self.state[self.group:self.used * self.group]   # those rows, in that order: no copy
-        for start in range(0, len(pool), 1 << 16):
-            live[start:start + (1 << 16)] = np.any(touched[start:start + (1 << 16)] != 0, axis=1)
+        for start in range(0, len(pool), _SCAN_ROWS):
+            live[start:start + _SCAN_ROWS] = np.any(touched[start:start + _SCAN_ROWS] != 0, axis=1)
         logical, pool = logical[live], pool[live]
         order = np.argsort(logical, kind="stable")
         return logical[order], pool[order]
