@@ -33,7 +33,7 @@ import numpy as np
 from olcli.engine.jit import njit
 
 from olcli.engine import gd
-from olcli.engine.driver import (account_binary, clip_prediction, progress_row, start_example,
+from olcli.engine.driver import (account_binary, clip_prediction, most_features, progress_row, start_example,
                                  widen_label_range)
 from olcli.engine.losses import loss_derivative
 from olcli.engine.records import C_ROUNDS, S_DIVERGED
@@ -265,9 +265,7 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
         kk >>= 1
     mask = (np.int64(1) << width) - 1
     n_lines = len(labels)
-    most = 0
-    for e in range(n_lines):
-        most = max(most, row_ptr[e + 1] - row_ptr[e])
+    most = most_features(row_ptr, n_lines)
     contrib = np.empty(max(k * most, 1))   # action a's terms at [a·n, (a+1)·n)
     stack = np.empty((4, 64), np.int64)
     left = np.empty(64)

@@ -138,6 +138,16 @@ def clip_prediction(p, counters, settings):
 
 
 @njit(inline="always")
+def most_features(row_ptr, n):
+    """The most features one of the first n examples has (row pointers ``row_ptr``): the
+    rows of a per-feature scratch."""
+    most = 0
+    for e in range(n):
+        most = max(most, row_ptr[e + 1] - row_ptr[e])
+    return most
+
+
+@njit(inline="always")
 def account_binary(tally, counters, settings, held_out, features, y, h, p):
     """An example's bookkeeping after its prediction p (the report's sums, the holdout's,
     the counters); returns whether it is labeled. VW: a held-out labeled example counts

@@ -439,7 +439,6 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
             n_active += 1
     if n_active == 0:
         return
-    repeated = has_repeat(index, lo, hi, stamps, stamp)
     # 2. the sensitivity pass (_sensitivity, adaptive and normalized) of every updating output
     one = n_outputs == 1   # (binary: output a is learner a, at row index[j])
     for j in range(lo, hi):
@@ -472,6 +471,9 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
                 active[r, n_moving] = active[r, n]
             n_moving += 1
     # 4. the weights of every moving output, feature by feature
+    if n_moving == 0:
+        return
+    repeated = has_repeat(index, lo, hi, stamps, stamp)
     for j in range(lo, hi):
         x = value[j]
         if -FLT_MAX < x < FLT_MAX:

@@ -137,7 +137,8 @@ import numpy as np
 from olcli.engine.jit import njit
 
 from olcli.engine import coin, gd
-from olcli.engine.driver import account_binary, clip_range, clip_to, progress_row, start_example, widen_label_range
+from olcli.engine.driver import (account_binary, clip_range, clip_to, most_features, progress_row, start_example,
+                                 widen_label_range)
 from olcli.engine.losses import LOGISTIC, SQUARED, loss_derivative, loss_value
 from olcli.engine.multiclass import account_multiclass, class_gradients, log_probabilities
 from olcli.engine.records import C_ROUNDS, H_ROWS, S_DIVERGED, Settings, Table
@@ -344,15 +345,6 @@ def counts_loss(holdout, learn, held_out, learning, h, y):
 
 
 @njit(inline="always")
-def _most_features(batch):
-    """The most features an example of the batch has (gd.update_learners' ``rates`` rows)."""
-    most = 1
-    for e in range(len(batch.labels)):
-        most = max(most, batch.row_ptr[e + 1] - batch.row_ptr[e])
-    return most
-
-
-@njit(inline="always")
 def _learn_member(update, member_table, member_settings, settings, index, value, lo, hi, offset, p, y, h):
     """A member learns from its own clipped prediction p, as alone."""
     derivative = loss_derivative(settings.loss, p, y, settings.tau)
@@ -376,7 +368,7 @@ def _run_binary(table, settings, batch, tally, predictions):
     etas, power_t, initial_t = _gd_rates(settings)
     work = np.empty((gd.WORK_ROWS, N_GD))
     active = np.empty((gd.ACTIVE_ROWS, N_GD), np.int64)
-    rates = np.empty((_most_features(batch), N_GD))
+    rates = np.empty((most_features(batch.row_ptr, len(batch.labels)), N_GD))
     stamps = np.zeros(STAMP_SLOTS, np.int64)
     n_rows = np.int64(0)
     for e in range(len(batch.labels)):
@@ -467,7 +459,7 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
     etas, power_t, initial_t = _gd_rates(settings)
     work = np.empty((gd.WORK_ROWS, N_GD * n_classes))
     active = np.empty((gd.ACTIVE_ROWS, N_GD * n_classes), np.int64)
-    rates = np.empty((_most_features(batch), N_GD * n_classes))
+    rates = np.empty((most_features(batch.row_ptr, len(batch.labels)), N_GD * n_classes))
     stamps = np.zeros(STAMP_SLOTS, np.int64)
     sums = np.empty((n_classes, N_MEMBERS))
     norms = np.empty(n_classes)
