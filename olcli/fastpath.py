@@ -14,8 +14,8 @@ or repeated option, a value that is not a plain number, choice or UTF-8 text (ty
 refuses it, or coerces ``nan`` and ``1_000``), a number below an option's minimum, a
 missing value or ``-i``, ``--``, VW's test mode (``-t``), contextual bandits, shell
 completion, any command but train and test. ``olcli vw`` with a contextual-bandit line
-is run here too (``cb_line``): typer's command only hands it to olcli/cb_run.py. VW's spellings are rewritten first, as the
-typer command does (olcli/vw.py ``rewrite``). ``OLCLI_FAST_PATH=0`` sends every line to
+is run here too (``cb_line``): typer's command only hands it to olcli/cb_run.py. VW's
+spellings are rewritten first, as the typer command does (olcli/vw.py ``rewrite``). ``OLCLI_FAST_PATH=0`` sends every line to
 typer (to compare; tests/test_fastpath.py runs lines both ways).
 
 The run is wrapped as typer's ``main`` wraps a command: a KeyboardInterrupt exits 130,
@@ -181,9 +181,9 @@ def parse(args: list):
 def cb_line(args: list):
     """The VW words of ``olcli vw WORDS`` when they are a contextual-bandit line (``--cb``,
     ``--cb_adf``, ``--cb_explore_adf``; ``--cbify`` with one of them), which the typer command
-    hands whole to olcli/cb_run.py, else None: help (``-h``, ``--help``, ``--help=...``, a cluster of short
-    flags with an ``h``), ``--``, ``-i`` (the typer command first reads the model's
-    reduction), shell completion, or a word that is not UTF-8 text stay typer's."""
+    hands whole to olcli/cb_run.py, else None: help (``-h``, ``--help``, ``--help=...``, a
+    cluster of short flags with an ``h``), ``--``, ``-i`` (the typer command first reads the
+    model's reduction), shell completion, or a word that is not UTF-8 text stay typer's."""
     if args[:1] == ["--traceback"]:
         args = args[1:]
     if args[:1] != ["vw"] or len(args) < 2 or "_OLCLI_COMPLETE" in os.environ:

@@ -173,7 +173,8 @@ _TIMES = re.compile(rb"((?:elapsed|compiling kernels) seconds = |examples per se
                     rb"examples_per_second|compile_seconds|seconds)\": )[0-9.e+-]+")
 
 # a kernel compiled on the way (the JIT, with a cold cache) is said by whichever run comes first
-_COMPILING = re.compile(rb"(?m)^(?:olcli: compiling kernels .*|compiling kernels seconds = .*| *\"compile_seconds\": .*)\n")
+_COMPILING = re.compile(rb"(?m)^(?:olcli: compiling kernels .*|compiling kernels seconds = .*"
+                        rb"| *\"compile_seconds\": .*)\n")
 
 # Real runs both ways; the words in {} are files in the run's folder (compared after the run).
 RUNS = [
