@@ -61,32 +61,36 @@ def _growth(rule, grown, total):
     return merge_common.mean_increment(grown, total)
 
 
-def before(growth="before"):
-    def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, **kwargs):
+def _merged(update):
+    """A merge rule: _rows's answer where it has one, else a copy of the base whose rows
+    the shards changed ``update(out, changed, found, base, shards, params, base_scalars,
+    shard_scalars)`` writes."""
+    def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_scalars=None,
+              shard_scalars=None, **kwargs):
         result, found = _rows(base, shards, params, base_rounds, shard_rounds, shard_weights)
         if result is not None:
             return result
-        active, touched, start, grown = found
         out = np.array(base, copy=True)
-        changed = touched.any(axis=0)
+        update(out, found[1].any(axis=0), found, base, shards, params, base_scalars, shard_scalars)
+        return out
+    return merge
+
+
+def before(growth="before"):
+    def update(out, changed, found, base, shards, params, base_scalars, shard_scalars):
+        active, touched, start, grown = found
         weights = np.stack([shards[k][:, gd.W] for k in active])
         w, total = merge_common.weighted_mean(weights, grown)
         plain = np.where(touched, weights, 0.0).sum(axis=0) / np.maximum(touched.sum(axis=0), 1)
         out[changed, gd.W] = np.where(total > 0.0, w, plain)[changed]
         out[changed, gd.G] = (start + _growth(growth, grown, total))[changed]
         out[changed, gd.N] = np.max(np.stack([base[:, gd.N]] + [shards[k][:, gd.N] for k in active]), axis=0)[changed]
-        return out
-    return merge
+    return _merged(update)
 
 
 def written(rule):
-    def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, **kwargs):
-        result, found = _rows(base, shards, params, base_rounds, shard_rounds, shard_weights)
-        if result is not None:
-            return result
+    def update(out, changed, found, base, shards, params, base_scalars, shard_scalars):
         active, touched, start, grown = found
-        out = np.array(base, copy=True)
-        changed = touched.any(axis=0)
 
         def column(slot):
             return np.stack([shards[k][:, slot] for k in active])
@@ -102,8 +106,7 @@ def written(rule):
             out[changed, gd.W] = (np.where(touched, column(gd.W), 0.0).sum(axis=0) / np.maximum(count, 1))[changed]
             out[changed, gd.G] = (start + grown.sum(axis=0))[changed]
             out[changed, gd.N] = np.max(np.vstack([base[None, :, gd.N], column(gd.N)]), axis=0)[changed]
-        return out
-    return merge
+    return _merged(update)
 
 
 def extrapolated(rule):
@@ -121,13 +124,8 @@ def extrapolated(rule):
 def clocked(rule):
     c = float(rule.split(":")[1])
 
-    def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_scalars=None, shard_scalars=None):
-        result, found = _rows(base, shards, params, base_rounds, shard_rounds, shard_weights)
-        if result is not None:
-            return result
+    def update(out, changed, found, base, shards, params, base_scalars, shard_scalars):
         active, touched, start, grown = found
-        out = np.array(base, copy=True)
-        changed = touched.any(axis=0)
         total = grown.sum(axis=0)
         n = np.max(np.stack([base[:, gd.N]] + [shards[k][:, gd.N] for k in active]), axis=0)
         if base_scalars[gd.NORM_X_SUM] > 0:
@@ -151,8 +149,7 @@ def clocked(rule):
         out[changed, gd.W] = w[changed]
         out[changed, gd.G] = (start + total)[changed]
         out[changed, gd.N] = n[changed]
-        return out
-    return merge
+    return _merged(update)
 
 
 def relaxed(rule):
