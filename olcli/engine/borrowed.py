@@ -10,39 +10,65 @@ valid only while the array it was taken from is alive: a kernel borrows its
 own arguments (which its caller holds) for the length of the call, and never
 returns or stores the view.
 
-A hazard found: with ``borrowed`` inlined (the
-overload below is ``inline="always"``), a kernel that borrows ``stats`` and calls an
-``inline="always"`` helper doing ``stats[10] += w; b = int(sigmoid(p) * 65536);
-auc[0 if label == 1.0 else 1, b] += w`` lost the store to ``auc``: LLVM deleted it. With
-``@overload(borrowed)`` (not inlined) the store was kept. The uses here (the parser's input
-and feature spec, read only; its buffers in ``parse_into``) are checked by the tests; a new
-use must be checked the same way (every output compared with and without the view).
+Why ``borrowed`` is an intrinsic and the engine has no ``@overload(...,
+inline="always")``: after Numba inlines such an overload into a function it runs
+its dead code elimination there, which drops an assignment into an array
+(``a[i] = x``) when it cannot trace the array to an argument of the function,
+and it does not trace a variable that merges two branches (a phi). The learning
+loops' ``driver._account`` writes the AUC histogram through such a variable:
+with ``borrowed`` an inlined overload, the default's reports lost their AUC. An
+intrinsic emits its code in the calling function without that pass.
+tests/test_borrowed.py shows the loss with an inlined overload and checks that
+the engine declares none.
+
+``lend_table``, ``lend_settings``, ``lend_batch`` and ``lend_tally``: a kernel
+call's records with borrowed views of their arrays, which a loop takes first
+(``driver.run_binary``, ``multiclass.run_multiclass``, the mixture's entry
+points).
 """
 
-from olcli.engine.jit import carray, intrinsic, overload, types
+from olcli.engine.jit import cgutils, intrinsic, njit, types
+from olcli.engine.records import Batch, Settings, Table, Tally
 
 
 @intrinsic
-def _pointer(typingctx, address, dtype):
-    """The integer ``address`` as a pointer to ``dtype`` elements."""
-    signature = types.CPointer(dtype.dtype)(address, dtype)
-
-    def codegen(context, builder, sig, args):
-        return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
-
-    return signature, codegen
-
-
-def borrowed(array):
-    """A view of ``array`` (C-contiguous) without reference counting; any other
-    layout is returned as it is. Compiled code only."""
-    raise NotImplementedError("borrowed() is for compiled kernels")
-
-
-@overload(borrowed, inline="always")
-def _borrowed(array):
+def borrowed(typingctx, array):
+    """A view of ``array`` (any layout) without an owner, so that counting its
+    references does nothing. Compiled code only. An intrinsic, not an inlined
+    overload: its code is emitted in the calling function, whose compiler then sees
+    the owner is NULL and drops the counting calls altogether."""
     if not isinstance(array, types.Array):
         return None
-    if array.layout != "C":
-        return lambda array: array
-    return lambda array: carray(_pointer(array.ctypes.data, array.dtype), array.shape)
+
+    def codegen(context, builder, signature, args):
+        view = context.make_array(signature.return_type)(context, builder, value=args[0])
+        view.meminfo = cgutils.get_null_value(view.meminfo.type)
+        view.parent = cgutils.get_null_value(view.parent.type)
+        return view._getvalue()
+
+    return array(array), codegen
+
+
+@njit(inline="always")
+def lend_table(table):
+    """``table`` with borrowed views of its arrays."""
+    return Table(borrowed(table.state), borrowed(table.counters), borrowed(table.scalars))
+
+
+@njit(inline="always")
+def lend_settings(settings):
+    return Settings(borrowed(settings.params), settings.loss, settings.tau, settings.clip, settings.learn,
+                    settings.block_rows, settings.classes, settings.softmax, settings.min_prediction,
+                    settings.max_prediction)
+
+
+@njit(inline="always")
+def lend_batch(batch):
+    return Batch(borrowed(batch.labels), borrowed(batch.importance), borrowed(batch.base), borrowed(batch.row_ptr),
+                 borrowed(batch.index), borrowed(batch.value), borrowed(batch.feature_count))
+
+
+@njit(inline="always")
+def lend_tally(tally):
+    return Tally(borrowed(tally.stats), borrowed(tally.auc), borrowed(tally.progress), borrowed(tally.holdout))
+

@@ -33,6 +33,7 @@ import numpy as np
 from olcli.engine.jit import njit
 
 from olcli.engine import gd
+from olcli.engine.borrowed import borrowed, lend_settings, lend_table, lend_tally
 from olcli.engine.driver import (account_binary, clip_prediction, most_features, progress_row, start_example,
                                  widen_label_range)
 from olcli.engine.losses import loss_derivative
@@ -253,6 +254,13 @@ def _row(pool_index, pool_keys, istate, h):
 @njit(inline="always")
 def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool_keys, rows, values, row_ptr,
                fcount, labels, weights, k, istate, facc, out_action, out_prob, out_weight, out_loss):
+    # borrowed views (engine/borrowed.py): no reference counting in the loop
+    table, settings, tally = lend_table(table), lend_settings(settings), lend_tally(tally)
+    pool_index, pool_keys, rows, values = borrowed(pool_index), borrowed(pool_keys), borrowed(rows), borrowed(values)
+    row_ptr, fcount, labels, weights = borrowed(row_ptr), borrowed(fcount), borrowed(labels), borrowed(weights)
+    istate, facc = borrowed(istate), borrowed(facc)
+    out_action, out_prob = borrowed(out_action), borrowed(out_prob)
+    out_weight, out_loss = borrowed(out_weight), borrowed(out_loss)
     counters = table.counters
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
     rule = istate[I_RULE]

@@ -18,6 +18,7 @@ records.py.
 import numpy as np
 from olcli.engine.jit import njit
 
+from olcli.engine.borrowed import borrowed, lend_batch, lend_settings, lend_table, lend_tally
 from olcli.engine.losses import loss_derivative, loss_value, sigmoid
 from olcli.engine.records import (
     AUC_BINS, C_EXAMPLES, C_MAX_LABEL, C_MIN_LABEL, C_FEATURES, C_LABEL_SUM, C_LABELED, C_LOSS, C_ROUNDS, C_WEIGHT, H_LOSS, H_PERIOD,
@@ -217,8 +218,11 @@ def run_binary(predict, update, table, settings, batch, tally, predictions):
     sums and, as in VW (shared_data::update), nowhere else: a held-out labeled
     example is not in the examples, features, weights, labels or progressive
     loss of ``stats`` (nor in the model's counters). Returns the number of
-    progress rows written.
+    progress rows written. The loop works on borrowed views of the records' arrays
+    (engine/borrowed.py): no reference counting in it.
     """
+    table, settings, batch, tally = lend_table(table), lend_settings(settings), lend_batch(batch), lend_tally(tally)
+    predictions = borrowed(predictions)
     counters = table.counters
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
     learn = settings.learn

@@ -142,6 +142,7 @@ from olcli.engine.driver import (account_binary, clip_range, clip_to, most_featu
 from olcli.engine.losses import LOGISTIC, SQUARED, loss_derivative, loss_value
 from olcli.engine.multiclass import account_multiclass, class_gradients, log_probabilities
 from olcli.engine.records import C_ROUNDS, H_ROWS, S_DIVERGED, Settings, Table
+from olcli.engine.borrowed import borrowed, lend_batch, lend_settings, lend_table, lend_tally
 from olcli.engine.features import STAMP_SLOTS
 from olcli.engine.scinol_common import prefetch_rows
 
@@ -533,12 +534,14 @@ def weight(table, settings, i):
 
 @njit(cache=True, nogil=True)
 def run_chunk(table, settings, batch, tally, predictions):
-    return _run_binary(table, settings, batch, tally, predictions)
+    return _run_binary(lend_table(table), lend_settings(settings), lend_batch(batch), lend_tally(tally),
+                       borrowed(predictions))
 
 
 @njit(cache=True, nogil=True)
 def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
-    return _run_multiclass(table, settings, batch, tally, predictions, scores)
+    return _run_multiclass(lend_table(table), lend_settings(settings), lend_batch(batch), lend_tally(tally),
+                           borrowed(predictions), borrowed(scores))
 
 
 @njit(cache=True)

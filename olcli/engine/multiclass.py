@@ -24,6 +24,7 @@ import math
 import numpy as np
 from olcli.engine.jit import njit
 
+from olcli.engine.borrowed import borrowed, lend_batch, lend_settings, lend_table, lend_tally
 from olcli.engine.driver import count_example, count_labeled, count_loss, progress_row, start_example
 from olcli.engine.losses import log1p_exp, loss_derivative, sigmoid
 from olcli.engine.records import C_ROUNDS, S_CORRECT, S_DIVERGED, S_LOG_LOSS, S_UNLABELED_WEIGHT
@@ -93,7 +94,9 @@ def run_multiclass(predict, update, table, settings, batch, tally, predictions, 
     """Like driver.run_binary for K classes; ``scores[e, k]`` receives p_k and
     ``predictions[e]`` the predicted class (1..K). Returns progress rows written.
     Class scores are not clipped (the label range is of class numbers, and
-    clipping would make ties of the argmax)."""
+    clipping would make ties of the argmax). Borrowed views, as run_binary's."""
+    table, settings, batch, tally = lend_table(table), lend_settings(settings), lend_batch(batch), lend_tally(tally)
+    predictions, scores = borrowed(predictions), borrowed(scores)
     counters = table.counters
     stats, holdout, progress = tally.stats, tally.holdout, tally.progress
     learn, softmax = settings.learn, settings.softmax
