@@ -216,8 +216,6 @@ def run(args: list, command_process: bool = False) -> bool:
         return False
     command, data, flags = parsed
     startup._state["command"] = bool(command_process)
-    if command_process:
-        startup.preload(args)   # Numba's JIT only: the likely kernels loaded ahead
     if command == "train":
         return _as_typer(cli_options.run_train, None, data, flags)
     return _as_typer(cli_options.run_test, data, flags.pop("initial_model"), flags)
