@@ -53,8 +53,9 @@ State: slots w (VW's weight, before gravity and contraction), G (adaptive
 accumulator) and N (normaliser); the globals normalized_sum_norm_x,
 total_weight, gravity and contraction are the table's scalars (registry), and
 t comes from the model's counters (weighted_examples), so -i continues exactly.
-The per-feature rate (VW's "spare" slot) is computed twice, in the sensitivity
-pass and in the update pass, from the same G_i and N_i, instead of being stored:
+In ``update`` (one learner) the per-feature rate (VW's "spare" slot) is computed
+twice, in the sensitivity pass and in the update pass, from the same G_i and N_i,
+instead of being stored (``_update_outputs``, the mixture's members, keeps it):
 keeping the sensitivity pass's rates in a buffer on the stack for the update
 (and computing again those of a row the example holds twice) measured no faster
 on the click log (benchmarks/results/kernel_cpu.md), the square root and the
