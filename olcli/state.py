@@ -227,6 +227,20 @@ _FIRST_GROUPS = 1 << 10
 _SCAN_ROWS = 1 << 16   # rows compared with 0 at a time by ``nonzero`` (its temporary: 64 Ki x slots bytes)
 
 
+def _reserve(rows: int, slots: int):
+    """Address space for the most rows a pool can hold (every hashed index's group),
+    as ``zeroed_state`` maps it (its pages cost memory only once written), or None where
+    that mapping is not made (not Linux, a small table, an address space too small): the
+    pool then grows by copying. Growing within it copies nothing, so the pages a pool
+    fills are written once (on this 2-core VM a first write costs ~1.3 ms per MB)."""
+    if rows * slots * 8 < _MAPPED_FROM or not sys.platform.startswith("linux"):
+        return None
+    try:
+        return zeroed_state(rows, slots)
+    except (OSError, ValueError, OverflowError, MemoryError):
+        return None
+
+
 class RowPool:
     """The touched rows of a model's table (see above). ``block_rows``: 2^bits + 1 (the
     logical rows of one class), ``group``: K (1 when not multiclass)."""
@@ -237,7 +251,9 @@ class RowPool:
         self.index = zeroed_index(self.block_rows)
         groups = max(2, int(groups))
         self.keys = np.full(groups, -1, np.int64)
-        self.state = np.zeros((groups * self.group, self.slots))
+        self._reserved = _reserve((self.block_rows + 1) * self.group, self.slots)
+        self.state = (np.zeros((groups * self.group, self.slots)) if self._reserved is None
+                      else self._reserved[:groups * self.group])
         if template is not None and np.any(template != 0):
             self.state[:] = np.tile(template, (groups, 1))
         self.used = 1   # group 0: the template
@@ -264,10 +280,17 @@ class RowPool:
         rows hold the template."""
         if groups <= self.capacity:
             return
-        groups = max(groups, 2 * self.capacity)
-        state = np.zeros((groups * self.group, self.slots), self.state.dtype)
         old = self.capacity * self.group
-        state[:old] = self.state
+        reserved = getattr(self, "_reserved", None)
+        if (reserved is not None and groups * self.group <= len(reserved) and len(self.state) == old
+                and self.state.__array_interface__["data"][0] == reserved.__array_interface__["data"][0]):
+            # the rows so far are the reservation's first: longer, not copied
+            groups = min(max(groups, 2 * self.capacity), len(reserved) // self.group)
+            state = reserved[:groups * self.group]
+        else:
+            groups = max(groups, 2 * self.capacity)
+            state = np.zeros((groups * self.group, self.slots), self.state.dtype)
+            state[:old] = self.state
         if not self._template_zero():
             state[old:] = np.tile(self.template, (groups - self.capacity, 1))
         keys = np.full(groups, -1, np.int64)
@@ -374,6 +397,9 @@ class RowPool:
         out.index[touched] = self.index[touched]
         out.keys, out.state = self.keys.copy(), self.state.copy()
         return out
+
+    def __deepcopy__(self, memo) -> "RowPool":
+        return self.copy()   # not the reservation: its whole address space would be copied
 
     def snapshot(self) -> tuple:
         return self.used, self.state[:self.used * self.group].copy()
