@@ -17,15 +17,21 @@ its dead code elimination there, which drops an assignment into an array
 and it does not trace a variable that merges two branches (a phi). The learning
 loops' ``driver._account`` writes the AUC histogram through such a variable:
 with ``borrowed`` an inlined overload, the default's reports lost their AUC. An
-intrinsic emits its code in the calling function without that pass.
-tests/test_borrowed.py shows the loss with an inlined overload and checks that
-the engine declares none.
+intrinsic emits its code in the calling function without that pass. Numba has
+one such overload of its own, ``bool()`` of an optional value, and the pass drops
+any store through a borrowed view that is the view's last use (a view is a call's
+result, which the pass never traces). So the ahead-of-time build compiles every
+kernel with the pass refused (``dead_code_elimination_refused``): a kernel that
+would go through it stops the build, named. tests/test_borrowed.py shows the loss
+and the refusal.
 
 ``lend_table``, ``lend_settings``, ``lend_batch`` and ``lend_tally``: a kernel
 call's records with borrowed views of their arrays, which a loop takes first
 (``driver.run_binary``, ``multiclass.run_multiclass``, the mixture's entry
 points).
 """
+
+import contextlib
 
 from olcli.engine.jit import cgutils, intrinsic, njit, types
 from olcli.engine.records import Batch, Settings, Table, Tally
@@ -47,6 +53,37 @@ def borrowed(typingctx, array):
         return view._getvalue()
 
     return array(array), codegen
+
+
+class DeadCodeElimination(RuntimeError):
+    """Numba was about to run its dead code elimination on a kernel (module docstring)."""
+
+
+@contextlib.contextmanager
+def dead_code_elimination_refused(prefix: str = "olcli."):
+    """Within: compiling a function of a module whose name starts with ``prefix`` raises
+    DeadCodeElimination, naming it, where Numba would run its dead code elimination
+    on it (after inlining an overload, or a closure). Numba only; restored after."""
+    from numba.core import inline_closurecall, typed_passes
+
+    originals = [(module, module.dead_code_elimination) for module in (typed_passes, inline_closurecall)]
+
+    def refusing(original):
+        def checked(func_ir, *args, **kwargs):
+            if func_ir.func_id.modname.startswith(prefix):
+                raise DeadCodeElimination(f"Numba's dead code elimination would run on "
+                                          f"{func_ir.func_id.modname}.{func_ir.func_id.func_qualname} "
+                                          f"(engine/borrowed.py: it can drop stores through borrowed views)")
+            return original(func_ir, *args, **kwargs)
+        return checked
+
+    for module, original in originals:
+        module.dead_code_elimination = refusing(original)
+    try:
+        yield
+    finally:
+        for module, original in originals:
+            module.dead_code_elimination = original
 
 
 @njit(inline="always")
