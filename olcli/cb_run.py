@@ -45,7 +45,7 @@ Options of a CB line olcli does not have (yet) are refused by name.
 
 import sys
 
-from olcli import cb, cb_eval, cb_report, cb_sim, cbify_input, signals
+from olcli import cb, cb_eval, cb_report, cb_sim, cbify_input, signals, startup
 from olcli.cb_format import read_sources
 from olcli.cb_options import CB_KEYS, cb_settings, gd_params, interactions_of, number, parse, train_arguments
 from olcli.errors import DataError, ModelError, OlcliError, UsageError
@@ -178,6 +178,7 @@ def run(args, command="vw") -> None:
         algorithm = algorithm or ""
     given, data = parse(args)
     testing = "testonly" in given
+    startup.prepare_kernels("quiet" in given)   # Numba's JIT only: the notice when a kernel compiles
     learner, settings, state = _learner(given, algorithm)
     policy = _policy(learner, settings)
     if state is not None:

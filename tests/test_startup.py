@@ -185,3 +185,13 @@ def test_warm_refuses_an_unknown_algorithm():
                           timeout=600)
     assert done.returncode == 2
     assert "unknown algorithm 'nope'" in done.stderr.decode()
+
+
+def test_a_contextual_bandit_line_gets_the_compile_notice(tmp_path):
+    """Under Numba's JIT with an empty cache, a --cbify line (cb_run, not train's path)
+    prints the one-line notice when its kernels compile, on stderr that is no terminal."""
+    env = {**JIT, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "olcli", "vw", "--cbify", "26", "--cb_explore_adf", "--epsilon",
+                           "0.05", "-d", str(SAMPLE / "letter_train.vw")], capture_output=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr.decode().count("olcli: compiling kernels") == 1
