@@ -28,7 +28,10 @@ and the refusal.
 ``lend_table``, ``lend_settings``, ``lend_batch`` and ``lend_tally``: a kernel
 call's records with borrowed views of their arrays, which a loop takes first
 (``driver.run_binary``, ``multiclass.run_multiclass``, the mixture's entry
-points).
+points, ``cb_loop.cbify_loop``). Those loops are inlined into entry points that
+pass them the entry's own arguments; an array made in the kernel and passed to
+them would be freed by Numba at its last use, the borrow, and the view would
+dangle.
 """
 
 import contextlib
