@@ -33,7 +33,7 @@ def table_rows(bits: int) -> int:
 
 _MAP_NORESERVE = 0x4000            # Linux's value on x86 and arm (mmap(2)); Python's mmap lacks the name before 3.13
 _MAPPED_FROM = 1 << 20             # smaller tables: np.zeros (calloc); the scan is cheap for them
-_SCAN_ROWS = 1 << 16               # rows per block of the fallback scan
+_SCAN_ROWS = 1 << 16               # rows per block of a scan (the fallback's, RowPool.nonzero's)
 
 
 class _ZeroedMapping(mmap.mmap):
@@ -41,10 +41,15 @@ class _ZeroedMapping(mmap.mmap):
     written are zeros (what ``nonzero_rows`` relies on)."""
 
 
+def _mapped_size(nbytes: int) -> bool:
+    """Whether ``zeroed_state`` maps a table of ``nbytes`` (else np.zeros)."""
+    return nbytes >= _MAPPED_FROM and sys.platform.startswith("linux")
+
+
 def zeroed_state(rows: int, slots: int, dtype=np.float64) -> np.ndarray:
     """A (rows, slots) table of zeros whose pages cost memory only once written."""
     nbytes = rows * slots * np.dtype(dtype).itemsize
-    if nbytes < _MAPPED_FROM or not sys.platform.startswith("linux"):
+    if not _mapped_size(nbytes):
         return np.zeros((rows, slots), dtype)
     mapping = _ZeroedMapping(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
     return np.frombuffer(mapping, dtype).reshape(rows, slots)
@@ -224,7 +229,6 @@ def copy_state(state):
 # ``keys`` (``nonzero``), by the logical row k * (2^bits + 1) + h the model file keeps.
 
 _FIRST_GROUPS = 1 << 10
-_SCAN_ROWS = 1 << 16   # rows compared with 0 at a time by ``nonzero`` (its temporary: 64 Ki x slots bytes)
 
 
 def _reserve(rows: int, slots: int):
@@ -233,7 +237,7 @@ def _reserve(rows: int, slots: int):
     that mapping is not made (not Linux, a small table, an address space too small): the
     pool then grows by copying. Growing within it copies nothing, so the pages a pool
     fills are written once (on this 2-core VM a first write costs ~1.3 ms per MB)."""
-    if rows * slots * 8 < _MAPPED_FROM or not sys.platform.startswith("linux"):
+    if not _mapped_size(rows * slots * 8):
         return None
     try:
         return zeroed_state(rows, slots)
@@ -244,6 +248,8 @@ def _reserve(rows: int, slots: int):
 class RowPool:
     """The touched rows of a model's table (see above). ``block_rows``: 2^bits + 1 (the
     logical rows of one class), ``group``: K (1 when not multiclass)."""
+
+    _reserved = None   # the address range the state grows in (``_reserve``); None: it grows by copying
 
     def __init__(self, block_rows: int, group: int, slots: int, groups: int = _FIRST_GROUPS,
                  template: np.ndarray | None = None):
@@ -281,7 +287,7 @@ class RowPool:
         if groups <= self.capacity:
             return
         old = self.capacity * self.group
-        reserved = getattr(self, "_reserved", None)
+        reserved = self._reserved
         if (reserved is not None and groups * self.group <= len(reserved) and len(self.state) == old
                 and self.state.__array_interface__["data"][0] == reserved.__array_interface__["data"][0]):
             # the rows so far are the reservation's first: longer, not copied
