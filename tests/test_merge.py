@@ -587,7 +587,10 @@ def test_merge_leaves_its_inputs_alone(name, seed):
     inputs = [sc.base, sc.params] + sc.shards + [x for x in [sc.base_scalars] + sc.shard_scalars if x is not None]
     copies = [x.copy() for x in inputs]
     sc.merge()
-    assert all(np.array_equal(x, y) for x, y in zip(inputs, copies))
+    # Bytes, not np.array_equal (NaN != NaN): a trained --coin state can hold NaN (with
+    # beta 0, a tiny |d| on a fresh row makes _bet's denominator subnormal: inf * Z = NaN).
+    assert all(x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+               for x, y in zip(inputs, copies))
 
 
 @pytest.mark.parametrize("name", MODULES)
