@@ -427,8 +427,11 @@ def _class_error(scores, label):
 @njit(inline="always")
 def _member_class_gradients(k, count, settings, scores, label, h, log_probs, g, scalars):
     """Member k's class gradients g from its own scores, as in multiclass.run_multiclass;
-    with ``count``, its 0/1 error is added to its L_k."""
-    log_probabilities(scores, settings.softmax, log_probs)
+    with ``count``, its 0/1 error is added to its L_k. The log probabilities only for
+    --softmax, whose gradients are made of them (one against all takes each class's
+    binary loss derivative)."""
+    if settings.softmax:
+        log_probabilities(scores, True, log_probs)
     if count:
         scalars[LOSSES + k] += h * _class_error(scores, label)
     class_gradients(scores, label, log_probs, settings.softmax, settings.loss, settings.tau, False, g)
