@@ -233,6 +233,42 @@ def test_round_trip_libsvm_and_indices_in_range(features, bits):
     assert ex["features"] == expected
 
 
+def _long_example(draw_indices, draw_values, repeats):
+    """(index, value) pairs: the drawn ones, then ``repeats`` of them again (each with a
+    value of its own, or the negative of the first, so that some sums are 0)."""
+    pairs = list(zip(draw_indices, draw_values))
+    again = [(pairs[k % len(pairs)][0], -pairs[k % len(pairs)][1] if k % 3 == 0 else float(k % 7 + 1))
+             for k in range(repeats)]
+    return pairs + again
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["spread", "cluster and one far", "cluster"]), st.integers(40, 700), st.integers(1, 200),
+       st.integers(0, 2**31 - 1), st.sampled_from([10, 18, 24]))
+def test_long_examples_with_repeats_are_summed_and_sorted(shape, count, repeats, seed, bits):
+    """Examples longer than the parser's scratch and than its ordered table's threshold
+    (features.ORDERED_FROM), with indices spread, or clustered around one index with one
+    far from them (the ordered table gets crowded and the hashed one takes over), or only
+    clustered: the same sparse vector as the naive merge."""
+    rng = np.random.default_rng(seed)
+    top = 1 << bits
+    if shape == "spread":
+        indices = rng.integers(0, top, count)
+    else:
+        start = int(rng.integers(0, top - count))
+        indices = start + rng.permutation(count)
+        if shape == "cluster and one far":
+            indices[int(rng.integers(0, count))] = top - 1 if start < top // 2 else 0
+    values = [float(v) if v != 0 else 0.5 for v in rng.integers(-9, 10, count)]
+    features = _long_example([int(i) for i in indices], values, repeats)
+    order = rng.permutation(len(features))
+    features = [features[k] for k in order]
+    line = "1 " + " ".join(f"{i}:{v!r}" for i, v in features) + "\n"
+    (ex,), bad = parse(line, fmt="libsvm", bits=bits)
+    assert not bad
+    assert ex["features"] == naive.merge_repeats(features) + [(top, 1.0)]
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(names, st.integers(-20, 20).filter(bool)), min_size=1, max_size=10, unique_by=lambda t: t[0]),
        st.randoms(use_true_random=False))

@@ -493,15 +493,111 @@ def _merge_repeated(index, value, lo, hi, order):
     """merge_duplicates' work once it found a repeat in [lo, hi): each index's values summed
     in the order they appear, the distinct indices sorted, sums of 0 dropped.
 
-    The distinct indices are found with an open-addressing table (``slots`` >= 2 x the
-    entries, a power of two; linear probing from the multiplicative hash of the index;
-    a slot holds (index + 1) * 2^32 + its place among the distinct ones, 0 empty), so the
-    sum of an index is x_1 + x_2 + ... left to right, and only the distinct indices are
+    The distinct indices are found with an open-addressing table whose slots keep the
+    indices' order: index i's first slot is (i - least) x size / (most - least + 1), rounded
+    down (``size`` >= 2 x the entries, a power of two; least and most: the example's
+    smallest and largest index), linear probing upward into ``n`` slots past the last
+    first slot (so it never wraps); a slot holds (index + 1) * 2^32 + its place among the
+    distinct ones, 0 empty. So the sum of an index is x_1 + x_2 + ... left to right, and
+    reading the slots in turn gives the distinct indices in order but where probing moved
+    one past a larger one's slot, which an insertion sort puts right in a few moves (the
+    indices are hashes: spread evenly). When the indices crowd a few slots instead (a
+    cluster of consecutive indices with one far away: probing passes PROBE_BUDGET x the
+    entries), ``_merge_hashed`` does the work from the start; the result is the same. It
+    also does for ORDERED_FROM entries or fewer, where its sort by rank is as fast (the
+    text generator's lines: 29 tokens on average) and the table's scan is not.
+    ``order``: uint64[MERGE_SCRATCH] holds the table and the arrays for up to 384 entries
+    (more when 2 x the entries is just below a power of two); a longer example uses arrays
+    of its own."""
+    n = hi - lo
+    if n <= ORDERED_FROM:
+        return _merge_hashed(index, value, lo, hi, order)
+    bits = 6
+    while (1 << bits) < 2 * n:
+        bits += 1
+    size = 1 << bits
+    span = size + n
+    if span + 2 * n <= len(order):
+        table = order[:span].view(np.int64)
+        sums = order[span:span + n].view(np.float64)
+        keys = order[span + n:span + 2 * n].view(np.int64)
+    else:
+        table = np.empty(span, np.int64)
+        sums = np.empty(n, np.float64)
+        keys = np.empty(n, np.int64)
+    least = np.int64(index[lo])
+    most = least
+    for j in range(lo + 1, hi):
+        least = min(least, np.int64(index[j]))
+        most = max(most, np.int64(index[j]))
+    scale = (np.uint64(size) << np.uint64(32)) // np.uint64(most - least + 1)
+    for t in range(span):
+        table[t] = 0
+    budget = PROBE_BUDGET * n
+    d = 0
+    for j in range(lo, hi):
+        i = np.int64(index[j])
+        tagged = (i + 1) << 32
+        slot = np.int64((np.uint64(i - least) * scale) >> np.uint64(32))
+        while True:
+            held = table[slot]
+            if held == 0:
+                table[slot] = tagged | d
+                sums[d] = value[j]
+                d += 1
+                break
+            if (held >> 32) << 32 == tagged:
+                sums[held & 0xFFFFFFFF] += value[j]
+                break
+            slot += 1
+            budget -= 1
+        if budget < 0:
+            return _merge_hashed(index, value, lo, hi, order)
+    a = 0
+    for t in range(span):
+        held = table[t]
+        if held != 0:
+            keys[a] = (((held >> 32) - 1 + _SIGN) << 31) | (held & 0xFFFFFFFF)
+            a += 1
+    for a in range(1, d):
+        key = keys[a]
+        b = a - 1
+        while b >= 0 and keys[b] > key:
+            keys[b + 1] = keys[b]
+            b -= 1
+        keys[b + 1] = key
+    return _sorted_sums(index, value, lo, keys, sums, d)
+
+
+@njit(inline="always")
+def _sorted_sums(index, value, lo, keys, sums, d):
+    """The d distinct indices from their sorted ``keys`` ((index + 2^31) * 2^31 + place)
+    and their ``sums`` (by place) written from lo on, sums of 0 dropped; returns the new end."""
+    for a in range(d):
+        key = keys[a]
+        index[lo + a] = np.int32((key >> 31) - _SIGN)
+        value[lo + a] = sums[key & _POSITION]
+    kept = lo
+    for j in range(lo, lo + d):
+        if value[j] != 0.0:
+            index[kept] = index[j]
+            value[kept] = value[j]
+            kept += 1
+    return kept
+
+
+PROBE_BUDGET = 4   # _merge_repeated's probes past first slots, per entry, before _merge_hashed takes over
+ORDERED_FROM = 2 * _RUN   # _merge_repeated's ordered table for examples of more entries than this
+
+
+@njit
+def _merge_hashed(index, value, lo, hi, order):
+    """``_merge_repeated``'s result for any spread of indices: an open-addressing table
+    (``slots`` >= 2 x the entries, a power of two; linear probing from the multiplicative
+    hash of the index; a slot as ``_merge_repeated``'s), then only the distinct indices
     sorted: by rank (each goes to the count of smaller ones: no branch on the data) when
     there are at most _RUN of them, else ``_sort_keys`` on (index + 2^31) * 2^31 + place.
-    ``order``: uint64[MERGE_SCRATCH] holds the table, the distinct entries and the keys for
-    up to 384 entries (more when 2 x the entries is just below a power of two); a longer
-    example uses arrays of its own."""
+    ``order`` as there."""
     n = hi - lo
     bits = 6
     while (1 << bits) < 2 * n:
@@ -540,31 +636,20 @@ def _merge_repeated(index, value, lo, hi, order):
                 sums[held & 0xFFFFFFFF] += value[j]
                 break
             slot = (slot + np.uint64(1)) & last
+    keys = keys[:d]
+    for a in range(d):
+        keys[a] = ((distinct[a] + _SIGN) << 31) | a
     if d <= _RUN:
         for a in range(d):
-            i = distinct[a]
-            rank = lo
-            for b in range(d):
-                rank += np.int64(distinct[b] < i)
-            index[rank] = np.int32(i)
-            value[rank] = sums[a]
-    else:
-        keys, spare = keys[:d], spare[:d]
-        for a in range(d):
-            keys[a] = ((distinct[a] + _SIGN) << 31) | a
-        if not _sort_keys(keys, spare):
-            keys = spare
-        for a in range(d):
             key = keys[a]
-            index[lo + a] = np.int32((key >> 31) - _SIGN)
-            value[lo + a] = sums[key & _POSITION]
-    kept = lo
-    for j in range(lo, lo + d):
-        if value[j] != 0.0:
-            index[kept] = index[j]
-            value[kept] = value[j]
-            kept += 1
-    return kept
+            rank = 0
+            for b in range(d):
+                rank += np.int64(keys[b] < key)
+            spare[rank] = key
+        keys = spare[:d]
+    elif not _sort_keys(keys, spare[:d]):
+        keys = spare[:d]
+    return _sorted_sums(index, value, lo, keys, sums, d)
 
 
 _POSITION = (1 << 31) - 1
