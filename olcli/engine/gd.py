@@ -183,6 +183,45 @@ def _feature_sensitivity(state, i, c, x, x2, grad_squared, g2_start, power_t, ad
 
 
 @njit(inline="always")
+def _raise(state, i, c, x, x2, grad_squared, g2_start, power_t):
+    """``_feature_sensitivity``'s changes to the state, adaptive and normalized: G_i
+    (starting at g2_start) and N_i (w_i rescaled) of the learner at columns c, for x, x2
+    from ``_clamped``; returns the new G_i and N_i."""
+    if state[i, c + G] == 0.0:  # first touch: VW's G starts at initial_t
+        state[i, c + G] = g2_start
+    state[i, c + G] += grad_squared * x2
+    x_abs = abs(x)
+    n = state[i, c + N]
+    if x_abs > n:
+        if n > 0.0:
+            if power_t == 0.5:
+                state[i, c + W] *= n / x_abs
+            else:
+                rescale = x_abs / n
+                state[i, c + W] *= (rescale * rescale) ** (power_t - 1.0)
+        state[i, c + N] = x_abs
+        n = x_abs
+    return state[i, c + G], n
+
+
+@njit(inline="always")
+def _adaptive_rate(g2, power_t):
+    """``_rate``'s adaptive factor: G_i^-power_t (inf while G_i is 0)."""
+    if power_t == 0.5:
+        return 1.0 / math.sqrt(g2) if g2 > 0.0 else math.inf
+    return g2 ** -power_t if g2 > 0.0 else math.inf
+
+
+@njit(inline="always")
+def _norm_terms(n, x2, power_t):
+    """What an adaptive, normalized feature's sensitivity takes from N_i = n alone:
+    ``_rate``'s normalized factor (1/N_i at power_t 0.5, else (N_i^2)^(power_t - 1)), and
+    norm_x's term x2 / N_i^2 (1 when x2 > X2_MAX), as ``_feature_sensitivity`` has them."""
+    factor = 1.0 / n if power_t == 0.5 else (n * n) ** (power_t - 1.0)
+    return factor, (1.0 if x2 > X2_MAX else x2 / (n * n))
+
+
+@njit(inline="always")
 def _move(state, i, c, u, x, power_t, adaptive, normalized):
     """The update pass for one feature of the learner at columns c: w_i += u x rate_i
     (plain SGD: u x). u includes the global factor m."""
@@ -440,18 +479,27 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
             n_active += 1
     if n_active == 0:
         return
-    # 2. the sensitivity pass (_sensitivity, adaptive and normalized) of every updating output
+    # 2. the sensitivity pass (_feature_sensitivity, adaptive and normalized) of every updating
+    # output. A feature's outputs mostly share one N_i (the largest |x| seen: every output
+    # that updates raises it), so the terms that depend on N_i only (two divisions) are
+    # computed again only when an output's N_i differs from the one before: the same numbers.
     one = n_outputs == 1   # (binary: output a is learner a, at row index[j])
     for j in range(lo, hi):
         x, x2 = _clamped(value[j])
         row = index[j]
+        last_n = math.nan   # (never equal: the first output computes the terms)
+        factor = norm = 0.0
         for n in range(n_active):
             a = active[_AID, n]
             i, col = (row, a * WIDTH) if one else (active[_AROW, n] + row, active[_ACOL, n])
-            norm, per, rates[j - lo, a] = _feature_sensitivity(state, i, col, x, x2, work[_WSQ, a], initial_t,
-                                                               power_t, True, True)
+            g2, n_i = _raise(state, i, col, x, x2, work[_WSQ, a], initial_t, power_t)
+            if n_i != last_n:
+                last_n = n_i
+                factor, norm = _norm_terms(n_i, x2, power_t)
+            rate = _adaptive_rate(g2, power_t) * factor
+            rates[j - lo, a] = rate
             work[_WNORM, a] += norm
-            work[_WPER, a] += per
+            work[_WPER, a] += x2 * rate
     # 3. output after output: the learner's normalised sums, the global factor, the step u
     n_moving = 0
     for n in range(n_active):
