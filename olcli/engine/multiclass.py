@@ -51,6 +51,17 @@ def log_probabilities(scores, softmax, out):
 
 
 @njit(inline="always")
+def _oaa_log_probability(scores, label):
+    """``log_probabilities(scores, False, out)[label]``, the same arithmetic for that class
+    only: -log(1 + e^-p_label) - log(sum_k sigma(p_k)). (A label of -1 is class K's, by the
+    index's wrap-around, as there.)"""
+    total = 0.0
+    for k in range(len(scores)):
+        total += sigmoid(scores[k])
+    return -log1p_exp(-scores[label]) - math.log(total)
+
+
+@njit(inline="always")
 def class_gradients(scores, label, log_probs, softmax, loss, tau, clip, g):
     """g[k] = dloss/dp_k of every class for the true class ``label`` (0-based):
     softmax(p)_k - [k == label] (``log_probs`` the softmax's logs), or the binary
@@ -67,7 +78,8 @@ def class_gradients(scores, label, log_probs, softmax, loss, tau, clip, g):
 def account_multiclass(tally, counters, settings, held_out, features, y, h, scores, best, log_probs):
     """An example's bookkeeping after its class scores (best: the predicted class,
     0-based): the 0/1 error, accuracy and multiclass log loss, the holdout's sums, the
-    counters; ``log_probs`` receives the scores' log probabilities. Returns the label
+    counters; with --softmax ``log_probs`` receives the scores' log probabilities (one
+    against all needs only the label's: ``_oaa_log_probability``). Returns the label
     (0-based; -1 for the label 0, "no class", whose log probability is then class K's
     by the index's wrap-around, kernel_calls._vw_log_loss_outside; also -1, unused, for an
     unlabeled example: callers test the label y). VW: a held-out labeled example counts
@@ -80,11 +92,15 @@ def account_multiclass(tally, counters, settings, held_out, features, y, h, scor
         return np.int64(-1)
     label = np.int64(int(y) - 1)
     error = 0.0 if best == label else 1.0
-    log_probabilities(scores, settings.softmax, log_probs)
+    if settings.softmax:   # every class's (the caller's gradients are made of them)
+        log_probabilities(scores, True, log_probs)
+        label_log_prob = log_probs[label]
+    else:   # the label's only: log_probabilities' number for it, without the other K - 1 logs
+        label_log_prob = _oaa_log_probability(scores, label)
     if not held_out:
         count_loss(stats, error, y, h)
         stats[S_CORRECT] += h * (1.0 - error)
-        stats[S_LOG_LOSS] -= h * log_probs[label]
+        stats[S_LOG_LOSS] -= h * label_log_prob
     count_labeled(tally.holdout, counters, settings.learn, held_out, h, y, error)
     return label
 
