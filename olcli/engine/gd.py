@@ -480,26 +480,43 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
     if n_active == 0:
         return
     # 2. the sensitivity pass (_feature_sensitivity, adaptive and normalized) of every updating
-    # output. A feature's outputs mostly share one N_i (the largest |x| seen: every output
-    # that updates raises it), so the terms that depend on N_i only (two divisions) are
-    # computed again only when an output's N_i differs from the one before: the same numbers.
+    # output. A feature's outputs often share one N_i (the largest |x| seen: every output that
+    # updates raises it), and then the terms that depend on N_i only (two divisions) are
+    # computed again only when an output's N_i differs from the one before. Where they do
+    # not share it (the logistic loss skips the outputs it predicts surely, and word counts
+    # keep raising N_i: news20), that test is a branch the processor mispredicts, which costs
+    # more than the divisions: the example's first feature decides (fewer than 1 output in 4
+    # with an N_i of its own: the shared terms), and either way the numbers are the same.
     one = n_outputs == 1   # (binary: output a is learner a, at row index[j])
+    shared = True
     for j in range(lo, hi):
         x, x2 = _clamped(value[j])
         row = index[j]
-        last_n = math.nan   # (never equal: the first output computes the terms)
-        factor = norm = 0.0
-        for n in range(n_active):
-            a = active[_AID, n]
-            i, col = (row, a * WIDTH) if one else (active[_AROW, n] + row, active[_ACOL, n])
-            g2, n_i = _raise(state, i, col, x, x2, work[_WSQ, a], initial_t, power_t)
-            if n_i != last_n:
-                last_n = n_i
-                factor, norm = _norm_terms(n_i, x2, power_t)
-            rate = _adaptive_rate(g2, power_t) * factor
-            rates[j - lo, a] = rate
-            work[_WNORM, a] += norm
-            work[_WPER, a] += x2 * rate
+        if shared:
+            last_n = math.nan   # (never equal: the first output computes the terms)
+            factor = norm = 0.0
+            changes = 0
+            for n in range(n_active):
+                a = active[_AID, n]
+                i, col = (row, a * WIDTH) if one else (active[_AROW, n] + row, active[_ACOL, n])
+                g2, n_i = _raise(state, i, col, x, x2, work[_WSQ, a], initial_t, power_t)
+                if n_i != last_n:
+                    last_n = n_i
+                    factor, norm = _norm_terms(n_i, x2, power_t)
+                    changes += 1
+                rate = _adaptive_rate(g2, power_t) * factor
+                rates[j - lo, a] = rate
+                work[_WNORM, a] += norm
+                work[_WPER, a] += x2 * rate
+            shared = j > lo or 4 * (changes - 1) < n_active
+        else:
+            for n in range(n_active):
+                a = active[_AID, n]
+                i, col = (row, a * WIDTH) if one else (active[_AROW, n] + row, active[_ACOL, n])
+                norm, per, rates[j - lo, a] = _feature_sensitivity(state, i, col, x, x2, work[_WSQ, a], initial_t,
+                                                                   power_t, True, True)
+                work[_WNORM, a] += norm
+                work[_WPER, a] += per
     # 3. output after output: the learner's normalised sums, the global factor, the step u
     n_moving = 0
     for n in range(n_active):
