@@ -485,8 +485,9 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
     # computed again only when an output's N_i differs from the one before. Where they do
     # not share it (the logistic loss skips the outputs it predicts surely, and word counts
     # keep raising N_i: news20), that test is a branch the processor mispredicts, which costs
-    # more than the divisions: the example's first feature decides (fewer than 1 output in 4
-    # with an N_i of its own: the shared terms), and either way the numbers are the same.
+    # more than the divisions: after a feature where more than 1 output in 4 had an N_i
+    # other than the one before, the example's other features compute the terms for every
+    # output. Either way the numbers are the same.
     one = n_outputs == 1   # (binary: output a is learner a, at row index[j])
     shared = True
     for j in range(lo, hi):
@@ -508,7 +509,7 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
                 rates[j - lo, a] = rate
                 work[_WNORM, a] += norm
                 work[_WPER, a] += x2 * rate
-            shared = j > lo or 4 * (changes - 1) < n_active
+            shared = 4 * (changes - 1) < n_active
         else:
             for n in range(n_active):
                 a = active[_AID, n]
