@@ -497,15 +497,17 @@ def _merge_repeated(index, value, lo, hi, order):
     indices' order: index i's first slot is (i - least) x size / (most - least + 1), rounded
     down (``size`` >= 2 x the entries, a power of two; least and most: the example's
     smallest and largest index), linear probing upward into ``n`` slots past the last
-    first slot (so it never wraps); a slot holds (index + 1) * 2^32 + its place among the
-    distinct ones, 0 empty. So the sum of an index is x_1 + x_2 + ... left to right, and
-    reading the slots in turn gives the distinct indices in order but where probing moved
-    one past a larger one's slot, which an insertion sort puts right in a few moves (the
-    indices are hashes: spread evenly). When the indices crowd a few slots instead (a
-    cluster of consecutive indices with one far away: probing passes PROBE_BUDGET x the
-    entries), ``_merge_hashed`` does the work from the start; the result is the same. It
-    also does for ORDERED_FROM entries or fewer, where its sort by rank is as fast (the
-    text generator's lines: 29 tokens on average) and the table's scan is not.
+    first slot (so it never wraps); a slot holds (i + 2^31) * 2^32 + 1 + its place among
+    the distinct ones (0: empty; any int32 index fits). So the sum of an index is
+    x_1 + x_2 + ... left to right, and reading the slots in turn gives the distinct
+    indices in order but where probing moved one past a larger one's slot, which an
+    insertion sort puts right (each such swap was a probe, and probes are at most
+    PROBE_BUDGET x the entries: linear). With at most _RUN distinct indices they are
+    ranked instead of the table read. When the indices crowd a few slots instead (a
+    cluster of consecutive indices with one far away: the probes pass the budget),
+    ``_merge_hashed`` does the work from the start; the result is the same. It also does
+    for ORDERED_FROM entries or fewer, where its sort by rank is as fast (the text
+    generator's lines: 29 tokens on average) and the table's scan is not.
     ``order``: uint64[MERGE_SCRATCH] holds the table and the arrays for up to 384 entries
     (more when 2 x the entries is just below a power of two); a longer example uses arrays
     of its own."""
@@ -517,14 +519,16 @@ def _merge_repeated(index, value, lo, hi, order):
         bits += 1
     size = 1 << bits
     span = size + n
-    if span + 2 * n <= len(order):
-        table = order[:span].view(np.int64)
+    if span + 3 * n <= len(order):
+        table = order[:span]
         sums = order[span:span + n].view(np.float64)
         keys = order[span + n:span + 2 * n].view(np.int64)
+        spare = order[span + 2 * n:span + 3 * n].view(np.int64)
     else:
-        table = np.empty(span, np.int64)
+        table = np.empty(span, np.uint64)
         sums = np.empty(n, np.float64)
         keys = np.empty(n, np.int64)
+        spare = np.empty(n, np.int64)
     least = np.int64(index[lo])
     most = least
     for j in range(lo + 1, hi):
@@ -532,41 +536,57 @@ def _merge_repeated(index, value, lo, hi, order):
         most = max(most, np.int64(index[j]))
     scale = (np.uint64(size) << np.uint64(32)) // np.uint64(most - least + 1)
     for t in range(span):
-        table[t] = 0
+        table[t] = _EMPTY
     budget = PROBE_BUDGET * n
     d = 0
     for j in range(lo, hi):
         i = np.int64(index[j])
-        tagged = (i + 1) << 32
+        shifted = np.uint64(i + _SIGN)
         slot = np.int64((np.uint64(i - least) * scale) >> np.uint64(32))
         while True:
             held = table[slot]
-            if held == 0:
-                table[slot] = tagged | d
+            if held == _EMPTY:
+                table[slot] = (shifted << np.uint64(32)) | np.uint64(d + 1)
+                keys[d] = np.int64(shifted << np.uint64(31)) | d   # (the key of place d, in arrival order)
                 sums[d] = value[j]
                 d += 1
                 break
-            if (held >> 32) << 32 == tagged:
-                sums[held & 0xFFFFFFFF] += value[j]
+            if held >> np.uint64(32) == shifted:
+                sums[np.int64(held & np.uint64(0xFFFFFFFF)) - 1] += value[j]
                 break
             slot += 1
             budget -= 1
         if budget < 0:
             return _merge_hashed(index, value, lo, hi, order)
+    if d <= _RUN:
+        _rank_keys(keys, d, spare)
+        return _sorted_sums(index, value, lo, spare, sums, d)
     a = 0
     for t in range(span):
         held = table[t]
-        if held != 0:
-            keys[a] = (((held >> 32) - 1 + _SIGN) << 31) | (held & 0xFFFFFFFF)
+        if held != _EMPTY:
+            spare[a] = keys[np.int64(held & np.uint64(0xFFFFFFFF)) - 1]
             a += 1
     for a in range(1, d):
-        key = keys[a]
+        key = spare[a]
         b = a - 1
-        while b >= 0 and keys[b] > key:
-            keys[b + 1] = keys[b]
+        while b >= 0 and spare[b] > key:
+            spare[b + 1] = spare[b]
             b -= 1
-        keys[b + 1] = key
-    return _sorted_sums(index, value, lo, keys, sums, d)
+        spare[b + 1] = key
+    return _sorted_sums(index, value, lo, spare, sums, d)
+
+
+@njit(inline="always")
+def _rank_keys(keys, d, out):
+    """out[:d] = keys[:d] sorted (distinct keys; each goes to the count of smaller ones: no
+    branch on the data)."""
+    for a in range(d):
+        key = keys[a]
+        rank = 0
+        for b in range(d):
+            rank += np.int64(keys[b] < key)
+        out[rank] = key
 
 
 @njit(inline="always")
@@ -586,7 +606,8 @@ def _sorted_sums(index, value, lo, keys, sums, d):
     return kept
 
 
-PROBE_BUDGET = 4   # _merge_repeated's probes past first slots, per entry, before _merge_hashed takes over
+PROBE_BUDGET = 8   # _merge_repeated's probes past first slots, per entry, before _merge_hashed takes over
+_EMPTY = np.uint64(0)   # _merge_repeated's empty slot (a full one holds 1 + its place in its low half)
 ORDERED_FROM = 2 * _RUN   # _merge_repeated's ordered table for examples of more entries than this
 
 
@@ -603,49 +624,40 @@ def _merge_hashed(index, value, lo, hi, order):
     while (1 << bits) < 2 * n:
         bits += 1
     size = 1 << bits
-    if size + 4 * n <= len(order):
-        table = order[:size].view(np.int64)
-        distinct = order[size:size + n].view(np.int64)
-        sums = order[size + n:size + 2 * n].view(np.float64)
-        keys = order[size + 2 * n:size + 3 * n].view(np.int64)
-        spare = order[size + 3 * n:size + 4 * n].view(np.int64)
+    if size + 3 * n <= len(order):
+        table = order[:size]
+        sums = order[size:size + n].view(np.float64)
+        keys = order[size + n:size + 2 * n].view(np.int64)
+        spare = order[size + 2 * n:size + 3 * n].view(np.int64)
     else:
-        table = np.empty(size, np.int64)
-        distinct = np.empty(n, np.int64)
+        table = np.empty(size, np.uint64)
         sums = np.empty(n, np.float64)
         keys = np.empty(n, np.int64)
         spare = np.empty(n, np.int64)
     for t in range(size):
-        table[t] = 0
+        table[t] = _EMPTY
     shift = np.uint64(64 - bits)
     last = np.uint64(size - 1)
     d = 0
     for j in range(lo, hi):
         i = np.int64(index[j])
-        tagged = (i + 1) << 32
+        shifted = np.uint64(i + _SIGN)
         slot = (np.uint64(i) * _FIBONACCI) >> shift
         while True:
             held = table[slot]
-            if held == 0:
-                table[slot] = tagged | d
-                distinct[d] = i
+            if held == _EMPTY:
+                table[slot] = (shifted << np.uint64(32)) | np.uint64(d + 1)
+                keys[d] = np.int64(shifted << np.uint64(31)) | d
                 sums[d] = value[j]
                 d += 1
                 break
-            if (held >> 32) << 32 == tagged:
-                sums[held & 0xFFFFFFFF] += value[j]
+            if held >> np.uint64(32) == shifted:
+                sums[np.int64(held & np.uint64(0xFFFFFFFF)) - 1] += value[j]
                 break
             slot = (slot + np.uint64(1)) & last
     keys = keys[:d]
-    for a in range(d):
-        keys[a] = ((distinct[a] + _SIGN) << 31) | a
     if d <= _RUN:
-        for a in range(d):
-            key = keys[a]
-            rank = 0
-            for b in range(d):
-                rank += np.int64(keys[b] < key)
-            spare[rank] = key
+        _rank_keys(keys, d, spare)
         keys = spare[:d]
     elif not _sort_keys(keys, spare[:d]):
         keys = spare[:d]
