@@ -362,7 +362,7 @@ def _coin_variant(name: str, own=None):
             # a bettor never holds a wealth <= 0 (alpha + wealth): keep the richest shard's there
             wealth = np.where(alpha + wealth > 0.0, wealth, out[:, coin.WEALTH])
             denominator = lm * (lm + out[:, coin.G])
-            bet = np.where(denominator > 0.0, (alpha + wealth) / denominator * out[:, coin.Z], 0.0)
+            bet = np.where(denominator >= coin.TINY, (alpha + wealth) / denominator * out[:, coin.Z], 0.0)
         out[changed, coin.WEALTH] = wealth[changed]
         out[changed, coin.W] = bet[changed] / average
         return out

@@ -778,6 +778,9 @@ def _trunc_weight(w: float, gravity: float) -> float:
 # VW --coin: ftrl.cc coin betting
 # ---------------------------------------------------------------------------
 
+SMALLEST_NORMAL = 2.2250738585072014e-308   # 2**-1022, sys.float_info.min
+
+
 class _CoinWeight:
     """ftrl.cc's six slots per weight for --coin (stride 8):
     W_XT current parameter, W_ZT sum of negative gradients, W_G2 sum of |gradients|,
@@ -803,7 +806,8 @@ class VWCoin:
 
         w_i = (alpha + Wealth_i) / (L_i M_i (L_i M_i + G_i)) * Z_i
         Z_i = -sum g_i,  G_i = sum |g_i|,  Wealth_i = sum (-g_i w_i),
-        g_i = importance * loss'(p) * x_i  (w_i = 0 while L_i M_i = 0)
+        g_i = importance * loss'(p) * x_i
+        (w_i = 0 while L_i M_i (L_i M_i + G_i) is below the smallest normal double)
 
     and the prediction is divided by the average normalised squared norm
     A = (sum_t importance_t ||x_t / M||^2 + 1e-6) / sum_t importance_t
@@ -811,11 +815,12 @@ class VWCoin:
 
     Prediction pass, for each feature (``inner_coin_betting_predict``): M' =
     max(M_i, |x|) without storing it; w = (alpha + We)/(L M' (L M' + G)) Z if
-    L M' > 0 else 0; sum w x; add (x / M')^2 to the example's normalised norm.
+    L M' (L M' + G) is a normal double (VW: if L M' > 0) else 0; sum w x; add
+    (x / M')^2 to the example's normalised norm.
     Then (``coin_betting_predict``) the global sums, A, and p = clip(sum / A).
     Update pass (``inner_coin_betting_update_after_prediction``), with
     d = importance * loss'(clipped p): M_i = max(M_i, |x|); if |d| > L_i:
-    L_i = max(|d|, beta); w_i recomputed with the new M_i, L_i (0 if L M = 0);
+    L_i = max(|d|, beta); w_i recomputed with the new M_i, L_i (the same rule);
     Z_i -= d x; G_i += |d x|; Wealth_i += -d x w_i; W_XT = w_i / A (stored; used
     only by a test-time :meth:`predict`). Every labelled example updates, even at
     zero loss. VW's --l1/--l2 do not affect --coin.
@@ -839,10 +844,15 @@ class VWCoin:
         return slot
 
     def _bet(self, slot, mx) -> float:
-        """The KT/COCOB bet of one coordinate for a scale ``mx``."""
+        """The KT/COCOB bet of one coordinate for a scale ``mx``: 0 while the
+        denominator L M (L M + G) is below the smallest normal double (VW tests
+        L M > 0, which a normal product implies; in float64 a positive L M below
+        1.5e-154 can make the product a subnormal, or 0, over which the wealth
+        overflows to inf or divides by zero: olcli's departure, coin.py)."""
         lm = slot.mg * mx
-        if lm > 0:
-            return (self.alpha + slot.we) / (lm * (lm + slot.g2)) * slot.zt
+        denominator = lm * (lm + slot.g2)
+        if denominator >= SMALLEST_NORMAL:
+            return (self.alpha + slot.we) / denominator * slot.zt
         return 0.0
 
     def predict(self, features, initial=0.0) -> float:

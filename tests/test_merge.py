@@ -358,6 +358,40 @@ def test_coin_hand_computed():
     assert merged[3].tolist() == pytest.approx([1.4 / average, 0.5, 0.5, 1.0, 0.2, 1.0], rel=1e-14)
 
 
+def test_coin_merge_bets_0_where_the_denominator_is_subnormal():
+    """The merged bettor's bet is the kernel's (coin._bet): 0 while L M (L M + G) is below
+    the smallest normal double. Rows 0 and 1: two shards' tiny-importance updates with
+    beta 0 (L = 5e-161, M = 1, G = 1e-160: L M (L M + G) = 7.5e-321, a subnormal), where
+    (alpha + wealth) / it overflowed and the stored weight was NaN (Z = 0) or inf; row 2
+    an ordinary bettor; row 3 one whose L M (L M + G) = 2.25e-308 is just normal: it bets,
+    (4 / 2.25e-308) 1e-300 = 1.8e8. Every stored weight is what the kernel's progressive
+    prediction gives the merged state for x = 1 at importance 0 (M' = M = 1: bet / A)."""
+    params = np.array([4.0, 0.0])                        # alpha, beta 0
+    base = np.zeros((5, 6))
+    a = np.array([[0.0, 5e-161, 5e-161, 1.0, 0.0, 5e-161],
+                  [0.0, 5e-161, 5e-161, 1.0, 0.0, 5e-161],
+                  [0.3, 0.5, 0.5, 1.0, 0.2, 1.0],
+                  [0.0, 1e-300, 0.0, 1.0, 0.0, 1.5e-154],
+                  [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    b = np.array([[0.0, -5e-161, 5e-161, 1.0, 0.0, 5e-161],
+                  [0.0, 5e-161, 5e-161, 1.0, 0.0, 5e-161],
+                  [-0.1, -0.25, 0.25, 1.0, 0.1, 0.5],
+                  [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+                  [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    scalars = [np.array([0.0, 0.0]), np.array([1.0, 1.0]), np.array([2.0, 2.0])]
+    merged, merged_scalars = merge(coin, base, [a, b], params, 0.0, [1.0, 2.0], [1.0, 2.0], scalars[0], scalars[1:])
+    assert np.isfinite(merged).all()
+    lm = merged[:, coin.L] * merged[:, coin.M]
+    assert 0.0 < (lm * (lm + merged[:, coin.G]))[0] < np.finfo(np.float64).tiny
+    assert merged[:2, coin.W].tolist() == [0.0, 0.0]
+    assert merged[2, coin.W] != 0.0 and 1e8 < merged[3, coin.W] < 1e9
+    for row in range(4):
+        table = _table(merged.copy(), 3.0, merged_scalars.copy())
+        p = coin.predict(table, _settings(params), np.array([row], np.int32), np.array([1.0]), 0, 1, 0, True, 0.0)
+        assert p == merged[row, coin.W], row
+    assert merged[:, coin.W].tolist() == _coin_bets_over_a(merged, params, merged_scalars).tolist()
+
+
 def test_mixture_pass_scalars_count_the_first_pass_as_the_shards_mean():
     """mixture.pass_scalars: after the run's first pass on K >= 2 shards each
     member's cumulative loss is the base's plus the shards' mean increment,
@@ -587,8 +621,7 @@ def test_merge_leaves_its_inputs_alone(name, seed):
     inputs = [sc.base, sc.params] + sc.shards + [x for x in [sc.base_scalars] + sc.shard_scalars if x is not None]
     copies = [x.copy() for x in inputs]
     sc.merge()
-    # Bytes, not np.array_equal (NaN != NaN): a trained --coin state can hold NaN (with
-    # beta 0, a tiny |d| on a fresh row makes _bet's denominator subnormal: inf * Z = NaN).
+    # Bytes, not np.array_equal: NaN != NaN, should a state ever hold one.
     assert all(x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
                for x, y in zip(inputs, copies))
 
@@ -655,12 +688,14 @@ def test_a_row_one_shard_updated_keeps_that_shards_weight(name, seed):
 
 
 def _coin_bets_over_a(state, params, scalars):
-    """Each row's --coin bet (alpha + wealth) Z / (L M (L M + G)), 0 while L M = 0,
-    over A = (normalized_sum_norm_x + 1e-6) / total_weight (the module docstring's formulas)."""
+    """Each row's --coin bet (alpha + wealth) Z / (L M (L M + G)), 0 while L M (L M + G)
+    is below the smallest normal double, over A = (normalized_sum_norm_x + 1e-6) /
+    total_weight (the module docstring's formulas)."""
     lm = state[:, coin.L] * state[:, coin.M]
     denominator = lm * (lm + state[:, coin.G])
-    safe = np.where(denominator > 0.0, denominator, 1.0)
-    bet = np.where(denominator > 0.0, (params[coin.P_ALPHA] + state[:, coin.WEALTH]) * state[:, coin.Z] / safe, 0.0)
+    normal = denominator >= np.finfo(np.float64).tiny
+    safe = np.where(normal, denominator, 1.0)
+    bet = np.where(normal, (params[coin.P_ALPHA] + state[:, coin.WEALTH]) / safe * state[:, coin.Z], 0.0)
     return bet / ((scalars[0] + 1e-6) / scalars[1])
 
 

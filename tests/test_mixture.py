@@ -15,7 +15,7 @@ from olcli.errors import ModelError
 from olcli.learner import Learner
 from tests import naive
 from tests.test_engine import (LOSSES, ROWS, assert_close, case_seed, learner, pack, run, sparse_stream,
-                               vw_reference, vw_scalars, vw_state, vw_weights)
+                               subnormal_denominator_stream, vw_reference, vw_scalars, vw_state, vw_weights)
 
 MEMBER_COLUMNS = mixture.MEMBER_COLUMNS
 N = mixture.N_MEMBERS
@@ -76,6 +76,24 @@ def test_mixture_matches_the_reference_step_by_step(loss, variant):
                      f"labels seen after {step}")
         want = reference.weights([vw_weights(m, ROWS) for m in reference.members])
         assert_close(fast.weights(), np.array(want), f"weights after {step}")
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+@pytest.mark.parametrize("variant", [{"beta": 0.0}, {}])
+def test_the_coin_member_bets_0_where_its_denominator_is_subnormal(variant, loss):
+    """The coin member's bet is coin._bet's: 0 while L M (L M + G) is below the smallest
+    normal double (tests/test_engine.py's test_coin_bets_0_where_its_denominator_is_subnormal),
+    so tiny importance weights with beta 0, or tiny values, leave every number finite;
+    step by step against naive.Mixture, whose coin member is naive_vw's VWCoin."""
+    tau = 0.3
+    fast = learner("mix", loss, variant, tau)
+    reference = reference_for(fast, loss, tau)
+    for step, (index, value, label, importance, base) in enumerate(subnormal_denominator_stream(11)):
+        (p,), _ = run(fast, [(index, value, label, importance, base)])
+        expected = reference.step(list(zip(index.tolist(), value.tolist())), label, importance, base)
+        assert p == pytest.approx(expected, rel=1e-9, abs=1e-9), f"prediction {step}"
+        assert np.isfinite(fast.model.state).all() and np.isfinite(fast.model.scalars).all(), f"after {step}"
+        check_members(fast, reference, f"after {step}")
 
 
 @pytest.mark.parametrize("loss", ["logistic", "squared", "hinge"])

@@ -266,6 +266,35 @@ def test_huge_and_tiny_feature_values_keep_every_number_finite(cli, tmp_path, al
         assert report["average_loss"] <= 1.0 or algorithm == "ftrl" or algorithm == "sgd"
 
 
+# --coin's bet divides by L M (L M + G). With --coin-beta 0 (L's floor 0) an importance of
+# 1e-160 makes L = |k loss'| = 5e-161 on a fresh row, and with the default beta 1 a value
+# of 1e-160 makes M = 1e-160: either way L M (L M + G) is a subnormal (2.5e-321, 1e-320).
+# (alpha + wealth) / that overflowed to inf, and inf * Z (0 on a fresh row) put NaN in the
+# state: the run stopped with "not finite" and wrote no model. Such a bet is now 0 (coin.py).
+TINY_IMPORTANCE = b"1 1e-160 | a:1\n1 | b:1\n"
+TINY_VALUE = b"1 | a:1e-160\n-1 | a:1e-160 b:1\n1 | a:1e-160\n"
+TINY_IMPORTANCE_OAA = b"1 1e-160 | a:1\n2 | b:1\n"
+
+
+@pytest.mark.parametrize("data,flags", [
+    (TINY_IMPORTANCE, ["--coin", "--coin-beta", "0"]), (TINY_IMPORTANCE, ["--coin-beta", "0"]),
+    (TINY_IMPORTANCE_OAA, ["--coin", "--coin-beta", "0", "--oaa", "2"]),
+    (TINY_IMPORTANCE_OAA, ["--coin-beta", "0", "--oaa", "2"]),
+    (TINY_VALUE, ["--coin"]), (TINY_VALUE, [])],
+    ids=["coin", "default", "coin-oaa", "default-oaa", "coin-tiny-value", "default-tiny-value"])
+def test_a_subnormal_coin_denominator_keeps_every_number_finite(cli, tmp_path, data, flags):
+    (tmp_path / "d.vw").write_bytes(data)
+    loss = [] if "--oaa" in flags else ["--loss", "logistic"]
+    code, out, err = cli("train", "d.vw", *flags, *loss, "--noconstant", "-f", "m.olm", "-p", "-")
+    assert code == 0, err
+    assert len(out.split()) == data.count(b"\n") and all(np.isfinite(float(x)) for x in out.split())
+    model = model_file.load("m.olm")
+    assert np.isfinite(model.state).all() and np.isfinite(model.scalars).all()
+    code, out, err = cli("test", "d.vw", "-i", "m.olm", "-p", "-")
+    assert code == 0, err
+    assert all(np.isfinite(float(x)) for x in out.split())
+
+
 def test_values_beyond_float32_are_dropped_like_zeros(tmp_path):
     learner = olcli.Learner("sgd", bits=4)
     parsed = learner.parse(b"1 |a b:3.4e38 c:3.5e38 d:1e-300\n1 |a:1e300 b:1e10\n")

@@ -10,7 +10,8 @@ implements it (``learn_coin_betting`` = ``coin_betting_predict`` then
 ``coin_betting_update_after_prediction``; written out and checked against VW
 9.11.9 in tests/naive_vw.py ``VWCoin`` and benchmarks/results/vw_learners.md):
 
-    bet_i(M) = (alpha + wealth_i) / (L_i M (L_i M + G_i)) Z_i      (0 while L_i M = 0)
+    bet_i(M) = (alpha + wealth_i) / (L_i M (L_i M + G_i)) Z_i
+               (0 while L_i M (L_i M + G_i) < 2^-1022, the smallest normal double)
     Z_i = -sum g_i,   G_i = sum |g_i|,   wealth_i = sum -g_i bet_i,   g_i = k loss'(p) x_i
     M_i = largest |x_i|,   L_i = largest |k loss'(p)| (at least beta)
 
@@ -31,6 +32,14 @@ p = sum_i w_i x_i (VW's ``predict``): not the progressive prediction above.
 alpha (``--coin-alpha``, 4) is the initial wealth per coordinate and beta
 (``--coin-beta``, 1) the floor of the gradient-size estimate L; VW spells them
 --ftrl_alpha and --ftrl_beta (with --coin their defaults are 4 and 1).
+
+The bet is 0 while its denominator is 0 (L_i M = 0: a row no gradient or no value
+has reached) and also while it is a subnormal (below ``TINY``, 2^-1022), which
+needs L_i M below 1.5e-154: with beta 0 an importance of 1e-160 gives L_i =
+|k loss'| = 5e-161, and with any beta a value of 1e-160 gives M_i = 1e-160.
+(alpha + wealth_i) over a subnormal overflows to inf, and inf Z_i is NaN on a
+fresh row (Z_i = 0), else +-inf: either would enter the state. A normal
+denominator bets as the formula says.
 
 Scale: multiplying a feature by c > 0 multiplies its M_i, Z_i and G_i by c and
 leaves its wealth, L_i and x_i / M_i unchanged, so its bet is divided by c and
@@ -57,15 +66,19 @@ PARAMS = ("alpha", "beta")
 P_ALPHA, P_BETA = 0, 1
 SCALARS = ("normalized_sum_norm_x", "total_weight")
 NORM_X_SUM, TOTAL_WEIGHT = 0, 1
+# The smallest normal double, 2^-1022 (np.finfo(np.float64).tiny): a bet's denominator
+# below it (0 or a subnormal) bets 0 (module docstring).
+TINY = 2.2250738585072014e-308
 
 
 @njit(inline="always")
 def _bet(state, i, m, alpha):
-    """The KT/COCOB bet of coordinate i at scale m (0 while L m is 0, or so
-    small that (L m)^2 underflows)."""
+    """The KT/COCOB bet of coordinate i at scale m: 0 while L m (L m + G) is below
+    ``TINY``, the smallest normal double (0 while L m is 0, and where the product
+    underflows to a subnormal, over which (alpha + wealth) would overflow)."""
     lm = state[i, L] * m
     denominator = lm * (lm + state[i, G])
-    if denominator > 0.0:
+    if denominator >= TINY:
         return (alpha + state[i, WEALTH]) / denominator * state[i, Z]
     return 0.0
 
@@ -191,7 +204,8 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
         Z = Z_base + sum_k (Z_k - Z_base)           (the sum of -g: the union's)
         G = G_base + sum_k dG_k                     (the sum of |g|: the union's)
         wealth = max_k wealth_k  over the k with dG_k > 0
-        w = bet / A,   bet = (alpha + wealth) Z / (L M (L M + G))   (0 while L M = 0)
+        w = bet / A,   bet = (alpha + wealth) Z / (L M (L M + G))
+                      (0 while L M (L M + G) < TINY, the smallest normal double: _bet's rule)
 
     with A from the merged scalars: the state is a bettor, and w is what the
     kernel's ``_bet`` and stored weight give for it. A row changed without
@@ -276,8 +290,9 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
     merged = merge_scalars(base_scalars, shard_scalars, params, base_rounds, shard_rounds, shard_weights)
     average = (merged[NORM_X_SUM] + 1e-6) / merged[TOTAL_WEIGHT]
     denominator = lm * (lm + g_sum)
+    normal = denominator >= TINY   # _bet's rule; 1.0 below stands in where the bet is 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        bet = np.where(denominator > 0.0, (params[P_ALPHA] + wealth) / denominator * z, 0.0)
+        bet = np.where(normal, (params[P_ALPHA] + wealth) / np.where(normal, denominator, 1.0) * z, 0.0)
     out = np.array(base, dtype=np.float64, copy=True)
     out[changed, W] = bet[changed] / average
     out[changed, Z] = z[changed]
