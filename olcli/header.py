@@ -16,10 +16,12 @@ from olcli.records import Frozen
 from olcli.settings import BY_NAME as SETTINGS
 from olcli.settings import INITIAL_WEIGHT_ALGORITHMS, MAX_CLASSES, MODEL_SETTINGS, STARTS
 
-FORMAT_VERSION = 5   # 2: counters min_label/max_label, prediction range, algorithm scalars;
+FORMAT_VERSION = 6   # 2: counters min_label/max_label, prediction range, algorithm scalars;
                      # 3: n-grams, hash seed, interaction flags, predict-only models;
                      # 4: the hash rule (input.hash_rule: VW's --hash all or strings);
-                     # 5: the default's members (mixture.py); "mix" in format <= 4 is "mix-v1"
+                     # 5: the default's members (mixture.py); "mix" in format <= 4 is "mix-v1";
+                     # 6: how many of them are mixed (params.members: 2 with --oaa/--softmax;
+                     #    a format-5 "mix" mixes all 4)
 
 # --- validation: the header is checked field by field, then against the payload ---
 #

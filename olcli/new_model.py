@@ -59,12 +59,12 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
     # sequence of them (engine.features.namespace_letters maps each to its namespace byte)
     stored = {BY_NAME[name].field: checked(BY_NAME[name], value) for name, value in s.items()}
     spec = registry.get(algorithm or registry.DEFAULT_ALGORITHM)
-    params = spec.resolve(hyper)
     if oaa is not None and softmax is not None:
         raise UsageError("choose oaa (--oaa) or softmax (--softmax), not both")
     mode, classes = ("oaa", oaa) if oaa is not None else ("softmax", softmax) if softmax is not None else ("", 0)
     if mode and (not isinstance(classes, (int, np.integer)) or not 2 <= classes <= MAX_CLASSES):
         raise UsageError(f"--{mode} takes the number of classes, 2 to {MAX_CLASSES} (got {classes})")
+    params = spec.resolve(hyper, int(classes))
     if mode == "softmax":
         if loss not in (None, "logistic"):
             raise UsageError("--softmax learns the multinomial logistic loss; drop --loss (or use --oaa)")

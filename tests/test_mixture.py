@@ -1,9 +1,13 @@
 """--mix (olcli/engine/mixture.py), the default: the exponentially weighted mixture of
---gd at -l 0.5, 3 and 10 and --coin, against tests/naive.py's Mixture step by step, its
-members against themselves run alone, resume, merge and its model header. Format 4's
-default (mix-v1) is tests/test_mixture_v1.py."""
+--gd at -l 0.5, 3 and 10 and --coin (the first two with --oaa/--softmax; the first N with
+--mix-members N), against tests/naive.py's Mixture step by step, its members against
+themselves run alone, resume, merge and its model header. Format 4's default (mix-v1) is
+tests/test_mixture_v1.py."""
 
+import hashlib
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -24,6 +28,8 @@ ALONE = {"gd": ("gd", {}), "gd_x6": ("gd", {"eta": 3.0}), "gd_x20": ("gd", {"eta
 
 
 def reference_for(fast, loss, tau):
+    """naive.Mixture of the members ``fast`` mixes (the first ``members`` of gd at three
+    rates and coin), with the prior's first ``members`` entries."""
     params = fast.params
     members = []
     for rate in mixture.RATES:
@@ -31,15 +37,19 @@ def reference_for(fast, loss, tau):
                                            "initial_t": params["initial_t"], "adaptive": 1.0, "normalized": 1.0,
                                            "invariant": 1.0, "l1": 0.0, "l2": 0.0}, loss, tau))
     members.append(vw_reference("coin", {"alpha": params["alpha"], "beta": params["beta"]}, loss, tau))
-    return naive.Mixture(members, naive.Mixture.PRIOR, loss, tau)
+    n = int(params["members"])
+    return naive.Mixture(members[:n], naive.Mixture.PRIOR[:n], loss, tau)
 
 
 def check_members(fast, reference, where):
-    """Each VW member's columns and scalars against its reference."""
+    """Each VW member's columns and scalars against its reference; a member not mixed
+    keeps its columns at 0 (it never learns)."""
     state, scalars = fast.model.state, fast.model.scalars
     for name, member in zip(mixture.MEMBERS, reference.members):
         assert_close(state[:, slice(*MEMBER_COLUMNS[name])], vw_state(member, ROWS), f"{name} state {where}")
         assert_close(scalars[slice(*mixture.MEMBER_SCALARS[name])], vw_scalars(member), f"{name} scalars {where}")
+    for name in mixture.MEMBERS[len(reference.members):]:
+        assert not state[:, slice(*MEMBER_COLUMNS[name])].any(), f"{name}, not mixed, learned {where}"
 
 
 def _log_probabilities(s, softmax):
@@ -51,7 +61,7 @@ def _log_probabilities(s, softmax):
     return np.log(sig) - math.log(sig.sum())
 
 
-@pytest.mark.parametrize("variant", [{}, {"alpha": 1.0, "eta": 0.2}])
+@pytest.mark.parametrize("variant", [{}, {"alpha": 1.0, "eta": 0.2}, {"members": 2.0}, {"members": 3.0}])
 @pytest.mark.parametrize("loss", LOSSES)
 def test_mixture_matches_the_reference_step_by_step(loss, variant):
     """Every prediction, the VW members' state and scalars, the three cumulative
@@ -70,7 +80,9 @@ def test_mixture_matches_the_reference_step_by_step(loss, variant):
         assert p == pytest.approx(expected, rel=1e-9, abs=1e-9), f"prediction {step}"
         check_members(fast, reference, f"after {step}")
         scalars = fast.model.scalars
-        assert_close(scalars[mixture.LOSSES:mixture.LOSSES + N], reference.L, f"losses after {step}")
+        mixed = len(reference.members)
+        assert_close(scalars[mixture.LOSSES:mixture.LOSSES + N], reference.L + [0.0] * (N - mixed),
+                     f"losses after {step}")
         seen = reference.labels
         assert_close(scalars[mixture.SEEN:], [len(seen), min(seen, default=0.0), max(seen, default=0.0)],
                      f"labels seen after {step}")
@@ -143,8 +155,9 @@ def test_only_losses_of_examples_not_yet_learned_count(loss):
     assert tally.holdout[4] > 0   # H_WEIGHT: held-out examples were scored in pass 2
 
 
+@pytest.mark.parametrize("members", [None, 4])
 @pytest.mark.parametrize("loss,multiclass", [("logistic", {"oaa": 3}), (None, {"softmax": 3})])
-def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multiclass):
+def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multiclass, members):
     """Multiclass, two passes with every 4th example held out: the class scores
     are sum_k pi_k scores_k with pi from the members' 0/1 errors of (pass 1)
     every example and (pass 2) the held-out ones only; each member run alone
@@ -153,27 +166,39 @@ def test_multiclass_counts_only_losses_of_examples_not_yet_learned(loss, multicl
 
     classes, period = max(multiclass.values()), 4
     batch = _stream(12, 300, classes=classes)
-    mix = Learner("mix", loss=loss, bits=8, **multiclass)
-    members = {name: Learner(ALONE[name][0], loss=loss, bits=8, **multiclass, **ALONE[name][1])
-               for name in MEMBER_COLUMNS}
-    cumulative = np.zeros(N)
+    mix = Learner("mix", loss=loss, bits=8, **multiclass, members=members)
+    n = _mixed(mix, members)
+    names = mixture.MEMBERS[:n]
+    members = {name: Learner(ALONE[name][0], loss=loss, bits=8, **multiclass, **ALONE[name][1]) for name in names}
+    cumulative = np.zeros(n)
     for number in (1, 2):
         got = mix.process(batch, True, new_tally(period, number > 1)).scores
         member_scores = [m.process(batch, True, new_tally(period, number > 1)).scores for m in members.values()]
         for e in range(len(batch.labels)):
-            pi = np.array(naive.Mixture.PRIOR) * np.exp(-(cumulative - cumulative.min()))
+            pi = np.array(naive.Mixture.PRIOR[:n]) * np.exp(-(cumulative - cumulative.min()))
             pi /= pi.sum()
-            want = sum(pi[k] * member_scores[k][e] for k in range(N))
+            want = sum(pi[k] * member_scores[k][e] for k in range(n))
             np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"pass {number}, example {e}")
             held_out = (e + 1) % period == 0
             if number == 2 and not held_out:
                 continue
             label = int(batch.labels[e]) - 1
-            for k in range(N):   # the 0/1 error of each member's own scores (the loss VW prints)
+            for k in range(n):   # the 0/1 error of each member's own scores (the loss VW prints)
                 cumulative[k] += batch.importance[e] * float(int(np.argmax(member_scores[k][e])) != label)
-    np.testing.assert_allclose(mix.model.scalars[mixture.LOSSES:mixture.LOSSES + N], cumulative, rtol=1e-12)
-    for name, columns in MEMBER_COLUMNS.items():   # the members learned as alone
-        assert np.array_equal(members[name].model.state, mix.model.state[:, slice(*columns)]), name
+    np.testing.assert_allclose(mix.model.scalars[mixture.LOSSES:mixture.LOSSES + N],
+                               np.r_[cumulative, np.zeros(N - n)], rtol=1e-12)
+    for name in names:   # the members learned as alone
+        assert np.array_equal(members[name].model.state, mix.model.state[:, slice(*MEMBER_COLUMNS[name])]), name
+    for name in mixture.MEMBERS[n:]:   # the others never learned
+        assert not mix.model.state[:, slice(*MEMBER_COLUMNS[name])].any(), name
+
+
+def _mixed(mix, members):
+    """The number of members ``mix`` mixes, checked against the rule: as given, else 2
+    for a multiclass model and 4 for one output."""
+    n = int(mix.params["members"])
+    assert n == (members if members is not None else 2 if mix.model.classes else 4)
+    return n
 
 
 def _stream(seed, n, classes=0, loss="logistic"):
@@ -200,15 +225,20 @@ def _part(batch, lo, hi):
 MODES = [("logistic", {}), ("squared", {}), ("hinge", {}), ("logistic", {"oaa": 4}), (None, {"softmax": 4})]
 
 
+@pytest.mark.parametrize("members", [None, 4])
 @pytest.mark.parametrize("loss,multiclass", MODES)
-def test_each_member_learns_exactly_as_alone(loss, multiclass):
-    """Inside the mixture each member's columns (and scalars) end bit for bit
+def test_each_member_learns_exactly_as_alone(loss, multiclass, members):
+    """Inside the mixture each member mixed ends, columns and scalars, bit for bit
     where the member alone (--gd -l 0.5, --gd -l 3, --gd -l 10, --coin) ends on the
-    same stream."""
+    same stream (with --oaa/--softmax by default the first two)."""
     batch = _stream(3, 1500, classes=max(multiclass.values(), default=0), loss=loss or "logistic")
-    mix = Learner("mix", loss=loss, bits=8, **multiclass)
+    mix = Learner("mix", loss=loss, bits=8, **multiclass, members=members)
     mix.process(batch, True)
-    for name, columns in MEMBER_COLUMNS.items():
+    n = _mixed(mix, members)
+    for name in mixture.MEMBERS[n:]:
+        assert not mix.model.state[:, slice(*MEMBER_COLUMNS[name])].any(), name
+        assert not mix.model.scalars[mixture.LOSSES + mixture.MEMBERS.index(name)], name
+    for name, columns in list(MEMBER_COLUMNS.items())[:n]:
         alone = Learner(ALONE[name][0], loss=loss, bits=8, **multiclass, **ALONE[name][1])
         alone.process(batch, True)
         assert np.array_equal(alone.model.state, mix.model.state[:, slice(*columns)]), name
@@ -217,27 +247,30 @@ def test_each_member_learns_exactly_as_alone(loss, multiclass):
         assert np.array_equal(alone.model.counters[same], mix.model.counters[same]), name
 
 
+@pytest.mark.parametrize("members", [None, 3, 4])
 @pytest.mark.parametrize("loss,multiclass", MODES[-2:])
-def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass):
-    """The mixture's class scores are sum_k pi_k scores_k, with pi from each
-    member's 0/1 error (its own scores' argmax against the label) on the examples
-    before; recomputed here from the members run alone."""
+def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass, members):
+    """The mixture's class scores are sum_k pi_k scores_k over the members it mixes
+    (by default the first two), with pi from each member's 0/1 error (its own scores'
+    argmax against the label) on the examples before; recomputed here from the members
+    run alone."""
     classes = max(multiclass.values())
     batch = _stream(4, 400, classes=classes)
-    mix = Learner("mix", loss=loss, bits=8, **multiclass)
+    mix = Learner("mix", loss=loss, bits=8, **multiclass, members=members)
     got = mix.process(batch, True).scores
+    n = _mixed(mix, members)
     member_scores = []
-    for name in MEMBER_COLUMNS:
+    for name in mixture.MEMBERS[:n]:
         alone = Learner(ALONE[name][0], loss=loss, bits=8, **multiclass, **ALONE[name][1])
         member_scores.append(alone.process(batch, True).scores)
-    cumulative = np.zeros(N)
+    cumulative = np.zeros(n)
     for e in range(len(batch.labels)):
-        pi = np.array(naive.Mixture.PRIOR) * np.exp(-(cumulative - cumulative.min()))
+        pi = np.array(naive.Mixture.PRIOR[:n]) * np.exp(-(cumulative - cumulative.min()))
         pi /= pi.sum()
-        want = sum(pi[k] * member_scores[k][e] for k in range(N))
+        want = sum(pi[k] * member_scores[k][e] for k in range(n))
         np.testing.assert_allclose(got[e], want, rtol=1e-12, atol=1e-12, err_msg=f"example {e}")
         label = int(batch.labels[e]) - 1
-        for k in range(N):   # each member's 0/1 error (the loss VW prints)
+        for k in range(n):   # each member's 0/1 error (the loss VW prints)
             cumulative[k] += batch.importance[e] * float(int(np.argmax(member_scores[k][e])) != label)
 
 
@@ -293,6 +326,8 @@ def test_merge_merges_each_member_by_its_own_rule(loss):
     (("state", "slots"), ["w", "G", "N"], "state slots"),
     (("params",), {"eta": 0.5}, "hyper-parameters"),
     (("params",), {"eta": 0.5, "power_t": 0.5, "initial_t": 0.0, "alpha": -1.0, "beta": 1.0}, "alpha"),
+    (("params",), {"eta": 0.5, "power_t": 0.5, "initial_t": 0.0, "alpha": 4.0, "beta": 1.0, "members": 2.5},
+     "members"),
 ])
 def test_crafted_headers_are_refused(field, value, message):
     m = Learner("mix", loss="logistic", bits=8)
@@ -328,3 +363,64 @@ def test_bookkeeping_is_the_drivers(loss, multiclass):
     assert np.array_equal(results[0][0], results[1][0])
     assert results[0][1] == results[1][1] > 0
     assert np.array_equal(results[0][2], results[1][2])
+
+
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data")
+FORMAT5 = os.path.join(HERE, "mix_format5")
+FORMAT5_EXPECTED = json.load(open(os.path.join(FORMAT5, "expected.json")))
+FORMAT5_DATA = {"a9a_logistic": "a9a_train.vw", "letter_oaa26": "letter_train.vw",
+                "letter_softmax26": "letter_train.vw"}
+
+
+@pytest.mark.parametrize("name", sorted(FORMAT5_EXPECTED))
+def test_a_format_5_default_model_mixes_its_four_members(name, tmp_path):
+    """A format-5 --mix file (no params.members: all four were mixed, --oaa too; written by
+    that code, sample_data/mix_format5/make_expected.py) loads with members 4 and continues
+    bit for bit as that code did; saved again it keeps members 4."""
+    want = FORMAT5_EXPECTED[name]
+    path = os.path.join(FORMAT5, f"{name}.olm")
+    assert "members" not in model_file.read_header(open(path, "rb").read(), path)[0]["params"]
+    loaded = Learner.from_model(model_file.load(path))
+    assert loaded.params["members"] == 4.0
+    lines = open(os.path.join(HERE, FORMAT5_DATA[name])).read().splitlines()
+    lo, hi = want["continue_lines"]
+    result = loaded.learn(lines[lo:hi])
+    predictions = np.asarray(result.predictions if result.scores is None else result.scores, dtype=np.float64)
+    assert [float(x).hex() for x in predictions.ravel()[:12]] == want["first_predictions_hex"]
+    assert hashlib.sha256(predictions.tobytes()).hexdigest() == want["predictions_sha256"]
+    state = np.ascontiguousarray(loaded.model.state)
+    assert hashlib.sha256(state.tobytes()).hexdigest() == want["state_sha256"]
+    assert [float(x).hex() for x in loaded.model.scalars] == want["scalars_hex"]
+    assert result.loss == want["loss"]
+    again = tmp_path / "again.olm"
+    loaded.save(again)
+    assert model_file.read_header(again.read_bytes(), str(again))[0]["params"]["members"] == 4.0
+
+
+@pytest.mark.parametrize("value", [0, 5, 2.5, -1])
+def test_members_outside_one_to_four_are_refused(value):
+    from olcli.errors import UsageError
+
+    with pytest.raises(UsageError, match="members"):
+        Learner("mix", loss="logistic", bits=8, members=value)
+
+
+def test_mix_members_on_the_command_line(tmp_path):
+    """--mix-members N is the default's option: recorded in the model, refused with another
+    learner, and a continued model keeps its own (a different N is refused by name)."""
+    import subprocess
+    import sys
+
+    data = os.path.join(HERE, "letter_train.vw")
+    olcli = [sys.executable, "-m", "olcli"]
+    model = tmp_path / "m.olm"
+    done = subprocess.run(olcli + ["train", data, "--oaa", "26", "-b", "10", "--quiet", "-f", str(model)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert model_file.read_header(model.read_bytes(), str(model))[0]["params"]["members"] == 2.0
+    done = subprocess.run(olcli + ["train", data, "--oaa", "26", "-b", "10", "--quiet", "-i", str(model),
+                                   "--mix-members", "4"], capture_output=True, text=True)
+    assert done.returncode == 2 and "members" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run(olcli + ["train", data, "--gd", "--quiet", "--mix-members", "2"], capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and "--mix-members" in done.stderr and "Traceback" not in done.stderr

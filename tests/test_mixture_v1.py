@@ -1,7 +1,7 @@
 """Format 4's default (``mix-v1``, olcli/engine/mixture_v1.py: --gd, --coin and ScInOL2,
 prior 0.9/0.05/0.05): a model file written by it loads as mix-v1, predicts and continues
 learning bit for bit as that code did (sample_data/mix_v1, whose expected.json that code
-wrote), is written back as mix-v1 in format 5, and its loop still follows tests/naive.py's
+wrote), is written back as mix-v1 in the current format, and its loop still follows tests/naive.py's
 Mixture step by step."""
 
 import hashlib
@@ -28,7 +28,7 @@ DATA = {"a9a_logistic": "a9a_train.vw", "vw0002_squared": "vw_0002.dat", "letter
 def test_an_old_default_model_continues_bit_for_bit(name, tmp_path):
     """Loaded, it is mix-v1; continued on the next lines it gives the predictions, state
     and scalars the 3-member code gave (hashes and float hex written by that code); saved
-    again it is format 5, algorithm mix-v1, and reloads to the same state."""
+    again it is the current format, algorithm mix-v1, and reloads to the same state."""
     want = EXPECTED[name]
     loaded = Learner.from_model(model_file.load(os.path.join(FILES, f"{name}.olm")))
     assert loaded.algorithm == "mix-v1"
@@ -46,7 +46,7 @@ def test_an_old_default_model_continues_bit_for_bit(name, tmp_path):
     path = tmp_path / "again.olm"
     loaded.save(path)
     header = model_file.read_header(path.read_bytes(), str(path))[0]
-    assert header["format_version"] == model_file.FORMAT_VERSION == 5 and header["algorithm"] == "mix-v1"
+    assert header["format_version"] == model_file.FORMAT_VERSION and header["algorithm"] == "mix-v1"
     again = Learner.from_model(model_file.load(str(path)))
     assert np.array_equal(again.model.state, loaded.model.state)
 

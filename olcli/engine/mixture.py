@@ -160,8 +160,8 @@ GD_WIDTH = len(gd.SLOTS)
 GD_COLUMNS = tuple((k * GD_WIDTH, (k + 1) * GD_WIDTH) for k in range(N_GD))
 COIN_COLUMNS = (N_GD * GD_WIDTH, N_GD * GD_WIDTH + len(coin.SLOTS))
 MEMBER_COLUMNS = dict(zip(MEMBERS, GD_COLUMNS + (COIN_COLUMNS,)))
-PARAMS = ("eta", "power_t", "initial_t", "alpha", "beta")
-P_ETA, P_POWER_T, P_INITIAL_T, P_ALPHA, P_BETA = range(5)
+PARAMS = ("eta", "power_t", "initial_t", "alpha", "beta", "members")
+P_ETA, P_POWER_T, P_INITIAL_T, P_ALPHA, P_BETA, P_MEMBERS = range(6)
 # (scalar names are keys of the model header's "scalars" object: no dots, which header paths use)
 SCALARS = (tuple(f"{m}_{s}" for m in GD_MEMBERS for s in gd.SCALARS) + tuple(f"coin_{s}" for s in coin.SCALARS)
            + tuple(f"loss_{m}" for m in MEMBERS) + ("labels_seen", "labels_low", "labels_high"))
@@ -200,11 +200,17 @@ def _gd_settings(settings, k):
 
 
 @njit(inline="always")
-def _gd_rates(settings):
-    """The gd members' -l (as _gd_settings gives them), power_t and initial_t: what
-    gd.update_learners and gd.update_classes take for the three."""
-    etas = np.empty(N_GD)
-    for k in range(N_GD):
+def mixed(settings):
+    """The number of members mixed, n: the first n of MEMBERS ("Members", module docstring)."""
+    return np.int64(settings.params[P_MEMBERS])
+
+
+@njit(inline="always")
+def _gd_rates(settings, n_gd):
+    """The first n_gd gd members' -l (as _gd_settings gives them), power_t and initial_t:
+    what gd.update_learners and gd.update_classes take for them."""
+    etas = np.empty(n_gd)
+    for k in range(n_gd):
         etas[k] = settings.params[P_ETA] * RATES[k]
     return etas, settings.params[P_POWER_T], settings.params[P_INITIAL_T]
 
@@ -241,8 +247,34 @@ def _feature_terms(state, coin_state, i, x, learning, alpha):
 
 
 @njit(inline="always")
+def _gd_class_sums(state, index, value, lo, hi, block_rows, n_gd, sums):
+    """sums[c, k] = sum_i w_i x_i of the first n_gd gd members for every class c (the
+    multiclass default's two in one loop without a test per row)."""
+    n_classes = sums.shape[0]
+    if n_gd == 2:
+        for j in range(lo, hi):
+            row = index[j]
+            x = value[j]
+            for c in range(n_classes):
+                i = c * block_rows + row
+                sums[c, 0] += state[i, gd.W] * x
+                sums[c, 1] += state[i, _W1] * x
+        return
+    for j in range(lo, hi):
+        row = index[j]
+        x = value[j]
+        for c in range(n_classes):
+            i = c * block_rows + row
+            sums[c, 0] += state[i, gd.W] * x
+            if n_gd > 1:
+                sums[c, 1] += state[i, _W1] * x
+            if n_gd > 2:
+                sums[c, 2] += state[i, _W2] * x
+
+
+@njit(inline="always")
 def predict_classes(state, scalars, coin_table, coin_settings, index, value, lo, hi, block_rows, learning, h, base,
-                    sums, norms, member):
+                    sums, norms, member, n):
     """Every member's prediction for every output c (rows at offset c * block_rows; one
     output for a binary example, K classes for a multiclass one) plus the base,
     member[k, c], in one loop over the example's features, the K classes of a feature
@@ -250,7 +282,10 @@ def predict_classes(state, scalars, coin_table, coin_settings, index, value, lo,
     --l1 (sum_i w_i x_i times contraction) and coin's as coin.predict, each sum taken
     over the features in their order and coin's normalised sums added class after
     class, so each is the same number as K calls of those give (adding coin's 0 where
-    M' = 0 changes no sum of squares). ``sums`` (K, N_MEMBERS) and ``norms`` (K): scratch."""
+    M' = 0 changes no sum of squares). ``sums`` (K, N_MEMBERS) and ``norms`` (K): scratch.
+    With n < N_MEMBERS members mixed, the others' columns are never learned (all 0): their
+    predictions are the base, coin's running norm is not kept, and with several outputs
+    their terms are not summed at all."""
     n_classes = len(norms)
     prefetch_rows(state, index, lo, hi, 0)
     coin_state = coin_table.state
@@ -265,7 +300,7 @@ def predict_classes(state, scalars, coin_table, coin_settings, index, value, lo,
             p3 += t3
             norm += t4
         sums[0, 0], sums[0, 1], sums[0, 2], sums[0, 3], norms[0] = p0, p1, p2, p3, norm
-    else:
+    elif n == N_MEMBERS:
         sums[:, :] = 0.0
         norms[:] = 0.0
         for j in range(lo, hi):
@@ -278,12 +313,16 @@ def predict_classes(state, scalars, coin_table, coin_settings, index, value, lo,
                 sums[c, 2] += t2
                 sums[c, 3] += t3
                 norms[c] += t4
+    else:
+        sums[:, :] = 0.0
+        norms[:] = 0.0
+        _gd_class_sums(state, index, value, lo, hi, block_rows, min(n, N_GD), sums)
     coin_scalars = coin_table.scalars
     for c in range(n_classes):
         for k in range(N_GD):
             member[k, c] = base + sums[c, k] * scalars[k * GD_SCALAR_WIDTH + gd.CONTRACTION]
         p = sums[c, 3]
-        if learning:
+        if learning and n > N_GD:
             coin_scalars[coin.NORM_X_SUM] += h * norms[c]
             coin_scalars[coin.TOTAL_WEIGHT] += h
             p /= coin._average_norm(coin_scalars)
@@ -317,18 +356,20 @@ def mixing_rate(settings, scalars):
 
 
 @njit(inline="always")
-def mixture_weights(scalars, rate, out):
-    """out[k] = q_k exp(-rate L_k) / sum_j q_j exp(-rate L_j), q the PRIOR, computed
-    from the smallest L."""
+def mixture_weights(scalars, rate, out, n):
+    """out[k] = q_k exp(-rate L_k) / sum_j q_j exp(-rate L_j) over the n members mixed
+    (j < n), q the PRIOR, computed from the smallest of their L; 0 for the others."""
     low = scalars[LOSSES]
-    for k in range(1, N_MEMBERS):
+    for k in range(1, n):
         low = min(low, scalars[LOSSES + k])
     total = 0.0
-    for k in range(N_MEMBERS):
+    for k in range(n):
         out[k] = PRIOR[k] * math.exp(-rate * (scalars[LOSSES + k] - low))
         total += out[k]
-    for k in range(N_MEMBERS):
+    for k in range(n):
         out[k] /= total
+    for k in range(n, N_MEMBERS):
+        out[k] = 0.0
 
 
 @njit(inline="always")
@@ -366,10 +407,12 @@ def _run_binary(table, settings, batch, tally, predictions):
     sums = np.empty((1, N_MEMBERS))
     norms = np.empty(1)
     pi = np.empty(N_MEMBERS)
-    etas, power_t, initial_t = _gd_rates(settings)
-    work = np.empty((gd.WORK_ROWS, N_GD))
-    active = np.empty((gd.ACTIVE_ROWS, N_GD), np.int64)
-    rates = np.empty((most_features(batch.row_ptr, len(batch.labels)), N_GD))
+    n = mixed(settings)
+    n_gd = min(n, N_GD)
+    etas, power_t, initial_t = _gd_rates(settings, n_gd)
+    work = np.empty((gd.WORK_ROWS, n_gd))
+    active = np.empty((gd.ACTIVE_ROWS, n_gd), np.int64)
+    rates = np.empty((most_features(batch.row_ptr, len(batch.labels)), n_gd))
     stamps = np.zeros(STAMP_SLOTS, np.int64)
     n_rows = np.int64(0)
     for e in range(len(batch.labels)):
@@ -383,7 +426,7 @@ def _run_binary(table, settings, batch, tally, predictions):
             see_label(scalars, y)
         base = batch.base[e]
         predict_classes(state, scalars, t_coin, s_coin, index, value, lo, hi, 0, learning, h, base, sums, norms,
-                        one_output)
+                        one_output, n)
         finite = True
         for k in range(N_MEMBERS):
             finite = finite and np.isfinite(member[k])
@@ -391,22 +434,24 @@ def _run_binary(table, settings, batch, tally, predictions):
             predictions[e] = np.nan
             stats[S_DIVERGED] = e + 1
             return n_rows
-        mixture_weights(scalars, mixing_rate(settings, scalars), pi)
+        mixture_weights(scalars, mixing_rate(settings, scalars), pi, n)
         low, high = clip_range(counters, settings)
         p = 0.0
         for k in range(N_MEMBERS):
             member[k] = clip_to(member[k], low, high)
+        for k in range(n):
             p += pi[k] * member[k]
         p = clip_to(p, low, high)
         predictions[e] = p
         labeled = account_binary(tally, counters, settings, held_out, batch.feature_count[e], y, h, p)
         if counts_loss(holdout, learn, held_out, learning, h, y):
-            for k in range(N_MEMBERS):
+            for k in range(n):
                 scalars[LOSSES + k] += h * loss_value(settings.loss, member[k], y, settings.tau)
         if labeled and learning:
             gd.update_learners(state, scalars, etas, power_t, initial_t, settings.loss, settings.tau, index, value,
                                lo, hi, member, y, h, work, active, rates, stamps, e + 1)
-            _learn_member(coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[3], y, h)
+            if n > N_GD:
+                _learn_member(coin.update, t_coin, s_coin, settings, index, value, lo, hi, 0, member[3], y, h)
             counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, p, batch.feature_count[e])
     return n_rows
@@ -460,10 +505,12 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
     log_probs = np.empty(n_classes)
     g = np.empty((N_MEMBERS, n_classes))   # each member's class gradients
     member = np.empty((N_MEMBERS, n_classes))
-    etas, power_t, initial_t = _gd_rates(settings)
-    work = np.empty((gd.WORK_ROWS, N_GD * n_classes))
-    active = np.empty((gd.ACTIVE_ROWS, N_GD * n_classes), np.int64)
-    rates = np.empty((most_features(batch.row_ptr, len(batch.labels)), N_GD * n_classes))
+    n = mixed(settings)
+    n_gd = min(n, N_GD)
+    etas, power_t, initial_t = _gd_rates(settings, n_gd)
+    work = np.empty((gd.WORK_ROWS, n_gd * n_classes))
+    active = np.empty((gd.ACTIVE_ROWS, n_gd * n_classes), np.int64)
+    rates = np.empty((most_features(batch.row_ptr, len(batch.labels)), n_gd * n_classes))
     stamps = np.zeros(STAMP_SLOTS, np.int64)
     sums = np.empty((n_classes, N_MEMBERS))
     norms = np.empty(n_classes)
@@ -477,12 +524,12 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
         held_out, learning = start_example(holdout, learn, h, y)
         base = batch.base[e]
         predict_classes(state, scalars, t_coin, s_coin, index, value, lo, hi, block_rows, learning, h, base, sums,
-                        norms, member)
-        mixture_weights(scalars, 1.0, pi)
+                        norms, member, n)
+        mixture_weights(scalars, 1.0, pi, n)
         best = np.int64(0)
         for c in range(n_classes):
             total = 0.0
-            for k in range(N_MEMBERS):
+            for k in range(n):
                 total += pi[k] * member[k, c]
             scores[e, c] = total
             if scores[e, c] > scores[e, best]:
@@ -495,16 +542,17 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
                                    log_probs)
         count = counts_loss(holdout, learn, held_out, learning, h, y)
         if learning and not np.isnan(y):
-            for k in range(N_GD):   # the gd members' K classes, from their own scores, in one call
+            for k in range(n_gd):   # the gd members' K classes, from their own scores, in one call
                 _member_class_gradients(k, count, settings, member[k], label, h, log_probs, g[k], scalars)
             gd.update_classes(state, scalars, etas, power_t, initial_t, settings.loss, settings.tau, index, value,
                               lo, hi, member, label, settings.softmax, h, g, block_rows, work, active, rates, stamps,
                               e + 1)
-            _learn_coin_classes(count, t_coin, s_coin, settings, index, value, lo, hi, block_rows, member[3], label, h,
-                                log_probs, g[N_GD], scalars)
+            if n > N_GD:
+                _learn_coin_classes(count, t_coin, s_coin, settings, index, value, lo, hi, block_rows, member[3],
+                                    label, h, log_probs, g[N_GD], scalars)
             counters[C_ROUNDS] += 1.0
         elif count:   # a held-out example
-            for k in range(N_MEMBERS):
+            for k in range(n):
                 scalars[LOSSES + k] += h * _class_error(member[k], label)
         n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, batch.feature_count[e])
     return n_rows
@@ -515,7 +563,7 @@ def _weights(table, settings, rows):
     """sum_k pi_k w_k for each row (the members' weight() as they report it)."""
     t_g0, s_g0, t_g1, s_g1, t_g2, s_g2, t_coin, s_coin = _members(table, settings)
     pi = np.empty(N_MEMBERS)
-    mixture_weights(table.scalars, mixing_rate(settings, table.scalars), pi)
+    mixture_weights(table.scalars, mixing_rate(settings, table.scalars), pi, mixed(settings))
     out = np.empty(len(rows))
     for r in range(len(rows)):
         i = rows[r]

@@ -60,6 +60,8 @@ OPTIONS = {
                         switch=True, implies="gd"),
     "coin_alpha": Option(("--coin-alpha",), "coin betting: initial wealth per coordinate (VW's --ftrl_alpha)"),
     "coin_beta": Option(("--coin-beta",), "coin betting: floor of the gradient-size estimate (VW's --ftrl_beta)"),
+    "mix_members": Option(("--mix-members",), "the default's members mixed: the first N of --gd at -l eta, 6 eta, "
+                          "20 eta and --coin (4; 2 with --oaa/--softmax)"),
 }
 
 
@@ -112,8 +114,8 @@ class Algorithm(Frozen):
     module's SLOTS); ``params`` its Param, in the module's PARAMS order;
     ``unbounded_loss_clipped``: clip dloss/dp to [-1, 1] for unbounded losses; ``scalars``:
     (name, initial value) of the algorithm's global numbers (Table.scalars), the initial value a
-    number or the name of a parameter it starts at; ``rules(given, params) -> params``: defaults
-    that depend on what was given."""
+    number or the name of a parameter it starts at; ``rules(given, params, classes) -> params``:
+    defaults that depend on what was given and on the number of classes (0: one output)."""
     __slots__ = _fields = ("name", "module", "slots", "params", "summary", "paper", "unbounded_loss_clipped",
                            "scalars", "rules")
 
@@ -149,9 +151,10 @@ class Algorithm(Frozen):
 
         return importlib.import_module(f"olcli.engine.{self.module}")
 
-    def resolve(self, given: dict) -> dict:
+    def resolve(self, given: dict, classes: int = 0) -> dict:
         """Every parameter's value: the defaults with ``given`` (by parameter name,
-        None = default) applied and checked."""
+        None = default) applied and checked; ``classes``: the model's (0: one output), for
+        the defaults that depend on it."""
         known = {p.name: p for p in self.params}
         for name, value in given.items():
             if value is not None and name not in known:
@@ -162,7 +165,7 @@ class Algorithm(Frozen):
         params = {name: param.check(param.default if given.get(name) is None else given[name])
                   for name, param in known.items()}
         if self.rules is not None:
-            params = self.rules(given, params)
+            params = self.rules(given, params, classes)
         if self.name == "adagrad" and params["l1"] > 0 and params["l2"] > 0:
             raise ParameterError("--adagrad takes --l1 or --l2, not both (the paper's closed forms, "
                                  "Eq. 24 and Eq. 25, are for one at a time); --ftrl takes both")
@@ -180,7 +183,7 @@ _EPSILON = Param("epsilon", 1.0, "epsilon", help="initial wealth epsilon")
 GD_SWITCHES = ("adaptive", "normalized", "invariant")
 
 
-def _vw_gd_rules(given: dict, params: dict) -> dict:
+def _vw_gd_rules(given: dict, params: dict, classes: int = 0) -> dict:
     """VW's option rules for its default learner (gd.cc gd_setup, as tests/naive_vw.py):
 
     - none of --adaptive/--normalized/--invariant given: all three are on; as
@@ -201,6 +204,24 @@ def _vw_gd_rules(given: dict, params: dict) -> dict:
         params["eta"] = 10.0
     if given.get("initial_t") is None and not adaptive and not normalized:
         params["initial_t"] = 1.0
+    return params
+
+
+MIX_MEMBERS = 4              # the default's members mixed: gd at eta, 6 eta, 20 eta and coin
+MIX_MEMBERS_MULTICLASS = 2   # with --oaa/--softmax: gd at eta and 6 eta (olcli/engine/mixture.py, "Members")
+
+
+def _mix_rules(given: dict, params: dict, classes: int = 0) -> dict:
+    """The mixture's number of members: a whole number 1..4 (the first N of gd at -l eta,
+    6 eta, 20 eta and coin); not given, 4 for one output and 2 for K classes (mixture.py's
+    docstring, "Members", says why). A model read from a file gives it (an older file:
+    4, its Param.added default)."""
+    params = dict(params)
+    members = params["members"]
+    if members != int(members) or not 1 <= members <= MIX_MEMBERS:
+        raise ParameterError(f"members (--mix-members) must be a whole number 1 to {MIX_MEMBERS} (got {members:g})")
+    if given.get("members") is None and classes > 0:
+        params["members"] = float(MIX_MEMBERS_MULTICLASS)
     return params
 
 
@@ -282,9 +303,12 @@ ALGORITHMS = {a.name: a for a in [
                 Param("power_t", 0.5, "power_t", low_inclusive=True, help="the gd members' rate decay power"),
                 Param("initial_t", 0.0, "initial_t", low_inclusive=True, help="the gd members' initial t"),
                 Param("alpha", 4.0, "coin_alpha", help="the coin member's initial wealth alpha"),
-                Param("beta", 1.0, "coin_beta", low_inclusive=True, help="the coin member's floor beta")),
+                Param("beta", 1.0, "coin_beta", low_inclusive=True, help="the coin member's floor beta"),
+                Param("members", float(MIX_MEMBERS), "mix_members", low=1.0, low_inclusive=True, added=True,
+                      help="the members mixed: the first N of gd at eta, 6 eta, 20 eta and coin "
+                           "(4; 2 with --oaa/--softmax)")),
         summary="--gd at -l 0.5, 3 and 10 and --coin on the same features, mixed by exponential weights "
-                "on their losses (the default).",
+                "on their losses (the default; with --oaa/--softmax the first two).",
         paper="exponentially weighted average forecaster (Cesa-Bianchi & Lugosi 2006, §2.1, §3.3; "
               "Vovk 1990, aggregating algorithm); members as --gd (three rates) and --coin",
         scalars=tuple((f"{member}_{name}", start) for member in ("gd", "gd_x6", "gd_x20")
@@ -293,6 +317,7 @@ ALGORITHMS = {a.name: a for a in [
                 + (("coin_normalized_sum_norm_x", 0.0), ("coin_total_weight", 0.0),
                    ("loss_gd", 0.0), ("loss_gd_x6", 0.0), ("loss_gd_x20", 0.0), ("loss_coin", 0.0),
                    ("labels_seen", 0.0), ("labels_low", 0.0), ("labels_high", 0.0)),
+        rules=_mix_rules,
     ),
 ]}
 
