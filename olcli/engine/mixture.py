@@ -33,6 +33,17 @@ test cases of 5 to 25 examples (509, 524, 720, 538, 725 of vw_tests) ended 3-28%
 above VW's reference loss, because the weights had not left their start and each
 prediction was mostly barely trained members'.
 
+Members: the parameter ``members`` (``--mix-members N``) mixes the first N of MEMBERS
+(gd, gd_x6, gd_x20, coin), the prior's first N entries renormalised; the others never
+learn (their columns and L_k stay 0) and weigh 0. Not given, N is 4 for one output and 2
+(gd at eta and 6 eta) with --oaa/--softmax: on the multiclass sets every subset was
+measured (benchmarks/results/mix_members_multiclass_s44.md, progressive 0/1 error) and
+gd with gd_x6 is as good as all four (letter 0.4651 both, news20 0.1750 against 0.1758,
+the multiclass generator 0.4590 both; --softmax within 0.05%), while gd_x20 and coin
+are 60% of the per-class work (news20, 4,000 documents: 0.44 s of learning against
+1.21 s). With one output -l 10 (cod_rna) and coin (msd_year, california) are the
+members that win. A model file of format 5 has no ``members`` and mixes all four.
+
 eta is fixed by the loss, not tuned: 1 for the logistic loss and for the
 multiclass log loss (the loss is 1-exp-concave in the probability; here the
 margins are mixed, not the probabilities, so Vovk's bound ln k is a guide, not
