@@ -11,6 +11,7 @@ import numpy as np
 
 from olcli.engine.records import COUNTER_NAMES
 from olcli.engine.registry import KNOWN as ALGORITHMS  # a model file may name a LEGACY one
+from olcli.engine.registry import state_slots
 from olcli.errors import ModelError, UsageError
 from olcli.records import Frozen
 from olcli.settings import BY_NAME as SETTINGS
@@ -192,7 +193,8 @@ def _prediction_range(value, header):
 
 
 def _slots(value, header):
-    expected = list(ALGORITHMS[header["algorithm"]].slots)
+    params = {name: float(v) for name, v in header["params"].items()}   # checked before this field
+    expected = list(state_slots(ALGORITHMS[header["algorithm"]], params))
     if value != expected:
         return f"state slots {value!r:.80} do not match --{header['algorithm']}'s {expected}"
 
@@ -238,8 +240,8 @@ HEADER_FIELDS = (
     Field("olcli_version", "str"),
     *_setting_fields("algorithm"),
     Field("state", "dict"),
-    Field("state.slots", "list", _slots),
     *_setting_fields(*_between("params", "link")),
+    Field("state.slots", "list", _slots),   # after params: the default's slots depend on its members
     Field("input", "dict"),
     *_setting_fields(*_between("input_format", "initial_constant")),
     Field("multiclass", "dict", required=False, default={"mode": "", "classes": 0, "indexing": 2}),

@@ -78,7 +78,8 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
     bits = 18 if bits is None else bits
     if not isinstance(bits, (int, np.integer)) or not 1 <= bits <= MAX_BITS:
         raise UsageError(f"bits (-b/--bits) must be between 1 and {MAX_BITS} (got {bits})")
-    check_memory(bits, len(spec.slots), classes, copies)
+    slots = registry.state_slots(spec, params)
+    check_memory(bits, len(slots), classes, copies)
     counters = np.zeros(N_COUNTERS)
     counters[C_MIN_LABEL], counters[C_MAX_LABEL] = INITIAL_LABEL_RANGE.get(loss, (0.0, 0.0))
     for name, value in zip((row.spelled for row in PREDICTION_RANGE), ends):
@@ -107,9 +108,9 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
     if initial_constant != 0.0 and not constant:
         raise UsageError("--constant with --noconstant: there is no constant feature to start at "
                          f"{initial_constant:g}")
-    template = np.zeros((max(1, classes), len(spec.slots)))
+    template = np.zeros((max(1, classes), len(slots)))
     template[:, 0] = float(initial_weight)  # VW: every weight, the constant's included
-    pool = model_file.RowPool(model_file.table_rows(bits), classes, len(spec.slots), template=template)
+    pool = model_file.RowPool(model_file.table_rows(bits), classes, len(slots), template=template)
     if initial_constant != 0.0:
         # VW's --constant: the constant's weight (after --initial_weight); with --oaa that of
         # the first class only, as VW sets the one weight at the constant's index
@@ -120,7 +121,7 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
         **{row.field: None if end is None else float(end) for row, end in zip(PREDICTION_RANGE, ends)},
         algorithm=spec.name, params=params, bits=int(bits), loss=loss,
         link=link, input_format=None, constant=bool(constant),
-        pool=pool, slots=spec.slots, initial_weight=float(initial_weight),
+        pool=pool, slots=slots, initial_weight=float(initial_weight),
         initial_constant=float(initial_constant),
         indexing=INDEXING_UNDECIDED if indexing is None else int(indexing),
         interactions=_interaction_specs(interactions),

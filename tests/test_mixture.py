@@ -198,6 +198,8 @@ def _mixed(mix, members):
     for a multiclass model and 4 for one output."""
     n = int(mix.params["members"])
     assert n == (members if members is not None else 2 if mix.model.classes else 4)
+    assert mix.model.slots == mixture.SLOTS[:3 * n if n < N else len(mixture.SLOTS)]   # their columns only
+    assert mix.model.state.shape[1] == len(mix.model.slots)
     return n
 
 

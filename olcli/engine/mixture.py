@@ -34,8 +34,9 @@ above VW's reference loss, because the weights had not left their start and each
 prediction was mostly barely trained members'.
 
 Members: the parameter ``members`` (``--mix-members N``) mixes the first N of MEMBERS
-(gd, gd_x6, gd_x20, coin), the prior's first N entries renormalised; the others never
-learn (their columns and L_k stay 0) and weigh 0. Not given, N is 4 for one output and 2
+(gd, gd_x6, gd_x20, coin), the prior's first N entries renormalised; the others weigh 0,
+have no columns in the state (N < 4: the first 3 N slots, registry.state_slots, 48 bytes a
+row for two) and their L_k and scalars stay 0. Not given, N is 4 for one output and 2
 (gd at eta and 6 eta) with --oaa/--softmax: on the multiclass sets every subset was
 measured (benchmarks/results/mix_members_multiclass_s44.md, progressive 0/1 error) and
 gd with gd_x6 is as good as all four (letter 0.4651 both, news20 0.1750 against 0.1758,
@@ -122,7 +123,8 @@ example's scale divided by its running norm (its stored weights are its test
 predictor, coin.py).
 
 State: the members' slots side by side (``gd.w gd.G gd.N``, ``gd_x6.*``,
-``gd_x20.*``, then coin's six: 15 float64 columns, 120 bytes a row), so the model is
+``gd_x20.*``, then coin's six: 15 float64 columns, 120 bytes a row; the mixed members'
+only with fewer, "Members"), so the model is
 the members' tables together; the scalars are each gd member's four, coin's two,
 the four losses and the labels seen. The three gd members' normalisers N (the
 largest |x_i| seen) are not one shared column: a member raises N_i only at an
@@ -294,14 +296,14 @@ def predict_classes(state, scalars, coin_table, coin_settings, index, value, lo,
     over the features in their order and coin's normalised sums added class after
     class, so each is the same number as K calls of those give (adding coin's 0 where
     M' = 0 changes no sum of squares). ``sums`` (K, N_MEMBERS) and ``norms`` (K): scratch.
-    With n < N_MEMBERS members mixed, the others' columns are never learned (all 0): their
-    predictions are the base, coin's running norm is not kept, and with several outputs
-    their terms are not summed at all."""
+    With n < N_MEMBERS members mixed the state holds only their columns (the first 3 n:
+    registry.state_slots), so only theirs are read; the others' predictions are the base
+    and coin's running norm is not kept."""
     n_classes = len(norms)
     prefetch_rows(state, index, lo, hi, 0)
     coin_state = coin_table.state
     alpha = coin_settings.params[coin.P_ALPHA]
-    if n_classes == 1:   # one output: the sums in registers
+    if n_classes == 1 and n == N_MEMBERS:   # one output: the sums in registers
         p0 = p1 = p2 = p3 = norm = 0.0
         for j in range(lo, hi):
             t0, t1, t2, t3, t4 = _feature_terms(state, coin_state, index[j], value[j], learning, alpha)
@@ -576,10 +578,17 @@ def _weights(table, settings, rows):
     pi = np.empty(N_MEMBERS)
     mixture_weights(table.scalars, mixing_rate(settings, table.scalars), pi, mixed(settings))
     out = np.empty(len(rows))
+    n = mixed(settings)   # the state holds the columns of these members only
     for r in range(len(rows)):
         i = rows[r]
-        out[r] = (pi[0] * gd.weight(t_g0, s_g0, i) + pi[1] * gd.weight(t_g1, s_g1, i)
-                  + pi[2] * gd.weight(t_g2, s_g2, i) + pi[3] * coin.weight(t_coin, s_coin, i))
+        w = pi[0] * gd.weight(t_g0, s_g0, i)
+        if n > 1:
+            w += pi[1] * gd.weight(t_g1, s_g1, i)
+        if n > 2:
+            w += pi[2] * gd.weight(t_g2, s_g2, i)
+        if n > 3:
+            w += pi[3] * coin.weight(t_coin, s_coin, i)
+        out[r] = w
     return out
 
 
@@ -627,7 +636,8 @@ def merge(base, shards, params, base_rounds, shard_rounds, shard_weights, base_s
     mixture's scalars come from ``merge_scalars``."""
     base_scalars, shard_scalars = _scalars_or_initial(params, base_scalars, shard_scalars, len(shards))
     out = np.array(base, dtype=np.float64, copy=True)
-    for (module, columns, scalar_slice), member in zip(_slices(), member_params(params)):
+    mixed = int(np.asarray(params)[P_MEMBERS])   # the state holds these members' columns
+    for (module, columns, scalar_slice), member in list(zip(_slices(), member_params(params)))[:mixed]:
         out[:, columns] = module.merge(base[:, columns], [s[:, columns] for s in shards], member, base_rounds,
                                        shard_rounds, shard_weights, base_scalars=base_scalars[scalar_slice],
                                        shard_scalars=[s[scalar_slice] for s in shard_scalars])

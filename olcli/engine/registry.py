@@ -365,6 +365,16 @@ def option_help(option: str) -> str:
     return f"{OPTIONS[option].help[:1].upper()}{OPTIONS[option].help[1:]}: " + ", ".join(uses) + "."
 
 
+def state_slots(algorithm: Algorithm, params: dict) -> tuple:
+    """A model's state columns: its algorithm's slots, but the default mixing fewer than its
+    four members (params' members) keeps only its gd members' columns, 3 each (the members
+    mixed are the first ones: mixture.py, "Members")."""
+    members = params.get("members", MIX_MEMBERS) if algorithm.name == "mix" else MIX_MEMBERS
+    if members < MIX_MEMBERS:
+        return algorithm.slots[:3 * int(members)]
+    return algorithm.slots
+
+
 def get(name: str) -> Algorithm:
     """The registered algorithm (or a LEGACY one), or ParameterError naming the ones there are."""
     try:
