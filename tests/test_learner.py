@@ -203,7 +203,8 @@ def test_a_model_naming_an_unknown_algorithm_is_refused(tmp_path):
     (tmp_path / "m.olm").write_bytes(model_file.encode(model))
     with pytest.raises(ModelError, match="unknown to this olcli"):
         olcli.load(tmp_path / "m.olm")
-    model.algorithm = "adagrad"  # the right name with another algorithm's slots
+    model.algorithm = "adagrad"  # the right name (and its hyper-parameters) with another algorithm's slots
+    model.params = dict(registry.get("adagrad").defaults)
     (tmp_path / "m.olm").write_bytes(model_file.encode(model))
     with pytest.raises(ModelError, match="state slots"):
         olcli.load(tmp_path / "m.olm")

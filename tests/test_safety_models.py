@@ -204,7 +204,8 @@ def examine_model(raw: bytes) -> tuple:
         return "problem", f"traceback: {type(exc).__name__}: {exc}"
     spec = olcli.learner.registry.get(model.algorithm)
     expected_rows = ((1 << model.bits) + 1) * max(1, model.classes)
-    if model.state.shape != (expected_rows, len(spec.slots)) or tuple(model.slots) != spec.slots:
+    slots = olcli.learner.registry.state_slots(spec, model.params)   # the default's: its members' columns
+    if model.state.shape != (expected_rows, len(slots)) or tuple(model.slots) != slots:
         return "problem", f"accepted with a table of {model.state.shape} for -b {model.bits}, {model.classes} classes"
     if not np.isfinite(model.state).all() or not all(math.isfinite(v) for v in model.params.values()):
         return "problem", "accepted with non-finite numbers"
