@@ -77,6 +77,8 @@ def _params(value, header):
     required = {p.name for p in algorithm.params if not p.added}  # an added one may be missing (older file)
     if not required <= set(value) <= set(algorithm.defaults):
         return f"hyper-parameters {sorted(value)} do not match --{algorithm.name}'s {sorted(algorithm.defaults)}"
+    if "members" in value and header["format_version"] < 6:   # format 6 added it: an older --mix mixes all four
+        return f"members is a hyper-parameter of model format 6, not {header['format_version']}"
     for name, number in value.items():
         if type(number) not in (int, float):
             return f"{name} is not a number"

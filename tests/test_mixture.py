@@ -227,7 +227,7 @@ def _part(batch, lo, hi):
 MODES = [("logistic", {}), ("squared", {}), ("hinge", {}), ("logistic", {"oaa": 4}), (None, {"softmax": 4})]
 
 
-@pytest.mark.parametrize("members", [None, 4])
+@pytest.mark.parametrize("members", [None, 1, 2, 3, 4])
 @pytest.mark.parametrize("loss,multiclass", MODES)
 def test_each_member_learns_exactly_as_alone(loss, multiclass, members):
     """Inside the mixture each member mixed ends, columns and scalars, bit for bit
@@ -276,14 +276,15 @@ def test_multiclass_scores_are_the_weighted_members_scores(loss, multiclass, mem
             cumulative[k] += batch.importance[e] * float(int(np.argmax(member_scores[k][e])) != label)
 
 
+@pytest.mark.parametrize("members", [None, 2, 4])
 @pytest.mark.parametrize("loss,multiclass", [("logistic", {}), ("squared", {}), ("logistic", {"oaa": 3}),
                                              (None, {"softmax": 3})])
-def test_save_and_continue_is_bit_identical(loss, multiclass):
+def test_save_and_continue_is_bit_identical(loss, multiclass, members):
     """Saved mid-stream, loaded and continued equals the uninterrupted run, bit for bit."""
     batch = _stream(5, 900, classes=max(multiclass.values(), default=0), loss=loss or "logistic")
-    whole = Learner("mix", loss=loss, bits=8, **multiclass)
+    whole = Learner("mix", loss=loss, bits=8, **multiclass, members=members)
     expected = whole.process(batch, True).predictions
-    first = Learner("mix", loss=loss, bits=8, **multiclass)
+    first = Learner("mix", loss=loss, bits=8, **multiclass, members=members)
     head = first.process(_part(batch, 0, 400), True).predictions
     resumed = Learner.from_bytes(first.to_bytes())
     tail = resumed.process(_part(batch, 400, 900), True).predictions
@@ -292,20 +293,24 @@ def test_save_and_continue_is_bit_identical(loss, multiclass):
     assert np.array_equal(resumed.model.scalars, whole.model.scalars)
 
 
+@pytest.mark.parametrize("members", [None, 2])
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
-def test_merge_merges_each_member_by_its_own_rule(loss):
+def test_merge_merges_each_member_by_its_own_rule(loss, members):
     """Learner.merge of mixtures: each member's columns and scalars are what that
     member's own merge gives for the members run alone on the same shards; each
-    cumulative loss is the sum of the shards' (here from an empty base)."""
+    cumulative loss is the sum of the shards' (here from an empty base). With two
+    members mixed the table holds their columns only, and the others' losses stay 0."""
     batch = _stream(6, 1200, loss=loss)
     shards = [_part(batch, 0, 600), _part(batch, 600, 1200)]
     mixes = []
     for shard in shards:
-        m = Learner("mix", loss=loss, bits=8)
+        m = Learner("mix", loss=loss, bits=8, members=members)
         m.process(shard, True)
         mixes.append(m)
     merged = Learner.merge(mixes)
-    for name, columns in MEMBER_COLUMNS.items():
+    n = _mixed(merged, members)
+    assert not merged.model.scalars[mixture.LOSSES + n:mixture.LOSSES + N].any()
+    for name, columns in list(MEMBER_COLUMNS.items())[:n]:
         alone = []
         for shard in shards:
             a = Learner(ALONE[name][0], loss=loss, bits=8, **ALONE[name][1])
@@ -399,7 +404,29 @@ def test_a_format_5_default_model_mixes_its_four_members(name, tmp_path):
     assert model_file.read_header(again.read_bytes(), str(again))[0]["params"]["members"] == 4.0
 
 
-@pytest.mark.parametrize("value", [0, 5, 2.5, -1])
+def test_coin_options_without_the_coin_member_are_refused():
+    """--coin-alpha/--coin-beta set the coin member: with fewer than four members mixed
+    (the --oaa default) they would change nothing, so they are refused by name."""
+    from olcli.errors import UsageError
+
+    with pytest.raises(UsageError, match="--coin-alpha.*--mix-members 4"):
+        Learner("mix", loss="logistic", bits=8, oaa=3, alpha=2.0)
+    with pytest.raises(UsageError, match="--coin-beta.*--mix-members 4"):
+        Learner("mix", loss="logistic", bits=8, members=3, beta=0.5)
+    assert Learner("mix", loss="logistic", bits=8, oaa=3, alpha=2.0, members=4).params["alpha"] == 2.0
+
+
+def test_a_format_5_file_naming_members_is_refused(tmp_path):
+    """members came with format 6: an older file that names it was not written by olcli."""
+    m = Learner("mix", loss="logistic", bits=8)
+    m.process(_stream(7, 20), True)
+    header = m.model.header()
+    header["format_version"] = 5
+    with pytest.raises(ModelError, match="format 6"):
+        model_file.validate(header, "crafted.olm")
+
+
+@pytest.mark.parametrize("value", [0, 5, 2.5, -1, 3.9999999999])
 def test_members_outside_one_to_four_are_refused(value):
     from olcli.errors import UsageError
 

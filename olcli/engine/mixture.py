@@ -36,7 +36,8 @@ prediction was mostly barely trained members'.
 Members: the parameter ``members`` (``--mix-members N``) mixes the first N of MEMBERS
 (gd, gd_x6, gd_x20, coin), the prior's first N entries renormalised; the others weigh 0,
 have no columns in the state (N < 4: the first 3 N slots, registry.state_slots, 48 bytes a
-row for two) and their L_k and scalars stay 0. Not given, N is 4 for one output and 2
+row for two), their L_k stay 0 and their scalars at their start. coin's --coin-alpha and
+--coin-beta are refused when coin is not mixed (registry._mix_rules). Not given, N is 4 for one output and 2
 (gd at eta and 6 eta) with --oaa/--softmax: on the multiclass sets every subset was
 measured (benchmarks/results/mix_members_multiclass_s44.md, progressive 0/1 error) and
 gd with gd_x6 is as good as all four (letter 0.4651 both, news20 0.1750 against 0.1758,

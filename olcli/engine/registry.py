@@ -99,7 +99,7 @@ class Param(Frozen):
             raise ParameterError(f"{self.name} ({self.flag}) is on or off: True/False or 1/0 (got {value!r})")
         try:
             value = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ParameterError(f"{self.name} ({self.flag}) must be a number (got {value!r})") from None
         ok = value >= self.low if self.low_inclusive else value > self.low
         if not ok or not math.isfinite(value):
@@ -219,9 +219,16 @@ def _mix_rules(given: dict, params: dict, classes: int = 0) -> dict:
     params = dict(params)
     members = params["members"]
     if members != int(members) or not 1 <= members <= MIX_MEMBERS:
-        raise ParameterError(f"members (--mix-members) must be a whole number 1 to {MIX_MEMBERS} (got {members:g})")
+        raise ParameterError(f"members (--mix-members) must be a whole number 1 to {MIX_MEMBERS} (got {members!r})")
     if given.get("members") is None and classes > 0:
         params["members"] = float(MIX_MEMBERS_MULTICLASS)
+    coin = {p.name: p for p in ALGORITHMS["coin"].params}
+    changed = [coin[name].flag for name in ("alpha", "beta") if params[name] != coin[name].default]
+    if params["members"] < MIX_MEMBERS and changed:
+        raise ParameterError(f"{' and '.join(changed)} set the default's coin member, which is mixed only with "
+                             f"--mix-members 4 (this run mixes {params['members']:g}"
+                             + (", the default with --oaa/--softmax" if given.get("members") is None else "")
+                             + f"): add --mix-members 4, or drop {' and '.join(changed)}")
     return params
 
 
