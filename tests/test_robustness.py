@@ -279,7 +279,7 @@ TINY_IMPORTANCE_OAA = b"1 1e-160 | a:1\n2 | b:1\n"
 @pytest.mark.parametrize("data,flags", [
     (TINY_IMPORTANCE, ["--coin", "--coin-beta", "0"]), (TINY_IMPORTANCE, ["--coin-beta", "0"]),
     (TINY_IMPORTANCE_OAA, ["--coin", "--coin-beta", "0", "--oaa", "2"]),
-    (TINY_IMPORTANCE_OAA, ["--coin-beta", "0", "--oaa", "2"]),
+    (TINY_IMPORTANCE_OAA, ["--coin-beta", "0", "--oaa", "2", "--mix-members", "4"]),   # coin mixed
     (TINY_VALUE, ["--coin"]), (TINY_VALUE, [])],
     ids=["coin", "default", "coin-oaa", "default-oaa", "coin-tiny-value", "default-tiny-value"])
 def test_a_subnormal_coin_denominator_keeps_every_number_finite(cli, tmp_path, data, flags):

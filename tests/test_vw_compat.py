@@ -814,7 +814,8 @@ def test_olcli_vw_hashes_as_vw_by_default(cli, tmp_path):
 
 def _as_format_3(path: str, out: str) -> None:
     """The model file as olcli wrote it before the hash rule was recorded: format 3,
-    no input.hash_rule (the layout of model.py's docstring, rebuilt here)."""
+    no input.hash_rule and no params.members (format 6's; the layout of model.py's
+    docstring, rebuilt here)."""
     import hashlib
     import struct
 
@@ -822,6 +823,7 @@ def _as_format_3(path: str, out: str) -> None:
     magic, _, size = struct.unpack_from("<8sII", raw)
     header = json.loads(raw[16:16 + size])
     del header["input"]["hash_rule"]
+    header["params"].pop("members", None)
     header["format_version"] = 3
     text = json.dumps(header, indent=1, sort_keys=True).encode()
     body = struct.pack("<8sII", magic, 3, len(text)) + text + raw[16 + size:-32]
