@@ -232,14 +232,7 @@ def test_vw_learners_match_naive_vw_step_by_step(name, variant, loss, real_label
                              real_labels=real_labels)
     for step, (index, value, label, importance, base) in enumerate(examples):
         (p,), _ = run(fast, [(index, value, label, importance, base)])
-        features = list(zip(index.tolist(), value.tolist()))
-        if math.isnan(label):
-            expected = reference.predict(features, base)
-        elif importance > 0:
-            expected = reference.learn(features, label, importance, base)
-        else:
-            reference.sd.see_label(label)
-            expected = reference.predict(features, base)
+        expected = reference_step(reference, list(zip(index.tolist(), value.tolist())), label, importance, base)
         assert p == pytest.approx(expected, rel=1e-9, abs=1e-9), f"prediction {step}"
         assert_close(fast.model.state, vw_state(reference, ROWS), f"state after {step}")
         assert_close(fast.model.scalars, vw_scalars(reference), f"scalars after {step}")
@@ -251,6 +244,18 @@ def test_hinge_on_real_labels_matches_naive_vw(name, variant):
     """VW's hinge loss takes any real label y: max(0, 1 - y p) (VW test 578 trains
     it on regression labels); the kernels get what the parser now lets through."""
     test_vw_learners_match_naive_vw_step_by_step(name, variant, "hinge", real_labels=True)
+
+
+def reference_step(reference, features, label, importance, base):
+    """One example through a tests/naive_vw.py learner as the kernel takes it: unlabeled
+    (NaN) is predicted; importance > 0 is learned; importance 0 has its label seen, then is
+    predicted. Returns the prediction."""
+    if math.isnan(label):
+        return reference.predict(features, base)
+    if importance > 0:
+        return reference.learn(features, label, importance, base)
+    reference.sd.see_label(label)
+    return reference.predict(features, base)
 
 
 def subnormal_denominator_stream(seed, n=120):
@@ -285,12 +290,7 @@ def test_coin_bets_0_where_its_denominator_is_subnormal(variant, loss):
     reference = vw_reference("coin", fast.params, loss, 0.3)
     for step, (index, value, label, importance, base) in enumerate(subnormal_denominator_stream(7)):
         (p,), _ = run(fast, [(index, value, label, importance, base)])
-        features = list(zip(index.tolist(), value.tolist()))
-        if importance > 0:
-            expected = reference.learn(features, label, importance, base)
-        else:
-            reference.sd.see_label(label)
-            expected = reference.predict(features, base)
+        expected = reference_step(reference, list(zip(index.tolist(), value.tolist())), label, importance, base)
         assert p == pytest.approx(expected, rel=1e-9, abs=1e-9), f"prediction {step}"
         assert np.isfinite(fast.model.state).all() and np.isfinite(fast.model.scalars).all(), f"after {step}"
         want = vw_state(reference, ROWS)

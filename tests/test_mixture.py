@@ -4,7 +4,6 @@
 themselves run alone, resume, merge and its model header. Format 4's default (mix-v1) is
 tests/test_mixture_v1.py."""
 
-import hashlib
 import json
 import math
 import os
@@ -18,6 +17,7 @@ from olcli.engine.records import C_LOSS, COUNTER_NAMES, Batch
 from olcli.errors import ModelError
 from olcli.learner import Learner
 from tests import naive
+from tests.test_mixture_v1 import continues_as_written
 from tests.test_engine import (LOSSES, ROWS, assert_close, case_seed, learner, pack, run, sparse_stream,
                                subnormal_denominator_stream, vw_reference, vw_scalars, vw_state, vw_weights)
 
@@ -389,16 +389,7 @@ def test_a_format_5_default_model_mixes_its_four_members(name, tmp_path):
     assert "members" not in model_file.read_header(open(path, "rb").read(), path)[0]["params"]
     loaded = Learner.from_model(model_file.load(path))
     assert loaded.params["members"] == 4.0
-    lines = open(os.path.join(HERE, FORMAT5_DATA[name])).read().splitlines()
-    lo, hi = want["continue_lines"]
-    result = loaded.learn(lines[lo:hi])
-    predictions = np.asarray(result.predictions if result.scores is None else result.scores, dtype=np.float64)
-    assert [float(x).hex() for x in predictions.ravel()[:12]] == want["first_predictions_hex"]
-    assert hashlib.sha256(predictions.tobytes()).hexdigest() == want["predictions_sha256"]
-    state = np.ascontiguousarray(loaded.model.state)
-    assert hashlib.sha256(state.tobytes()).hexdigest() == want["state_sha256"]
-    assert [float(x).hex() for x in loaded.model.scalars] == want["scalars_hex"]
-    assert result.loss == want["loss"]
+    continues_as_written(loaded, os.path.join(HERE, FORMAT5_DATA[name]), want)
     again = tmp_path / "again.olm"
     loaded.save(again)
     assert model_file.read_header(again.read_bytes(), str(again))[0]["params"]["members"] == 4.0

@@ -24,16 +24,11 @@ EXPECTED = json.load(open(os.path.join(FILES, "expected.json")))
 DATA = {"a9a_logistic": "a9a_train.vw", "vw0002_squared": "vw_0002.dat", "letter_oaa26": "letter_train.vw"}
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_an_old_default_model_continues_bit_for_bit(name, tmp_path):
-    """Loaded, it is mix-v1; continued on the next lines it gives the predictions, state
-    and scalars the 3-member code gave (hashes and float hex written by that code); saved
-    again it is the current format, algorithm mix-v1, and reloads to the same state."""
-    want = EXPECTED[name]
-    loaded = Learner.from_model(model_file.load(os.path.join(FILES, f"{name}.olm")))
-    assert loaded.algorithm == "mix-v1"
-    assert loaded.model.slots == tuple(mixture_v1.SLOTS)
-    lines = open(os.path.join(HERE, DATA[name])).read().splitlines()
+def continues_as_written(loaded, data, want):
+    """``loaded`` continued on the lines ``want["continue_lines"]`` of the file ``data``
+    gives the predictions, state, scalars and loss the code that wrote ``want`` gave
+    (sample_data's make_expected.py: hashes and float hex)."""
+    lines = open(data).read().splitlines()
     lo, hi = want["continue_lines"]
     result = loaded.learn(lines[lo:hi])
     predictions = np.asarray(result.predictions if result.scores is None else result.scores, dtype=np.float64)
@@ -43,6 +38,18 @@ def test_an_old_default_model_continues_bit_for_bit(name, tmp_path):
     assert hashlib.sha256(state.tobytes()).hexdigest() == want["state_sha256"]
     assert [float(x).hex() for x in loaded.model.scalars] == want["scalars_hex"]
     assert result.loss == want["loss"]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_an_old_default_model_continues_bit_for_bit(name, tmp_path):
+    """Loaded, it is mix-v1; continued on the next lines it gives the predictions, state
+    and scalars the 3-member code gave (hashes and float hex written by that code); saved
+    again it is the current format, algorithm mix-v1, and reloads to the same state."""
+    want = EXPECTED[name]
+    loaded = Learner.from_model(model_file.load(os.path.join(FILES, f"{name}.olm")))
+    assert loaded.algorithm == "mix-v1"
+    assert loaded.model.slots == tuple(mixture_v1.SLOTS)
+    continues_as_written(loaded, os.path.join(HERE, DATA[name]), want)
     path = tmp_path / "again.olm"
     loaded.save(path)
     header = model_file.read_header(path.read_bytes(), str(path))[0]
