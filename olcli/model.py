@@ -184,9 +184,9 @@ class Encoded:
             yield np.ascontiguousarray(pool.dense(), dtype="<f8")
             return
         yield self.nonzero
-        state, at = pool.state, self.at
+        at = self.at
         for start in range(0, len(at), WRITE_ROWS):
-            yield np.ascontiguousarray(state[at[start:start + WRITE_ROWS]], dtype="<f8")
+            yield np.ascontiguousarray(pool.values(at[start:start + WRITE_ROWS]), dtype="<f8")
 
     def __iter__(self):
         digest = sha256_for(self.size)

@@ -115,7 +115,9 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
         # VW's --constant: the constant's weight (after --initial_weight); with --oaa that of
         # the first class only, as VW sets the one weight at the constant's index
         constant_row = pool.rows_for(np.array([model_file.table_rows(bits) - 1]), True)[0]
-        pool.state[constant_row, 0] = float(initial_constant)
+        row = pool.values([constant_row])
+        row[0, 0] = float(initial_constant)
+        pool.put([constant_row], row)
     return model_file.Model(
         counters=counters, scalars=np.array(spec.initial_scalars(params), dtype=np.float64),
         **{row.field: None if end is None else float(end) for row, end in zip(PREDICTION_RANGE, ends)},

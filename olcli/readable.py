@@ -1,8 +1,6 @@
 """Models as text: --readable-model (index:weight and the optimizer state) and
 --invert-hash (the same with feature names seen in the run)."""
 
-import numpy as np
-
 
 def write_readable(learner, stream, names: dict | None = None) -> None:
     """A header of ``# key: value`` lines, then one line per row with any
@@ -21,10 +19,11 @@ def write_readable(learner, stream, names: dict | None = None) -> None:
     stream.write(f"# state slots: {', '.join(model.slots)} (weight: the current weight, lazy terms paid)\n")
     lines = []
     unnamed = 0
+    values = model.pool.values(at)   # the logical rows, whatever the pool's layout (state.RowPool split)
     for k, row in enumerate(rows):
         block, index = divmod(int(row), model.block_rows)
         where = f"{block + 1}/{index}" if model.classes else str(index)
-        state = " ".join(f"{slot}={value:.17g}" for slot, value in zip(model.slots, model.pool.state[at[k]]))
+        state = " ".join(f"{slot}={value:.17g}" for slot, value in zip(model.slots, values[k]))
         body = f"{where}:{weights[k]:.17g} {state}"
         if names is not None:
             name = "Constant" if index == model.block_rows - 1 else names.get(index)

@@ -227,6 +227,18 @@ def copy_state(state):
 # holds what a never-touched row holds. Groups are handed out in the order features first
 # arrive while learning (``rows_for``); saving, merging and inspect walk them through
 # ``keys`` (``nonzero``), by the logical row k * (2^bits + 1) + h the model file keeps.
+#
+# The split S (``split``, dividing the slots; 1 but for the multiclass default mixing 2 or 3
+# gd members: olcli/model.py ``pool_split``) is how a group's K x slots numbers lie in
+# memory. S = 1: row by row, class k's slots at row g*K + k. S > 1: member-major, the
+# group's block read as an (S, K, w) array (w = slots / S): member m's slot s of class k at
+# flat offset (g*K)*slots + m*K*w + k*w + s, i.e. row S*(g*K) + m*K + k of the state seen as
+# (-1, w) rows (``members``), so that each member's cells of a feature lie together, apart
+# from the other members' (two threads learn two members without sharing cache lines). The
+# logical row of class k (what the model file, merging, inspect and every Python reader see:
+# ``values``/``put`` by pool position g*K + k) is still the slots in order, member 0's w
+# first. Growing, the reservation, snapshots, copies and shared tables move the state's raw
+# rows as they are, whatever the split; a split pool's template is all zeros.
 
 _FIRST_GROUPS = 1 << 10
 
@@ -260,15 +272,26 @@ def _reserve(rows: int, slots: int):
     return state
 
 
+def _checked_split(split, slots: int) -> int:
+    """``split`` as an int, or ValueError where it does not divide the slots."""
+    if split != int(split) or int(split) < 1 or slots % int(split):
+        raise ValueError(f"a pool's split must be a whole number >= 1 dividing its {slots} slots (got {split!r})")
+    return int(split)
+
+
 class RowPool:
     """The touched rows of a model's table (see above). ``block_rows``: 2^bits + 1 (the
     logical rows of one class), ``group``: K (1 when not multiclass)."""
 
     _reserved = None   # the address range the state grows in (``_reserve``); None: it grows by copying
+    split = 1          # the layout of a group's numbers (see above)
 
     def __init__(self, block_rows: int, group: int, slots: int, groups: int = _FIRST_GROUPS,
-                 template: np.ndarray | None = None):
+                 template: np.ndarray | None = None, split: int = 1):
         self.block_rows, self.group, self.slots = int(block_rows), max(1, int(group)), int(slots)
+        self.split = _checked_split(split, self.slots)
+        if self.split > 1 and template is not None and np.any(template != 0):
+            raise ValueError(f"a split pool's template must be all zeros (split {self.split})")
         self.index = zeroed_index(self.block_rows)
         groups = max(2, int(groups))
         self.keys = np.full(groups, -1, np.int64)
@@ -346,9 +369,42 @@ class RowPool:
         k, h = np.divmod(rows, self.block_rows)
         return self.index[h].astype(np.int64) + k
 
+    def members(self) -> np.ndarray:
+        """The state as rows of one member's slots (split S > 1): (capacity x K x S, slots / S),
+        a view (never a copy: writing it writes the state); member m's slots of pool position
+        g*K + k at row S*g*K + m*K + k."""
+        if not self.state.flags.c_contiguous:   # reshape would copy: writes would be lost
+            raise ValueError("a split pool's state must be one contiguous array")
+        return self.state.reshape(-1, self.slots // self.split)
+
+    def _member_rows(self, at) -> np.ndarray:
+        """(len(at), S) rows of ``members`` holding the logical rows at pool positions ``at``."""
+        at = np.asarray(at, np.int64).reshape(-1)
+        k = at % self.group
+        first = (at - k) * self.split + k
+        return first[:, None] + self.group * np.arange(self.split, dtype=np.int64)
+
+    def values(self, at) -> np.ndarray:
+        """The logical rows (a copy, (len(at), slots) float64) at pool positions ``at``
+        (g*K + k: class k of group g), whatever the split."""
+        if self.split == 1:
+            return self.state[at]
+        at = np.asarray(at, np.int64).reshape(-1)
+        return self.members()[self._member_rows(at)].reshape(len(at), self.slots)
+
+    def put(self, at, values) -> None:
+        """Write logical rows ``values`` ((len(at), slots), or what broadcasts to it) at pool
+        positions ``at``."""
+        if self.split == 1:
+            self.state[at] = values
+            return
+        at = np.asarray(at, np.int64).reshape(-1)
+        values = np.broadcast_to(np.asarray(values, self.state.dtype), (len(at), self.slots))
+        self.members()[self._member_rows(at)] = values.reshape(len(at), self.split, self.slots // self.split)
+
     def gather(self, rows) -> np.ndarray:
         """The state of logical rows (a copy)."""
-        return self.state[self.pool_rows(rows)]
+        return self.values(self.pool_rows(rows))
 
     def nonzero(self) -> tuple:
         """(logical rows, increasing; their pool rows) of the rows holding a non-zero value:
@@ -363,8 +419,20 @@ class RowPool:
         pool = np.arange(self.group, self.used * self.group, dtype=np.int64)   # group g's class k at g K + k
         touched = self.state[self.group:self.used * self.group]   # those rows, in that order: a view
         live = np.zeros(len(pool), bool)
-        for start in range(0, len(pool), _SCAN_ROWS):
-            live[start:start + _SCAN_ROWS] = np.any(touched[start:start + _SCAN_ROWS] != 0, axis=1)
+        if self.split == 1:
+            for start in range(0, len(pool), _SCAN_ROWS):
+                live[start:start + _SCAN_ROWS] = np.any(touched[start:start + _SCAN_ROWS] != 0, axis=1)
+        else:
+            # a raw row of a split group mixes classes: a group's block as (S, K, w), a class
+            # live when any member's slot of it is; whole groups of about _SCAN_ROWS rows at a time
+            shape = (-1, self.split, self.group, self.slots // self.split)
+            step = max(1, _SCAN_ROWS // self.group) * self.group
+            for start in range(0, len(pool), step):
+                block = touched[start:start + step].reshape(shape)
+                seen = block[:, 0] != 0   # (groups, K, w); or-ing the members' one by one: ~2x np.any over two axes
+                for m in range(1, self.split):
+                    seen |= block[:, m] != 0
+                live[start:start + step] = seen.any(axis=2).reshape(-1)
         logical, pool = logical[live], pool[live]
         order = np.argsort(logical, kind="stable")
         return logical[order], pool[order]
@@ -377,24 +445,26 @@ class RowPool:
             for k in range(self.group):
                 out[k * self.block_rows:(k + 1) * self.block_rows] = self.template[k]
         logical, pool = self.nonzero()
-        out[logical] = self.state[pool]
+        out[logical] = self.values(pool)
         out.flags.writeable = False
         return out
 
     # -- whole-pool operations --
     @classmethod
-    def from_rows(cls, block_rows: int, group: int, slots: int, rows, values) -> "RowPool":
+    def from_rows(cls, block_rows: int, group: int, slots: int, rows, values, split: int = 1) -> "RowPool":
         """A pool holding ``values`` at logical ``rows`` (increasing); every other row zero."""
         features = unique_sorted(np.asarray(rows, np.int64) % block_rows)
-        pool = cls(block_rows, group, slots, groups=len(features) + 1)
+        pool = cls(block_rows, group, slots, groups=len(features) + 1, split=split)
         pool.fill(rows, values, features)
         return pool
 
     @classmethod
-    def on(cls, block_rows: int, group: int, slots: int, index, keys, state) -> "RowPool":
-        """A pool on given arrays (olcli/shared_table.py's mapping), all its groups in use."""
+    def on(cls, block_rows: int, group: int, slots: int, index, keys, state, split: int = 1) -> "RowPool":
+        """A pool on given arrays (olcli/shared_table.py's mapping), all its groups in use;
+        ``split``: the layout the state holds."""
         pool = cls.__new__(cls)
         pool.block_rows, pool.group, pool.slots = int(block_rows), max(1, int(group)), int(slots)
+        pool.split = _checked_split(split, pool.slots)
         pool.index, pool.keys, pool.state, pool.used = index, keys, state, len(keys)
         return pool
 
@@ -408,11 +478,12 @@ class RowPool:
         self.keys[0] = -1
         self.keys[groups] = features
         self.used = len(features) + 1
-        self.state[self.index[h].astype(np.int64) + k] = values
+        self.put(self.index[h].astype(np.int64) + k, values)
 
     def copy(self) -> "RowPool":
         out = RowPool.__new__(RowPool)
         out.block_rows, out.group, out.slots, out.used = self.block_rows, self.group, self.slots, self.used
+        out.split = self.split
         out.index = zeroed_index(self.block_rows)
         touched = self.keys[1:self.used]
         out.index[touched] = self.index[touched]
