@@ -62,7 +62,7 @@ def merge(learner_class, learners, base=None):
     counters[C_MAX_LABEL] = max(lr.model.counters[C_MAX_LABEL] for lr in learners)
     merged = learners[0].copy()
     merged.model.pool = model_file.RowPool.from_rows(first.pool.block_rows, first.pool.group, first.pool.slots,
-                                                     rows, state)
+                                                     rows, state, split=first.pool.split)
     merged.model.counters = counters
     merged.model.scalars = np.array(scalars, dtype=np.float64, copy=True)
     merged.reset_summary()

@@ -102,7 +102,8 @@ class Model(Record):
         """A new pool holding ``table`` (the whole table, rows x slots; its all-zero rows untouched)."""
         table = np.asarray(table, np.float64)
         given = nonzero_rows(table)
-        self.pool = RowPool.from_rows(self.pool.block_rows, self.pool.group, table.shape[1], given, table[given])
+        self.pool = RowPool.from_rows(self.pool.block_rows, self.pool.group, table.shape[1], given, table[given],
+                                      split=self.pool.split)
 
     def header(self) -> dict:
         """The file's header: every stored setting (settings.STORED) at its path, in the
@@ -139,18 +140,31 @@ def _put(header: dict, path: str, value) -> None:
     header[name] = value
 
 
-def _table(rows: int, slots: int, classes: int, given: np.ndarray, values: np.ndarray, raw, shared_by) -> RowPool:
+def pool_split(algorithm: str, params: dict, classes: int) -> int:
+    """How a model's pool lays out a group (olcli/state.py RowPool's split): the multiclass
+    default mixing 2 or 3 gd members keeps each member's numbers of a feature apart (its
+    members learn on two threads: olcli/member_threads.py); every other model row by row (1).
+    A format-5 file's params have no members (it mixes all 4): 1."""
+    members = params.get("members", 4)
+    if algorithm == "mix" and classes > 0 and 2 <= members <= 3:
+        return int(params["members"])
+    return 1
+
+
+def _table(rows: int, slots: int, classes: int, given: np.ndarray, values: np.ndarray, raw, shared_by,
+           split: int = 1) -> RowPool:
     """A decoded table: private, or, with ``shared_by`` (olcli serve's supervisor pid), the
-    read-only pool its workers share (olcli/shared_table.py), named by the file's checksum."""
+    read-only pool its workers share (olcli/shared_table.py), named by the file's checksum.
+    ``split``: its layout (``pool_split``)."""
     group = max(1, classes)
     if shared_by is not None:
         from olcli import shared_table
 
         pool = shared_table.shared_pool(bytes(raw[-_CHECKSUM_BYTES:]), shared_by, rows // group, group, slots,
-                                        given, values)
+                                        given, values, split)
         if pool is not None:
             return pool
-    return RowPool.from_rows(rows // group, group, slots, given, values)
+    return RowPool.from_rows(rows // group, group, slots, given, values, split=split)
 
 
 # Rows of the state gathered and written at a time (64 Ki rows: 1-8 MB), so that writing a
@@ -287,7 +301,9 @@ def decode(raw: bytes, path: str, shared_by: int | None = None) -> Model:
     settings = {setting.field: _READ.get(setting.name, _same)(header_value(header, setting.stored, None))
                 for setting in STORED}
     settings["params"] = {k: float(v) for k, v in _header_params(header).items()}
-    pool = _table(rows, n_slots, int(settings.get("classes") or 0), given, values, raw, shared_by)
+    classes = int(settings.get("classes") or 0)
+    pool = _table(rows, n_slots, classes, given, values, raw, shared_by,
+                  pool_split(header["algorithm"], settings["params"], classes))
     return Model(
         **settings, pool=pool, slots=slots,
         counters=np.array([float(header["counters"].get(name, _V1_COUNTERS.get(name, 0.0)))

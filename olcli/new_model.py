@@ -110,7 +110,8 @@ def new_model(algorithm=None, loss=None, bits=None, interactions=(), *, oaa=None
                          f"{initial_constant:g}")
     template = np.zeros((max(1, classes), len(slots)))
     template[:, 0] = float(initial_weight)  # VW: every weight, the constant's included
-    pool = model_file.RowPool(model_file.table_rows(bits), classes, len(slots), template=template)
+    pool = model_file.RowPool(model_file.table_rows(bits), classes, len(slots), template=template,
+                              split=model_file.pool_split(spec.name, params, classes))
     if initial_constant != 0.0:
         # VW's --constant: the constant's weight (after --initial_weight); with --oaa that of
         # the first class only, as VW sets the one weight at the constant's index

@@ -52,10 +52,12 @@ def _views(buffer, block_rows: int, group: int, slots: int, groups: int) -> tupl
 
 
 def shared_pool(key: bytes, group: int, block_rows: int, classes: int, slots: int, given: np.ndarray,
-                values: np.ndarray):
+                values: np.ndarray, split: int = 1):
     """The model's row pool (olcli/state.py RowPool) holding ``values`` at logical rows
     ``given``, its index, keys and state mapped from the memory file shared by ``group``'s
-    workers; None if that cannot be done here."""
+    workers; None if that cannot be done here. ``split``: the pool's layout (model.pool_split);
+    the memory file holds the state as laid out, so every worker reads it with the same split
+    (the file's checksum names the entry, and the split follows from the file)."""
     if not hasattr(os, "memfd_create") or not os.path.isdir("/proc/self/fd"):
         return None
     from olcli.state import RowPool, unique_sorted
@@ -65,7 +67,7 @@ def shared_pool(key: bytes, group: int, block_rows: int, classes: int, slots: in
     nbytes = _layout(block_rows, classes, slots, groups)[2]
     name = key.hex()[:32]
     where = table_folder(group)
-    fill = (block_rows, classes, slots, groups, given, values, features)
+    fill = (block_rows, classes, slots, groups, given, values, features, split)
     try:
         os.makedirs(where, mode=0o700, exist_ok=True)
         descriptor = _open_entry(os.path.join(where, name), nbytes)
@@ -83,7 +85,7 @@ def shared_pool(key: bytes, group: int, block_rows: int, classes: int, slots: in
     index, keys, state = _views(mapping, block_rows, classes, slots, groups)
     index[keys[1:]].sum()   # map every page the model uses now (shared pages: read faults, no copies)
     state.sum()
-    return RowPool.on(block_rows, classes, slots, index, keys, state)
+    return RowPool.on(block_rows, classes, slots, index, keys, state, split=split)
 
 
 def _open_entry(entry: str, nbytes: int):
@@ -111,8 +113,9 @@ def _create(where: str, name: str, nbytes: int, fill: tuple) -> int:
         with mmap.mmap(descriptor, nbytes, flags=mmap.MAP_SHARED) as writable:
             from olcli.state import RowPool
 
-            block_rows, classes, slots, groups, given, values, features = fill
-            pool = RowPool.on(block_rows, classes, slots, *_views(writable, block_rows, classes, slots, groups))
+            block_rows, classes, slots, groups, given, values, features, split = fill
+            pool = RowPool.on(block_rows, classes, slots, *_views(writable, block_rows, classes, slots, groups),
+                              split=split)
             pool.fill(given, values, features)
             del pool
         inode = os.fstat(descriptor).st_ino

@@ -3,13 +3,27 @@ numbers as an (S, K, w) array, member m's slot s of class k at flat offset
 (g*K)*slots + m*K*w + k*w + s, while every reader sees the logical rows (the slots in order).
 
 The layout is checked against one built by hand with plain NumPy, not through the pool's own
-methods."""
+methods. At the model level: the model files of sample_data/pool_split (written by a commit
+whose pool had no split: sample_data/pool_split/make_expected.py) decode to a split pool and
+encode to the same bytes, and ``olcli train`` writes them again byte for byte."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from olcli import model as model_file
 from olcli.state import RowPool
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "sample_data", "pool_split")
+EXPECTED = json.load(open(os.path.join(FIXTURES, "expected.json")))
+SPLIT_OF_CASE = {"letter_oaa26_default": 2, "letter_softmax26_default": 2, "letter_oaa26_members3": 3,
+                 "letter_oaa26_members4": 1}
 
 LAYOUTS = [(split, k) for split in (2, 3) for k in (1, 3, 20)]
 
@@ -229,9 +243,139 @@ def test_split_one_is_the_raw_rows():
     np.testing.assert_array_equal(pool.values(at), values)
 
 
+@pytest.mark.parametrize("algorithm,params,classes,expected", [
+    ("mix", {"members": 2.0}, 26, 2), ("mix", {"members": 3.0}, 3, 3), ("mix", {"members": 4.0}, 26, 1),
+    ("mix", {"members": 1.0}, 26, 1), ("mix", {"members": 2.0}, 0, 1), ("mix", {}, 26, 1),
+    ("mix-v1", {"members": 2.0}, 26, 1), ("gd", {}, 5, 1)])
+def test_pool_split(algorithm, params, classes, expected):
+    assert model_file.pool_split(algorithm, params, classes) == expected
+
+
+@pytest.mark.parametrize("options,split", [
+    (dict(oaa=26), 2), (dict(softmax=5), 2), (dict(oaa=26, members=3), 3), (dict(oaa=26, members=4), 1),
+    (dict(), 1), (dict(members=2), 1)])
+def test_a_new_model_has_its_split(options, split):
+    from olcli.learner import Learner
+
+    learner = Learner("mix", loss="logistic", bits=8, **options)
+    assert learner.model.pool.split == split
+
+
 def test_the_constant_starts_at_its_weight():
     from olcli.learner import Learner
 
     learner = Learner("gd", bits=6, initial_constant=0.75, initial_weight=0.25)
     state = learner.model.state
     assert state[64, 0] == 0.75 and (state[:64, 0] == 0.25).all()
+
+
+# --- model files written before the split ---
+
+def _fixture(name: str) -> tuple:
+    path = os.path.join(FIXTURES, f"{name}.olm")
+    with open(path, "rb") as f:
+        return path, f.read()
+
+
+def _payload(raw: bytes, path: str) -> tuple:
+    """The sparse payload's (rows, values) read straight from the file."""
+    header, offset = model_file.read_header(raw, path)
+    count, slots = header["state"]["nonzero_rows"], len(header["state"]["slots"])
+    body = memoryview(raw)[offset:-32]
+    rows = np.frombuffer(body, "<u4", count).astype(np.int64)
+    return rows, np.frombuffer(body, "<f8", count * slots, 4 * count).reshape(count, slots)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED["cases"]))
+def test_a_file_written_before_the_split_decodes_and_encodes_the_same(name):
+    path, raw = _fixture(name)
+    model = model_file.decode(raw, path)
+    assert model.pool.split == SPLIT_OF_CASE[name]
+    rows, values = _payload(raw, path)
+    np.testing.assert_array_equal(model.pool.gather(rows), values)
+    np.testing.assert_array_equal(model.pool.nonzero()[0], rows)
+    assert model_file.encode(model) == raw
+    model.state = model.state          # the state setter keeps the split
+    assert model.pool.split == SPLIT_OF_CASE[name]
+    assert model_file.encode(model) == raw
+    if model.pool.split > 1:   # the pool really is member-major: its raw rows differ from the logical ones
+        k = model.pool.group
+        at = np.arange(k, 3 * k)
+        assert not np.array_equal(model.pool.state[at], model.pool.values(at))
+
+
+def test_merging_split_pools_is_merging_their_rows():
+    """Merge works on logical rows: two split models merge as the same rows in split-1 pools
+    do, and the merged pool keeps the split."""
+    from olcli.learner import Learner
+
+    path, raw = _fixture("letter_oaa26_default")
+    a = Learner.from_model(model_file.decode(raw, path))
+    b = Learner.from_model(model_file.decode(raw, path))
+    b.model.counters = b.model.counters * 0.5
+    rows, at = b.model.pool.nonzero()
+    b.model.pool.put(at, b.model.pool.values(at) * 1.5)
+    merged = Learner.merge([a, b])
+    assert merged.model.pool.split == 2
+    flat = []
+    for learner in (a, b):
+        pool = learner.model.pool
+        rows, at = pool.nonzero()
+        unsplit = model_file.RowPool.from_rows(pool.block_rows, pool.group, pool.slots, rows, pool.values(at))
+        flat.append(Learner.from_model(learner.model.replace(pool=unsplit)))
+    assert flat[0].model.pool.split == 1
+    np.testing.assert_array_equal(merged.model.state, Learner.merge(flat).model.state)
+
+
+_SHARED_CHILD = """
+import hashlib, sys
+import numpy as np
+from olcli import model as model_file
+model = model_file.load(sys.argv[1], shared_by=int(sys.argv[2]))
+pool = model.pool
+maps = [line.split() for line in open("/proc/self/maps") if "memfd:olcli-table" in line]
+raw = np.ascontiguousarray(pool.state[:pool.used * pool.group])
+print(maps[0][4] if maps else "private", pool.split, hashlib.sha256(model.state.tobytes()).hexdigest(),
+      hashlib.sha256(raw.tobytes()).hexdigest(), flush=True)
+sys.stdin.readline()   # stay alive (the memory file's creator) until the test is done
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="the shared table is a Linux memory file")
+def test_serve_workers_share_a_split_table():
+    """olcli serve --workers: the memory file holds the state as the split pool lays it out, and
+    every worker reads it with that split (the logical table a private load has)."""
+    path, raw = _fixture("letter_oaa26_default")
+    private = model_file.decode(raw, path).pool
+    used = private.used * private.group
+    expected = ["2", hashlib.sha256(private.dense().tobytes()).hexdigest(),
+                hashlib.sha256(np.ascontiguousarray(private.state[:used]).tobytes()).hexdigest()]
+    group = os.getpid()
+    children = []
+    try:
+        def start():
+            child = subprocess.Popen([sys.executable, "-c", _SHARED_CHILD, path, str(group)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            children.append(child)
+            return child.stdout.readline().split()
+
+        first, second = start(), start()
+        assert first[0] != "private" and first[0] == second[0]
+        assert first[1:] == second[1:] == expected
+    finally:
+        for child in children:
+            child.communicate("\n", timeout=60)
+        from olcli.serve_ports import remove_table_folder
+
+        remove_table_folder(group)
+
+
+# --- training writes the same files (needs the kernels that read the split: the lead's change) ---
+
+@pytest.mark.parametrize("name", sorted(EXPECTED["cases"]))
+def test_training_writes_the_file_written_before_the_split(cli, tmp_path, name):
+    data = os.path.join(HERE, "..", EXPECTED["data"])
+    out = tmp_path / f"{name}.olm"
+    code, _, err = cli("train", data, *EXPECTED["cases"][name], *EXPECTED["common"], "-f", out)
+    assert code == 0, err
+    assert out.read_bytes() == _fixture(name)[1], f"{name}: not the file {EXPECTED['commit'][:7]} wrote"
