@@ -71,7 +71,7 @@ def _multiclass_call(learner, batch, a, b, learn, tally, table, settings, indexi
     predictions = np.empty(n)
     scores = np.empty((n, k))
     seen = tally.holdout[H_SEEN]
-    rows = int(learner._kernels.run_chunk_multiclass(table, settings, part, tally, predictions, scores))
+    rows = int(learner._chunks.run_chunk_multiclass(table, settings, part, tally, predictions, scores))
     outside = np.flatnonzero((inside == 0.0) & ~np.isnan(labels))
     if outside.size:
         _vw_log_loss_outside(tally, part, labels, scores, outside, seen, indexing, k,

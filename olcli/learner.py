@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from olcli import merging
+from olcli import member_threads, merging
 from olcli import model as model_file
 from olcli.engine import registry
 from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, NONNEGATIVE_LOSSES, UNBOUNDED_LOSSES
@@ -129,6 +129,7 @@ class Learner:
         spec = registry.get(model.algorithm)
         self._spec = spec
         self._kernels = spec.kernels()
+        self._chunks = member_threads.chunks(self._kernels)   # multiclass chunks: the members on two threads
         self._params = np.array([model.params[p.name] for p in spec.params], dtype=np.float64)
         self.tally = new_tally()
         self._features = None
@@ -189,7 +190,9 @@ class Learner:
                         math.nan if m.max_prediction is None else float(m.max_prediction))
 
     def table(self) -> Table:
-        return Table(self.model.pool.state, self.model.counters, self.model.scalars)
+        """The kernels' Table: the pool's state (a split pool's as its members' rows, state.RowPool)."""
+        pool = self.model.pool
+        return Table(pool.members() if pool.split > 1 else pool.state, self.model.counters, self.model.scalars)
 
     # --- the door: one kernel call ---
 
@@ -214,6 +217,12 @@ class Learner:
         diverged_at = int(tally.stats[S_DIVERGED]) - 1
         tally.stats[S_DIVERGED] = 0.0
         return Processed(predictions, scores, int(rows), diverged_at)
+
+    def use_threads(self, more_than_one: bool) -> None:
+        """Whether the default's members may learn a chunk on two threads (olcli/member_threads.py:
+        by default where the machine has two cores or more); ``--threads 1`` runs ask for one."""
+        if isinstance(self._chunks, member_threads.MemberThreads):
+            self._chunks.enabled = more_than_one and member_threads.cores() > 1
 
     def divergence_advice(self) -> str:
         rates = [p for p in self._spec.params if p.option == "learning_rate"]

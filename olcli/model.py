@@ -142,7 +142,7 @@ def _put(header: dict, path: str, value) -> None:
 
 def pool_split(algorithm: str, params: dict, classes: int) -> int:
     """How a model's pool lays out a group (olcli/state.py RowPool's split): the multiclass
-    default mixing 2 or 3 gd members keeps each member's numbers of a feature apart (its
+    default mixing 2 or 3 gd members keeps each member's rows in a region of their own (its
     members learn on two threads: olcli/member_threads.py); every other model row by row (1).
     A format-5 file's params have no members (it mixes all 4): 1."""
     members = params.get("members", 4)

@@ -92,14 +92,14 @@ class _Future:
 
 
 class Workers:
-    """A few daemon threads running parse jobs (here and in olcli/cbify_input.py). Daemons,
-    so that a process told to stop never waits at exit for a parse (or a first compilation)
-    in progress."""
+    """A few daemon threads running jobs: parses (here and in olcli/cbify_input.py), the
+    default's members (olcli/member_threads.py). Daemons, so that a process told to stop
+    never waits at exit for a parse (or a first compilation) in progress."""
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, name: str = "olcli-parse"):
         self.jobs = queue.Queue()
         for k in range(count):
-            threading.Thread(target=self._work, name=f"olcli-parse-{k}", daemon=True).start()
+            threading.Thread(target=self._work, name=f"{name}-{k}", daemon=True).start()
         self.count = count
 
     def _work(self):

@@ -226,6 +226,7 @@ def run(learner, options: RunOptions, predictions=None, stderr=None, result: Run
     if progress.table is not None:
         progress.table.classes = learner.model.classes  # class numbers as integers, as VW's oaa
     bad_lines = BadLines(progress)
+    learner.use_threads(options.threads > 1)
     examples = Examples(learner, options, bad_lines, warn=lambda message: progress.stderr.write(message + "\n"))
     loop = PassLoop(learner, options)
     pass1_examples = 0

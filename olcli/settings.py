@@ -282,7 +282,8 @@ RUN_SETTINGS = (
     Setting("kill_cache", "bool", False, "Rebuild the example cache even if it looks current.",
             ("-k", "--kill-cache"), ("--kill_cache", "-k"), PASSES, switch=True, learning_only=True),
     Setting("threads", "int", 2, "Read and parse up to N chunks ahead on threads while one is learned (both cores "
-            "busy); 1: read, parse and learn on one thread. The results are the same.",
+            "busy), and with --oaa/--softmax learn the default's two members on two threads; 1: read, parse and "
+            "learn on one thread. The results are the same.",
             ("--threads",), typer=False, check=lambda v: None if v >= 1 else "must be at least 1",
             minimum=1, test=True),
     Setting("progress_every", "str|null", None, "VW's -P/--progress interval.", ("--vw-progress",),

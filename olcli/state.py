@@ -229,16 +229,20 @@ def copy_state(state):
 # ``keys`` (``nonzero``), by the logical row k * (2^bits + 1) + h the model file keeps.
 #
 # The split S (``split``, dividing the slots; 1 but for the multiclass default mixing 2 or 3
-# gd members: olcli/model.py ``pool_split``) is how a group's K x slots numbers lie in
-# memory. S = 1: row by row, class k's slots at row g*K + k. S > 1: member-major, the
-# group's block read as an (S, K, w) array (w = slots / S): member m's slot s of class k at
-# flat offset (g*K)*slots + m*K*w + k*w + s, i.e. row S*(g*K) + m*K + k of the state seen as
-# (-1, w) rows (``members``), so that each member's cells of a feature lie together, apart
-# from the other members' (two threads learn two members without sharing cache lines). The
-# logical row of class k (what the model file, merging, inspect and every Python reader see:
-# ``values``/``put`` by pool position g*K + k) is still the slots in order, member 0's w
-# first. Growing, the reservation, snapshots, copies and shared tables move the state's raw
-# rows as they are, whatever the split; a split pool's template is all zeros.
+# gd members: olcli/model.py ``pool_split``) is how the numbers lie in memory. S = 1: row by
+# row, pool position p = g*K + k (class k of group g) at row p. S > 1: member regions. The
+# state's memory, R rows of ``slots`` numbers (R = len(state)), read as an (S, R, w) array
+# (w = slots / S; ``regions``): member m's w slots of pool position p at [m, p], i.e. row
+# m*R + p of the state seen as (S*R, w) rows (``members``, what the kernels take:
+# engine/mixture.py split_of). Each member's rows are a region of their own, so two
+# threads learn two members without writing a cache line in common (with each member's
+# rows of a feature side by side in one group, the lines at the members' borders cost the
+# threads what they saved: benchmarks/results/member_threads_s45.md). The logical row of
+# position p (what the model file, merging, inspect and every Python reader see:
+# ``values``/``put``) is still the slots in order, member 0's w first. A split pool's
+# template is all zeros. Its state grows region by region (copying), or is the whole
+# reservation from the start (R = every group's rows: the regions never move, and only the
+# pages written cost memory); snapshots, copies and checks take each region's used rows.
 
 _FIRST_GROUPS = 1 << 10
 
@@ -296,8 +300,10 @@ class RowPool:
         groups = max(2, int(groups))
         self.keys = np.full(groups, -1, np.int64)
         self._reserved = _reserve((self.block_rows + 1) * self.group, self.slots)
-        self.state = (np.zeros((groups * self.group, self.slots)) if self._reserved is None
-                      else self._reserved[:groups * self.group])
+        if self._reserved is None:
+            self.state = np.zeros((groups * self.group, self.slots))
+        else:   # split: the regions at their places in the whole reservation (see above)
+            self.state = self._reserved if self.split > 1 else self._reserved[:groups * self.group]
         if template is not None and np.any(template != 0):
             self.state[:] = np.tile(template, (groups, 1))
         self.used = 1   # group 0: the template
@@ -314,10 +320,22 @@ class RowPool:
 
     @property
     def template(self) -> np.ndarray:
+        """Group 0's K logical rows (a view with split 1)."""
+        if self.split > 1:
+            return self.values(np.arange(self.group))
         return self.state[:self.group]
 
     def _template_zero(self) -> bool:
         return not np.any(self.template != 0)
+
+    def regions(self) -> np.ndarray:
+        """A split pool's state as (S, R, w): member m's slots of pool position p at [m, p]
+        (a view; see above)."""
+        return self.state.reshape(self.split, len(self.state), self.slots // self.split)
+
+    def _used_regions(self) -> np.ndarray:
+        """Each region's rows handed out so far (groups 0 .. used - 1): (S, used K, w), a view."""
+        return self.regions()[:, :self.used * self.group]
 
     def grow(self, groups: int) -> None:
         """Room for at least ``groups`` groups (the capacity doubles at least); the new
@@ -326,6 +344,17 @@ class RowPool:
             return
         old = self.capacity * self.group
         reserved = self._reserved
+        if self.split > 1:   # the regions: in place in the reservation, else copied region by region
+            groups = max(groups, 2 * self.capacity)
+            keys = np.full(groups, -1, np.int64)
+            keys[:self.capacity] = self.keys
+            if reserved is None or self.state is not reserved:
+                state = np.zeros((groups * self.group, self.slots), self.state.dtype)
+                wide = state.reshape(self.split, len(state), self.slots // self.split)
+                wide[:, :self.used * self.group] = self._used_regions()
+                self.state = state
+            self.keys = keys
+            return
         if (reserved is not None and groups * self.group <= len(reserved) and len(self.state) == old
                 and self.state.__array_interface__["data"][0] == reserved.__array_interface__["data"][0]):
             # the rows so far are the reservation's first: longer, not copied
@@ -370,9 +399,9 @@ class RowPool:
         return self.index[h].astype(np.int64) + k
 
     def members(self) -> np.ndarray:
-        """The state as rows of one member's slots (split S > 1): (capacity x K x S, slots / S),
-        a view (never a copy: writing it writes the state); member m's slots of pool position
-        g*K + k at row S*g*K + m*K + k."""
+        """The state as rows of one member's slots (split S > 1): (S R, slots / S), a view
+        (never a copy: writing it writes the state); member m's slots of pool position p at
+        row m R + p (R = len(state)). What the kernels take (Learner.table)."""
         if not self.state.flags.c_contiguous:   # reshape would copy: writes would be lost
             raise ValueError("a split pool's state must be one contiguous array")
         return self.state.reshape(-1, self.slots // self.split)
@@ -380,9 +409,7 @@ class RowPool:
     def _member_rows(self, at) -> np.ndarray:
         """(len(at), S) rows of ``members`` holding the logical rows at pool positions ``at``."""
         at = np.asarray(at, np.int64).reshape(-1)
-        k = at % self.group
-        first = (at - k) * self.split + k
-        return first[:, None] + self.group * np.arange(self.split, dtype=np.int64)
+        return at[:, None] + len(self.state) * np.arange(self.split, dtype=np.int64)
 
     def values(self, at) -> np.ndarray:
         """The logical rows (a copy, (len(at), slots) float64) at pool positions ``at``
@@ -417,22 +444,18 @@ class RowPool:
         k = np.arange(self.group, dtype=np.int64)
         logical = (k[None, :] * self.block_rows + self.keys[groups][:, None]).reshape(-1)
         pool = np.arange(self.group, self.used * self.group, dtype=np.int64)   # group g's class k at g K + k
-        touched = self.state[self.group:self.used * self.group]   # those rows, in that order: a view
         live = np.zeros(len(pool), bool)
         if self.split == 1:
+            touched = self.state[self.group:self.used * self.group]   # those rows, in that order: a view
             for start in range(0, len(pool), _SCAN_ROWS):
                 live[start:start + _SCAN_ROWS] = np.any(touched[start:start + _SCAN_ROWS] != 0, axis=1)
-        else:
-            # a raw row of a split group mixes classes: a group's block as (S, K, w), a class
-            # live when any member's slot of it is; whole groups of about _SCAN_ROWS rows at a time
-            shape = (-1, self.split, self.group, self.slots // self.split)
-            step = max(1, _SCAN_ROWS // self.group) * self.group
-            for start in range(0, len(pool), step):
-                block = touched[start:start + step].reshape(shape)
-                seen = block[:, 0] != 0   # (groups, K, w); or-ing the members' one by one: ~2x np.any over two axes
+        else:   # a position is live when any member's slot of it is (each member's region in turn)
+            touched = self.regions()[:, self.group:self.used * self.group]
+            for start in range(0, len(pool), _SCAN_ROWS):
+                seen = np.any(touched[0, start:start + _SCAN_ROWS] != 0, axis=1)
                 for m in range(1, self.split):
-                    seen |= block[:, m] != 0
-                live[start:start + step] = seen.any(axis=2).reshape(-1)
+                    seen |= np.any(touched[m, start:start + _SCAN_ROWS] != 0, axis=1)
+                live[start:start + _SCAN_ROWS] = seen
         logical, pool = logical[live], pool[live]
         order = np.argsort(logical, kind="stable")
         return logical[order], pool[order]
@@ -487,19 +510,31 @@ class RowPool:
         out.index = zeroed_index(self.block_rows)
         touched = self.keys[1:self.used]
         out.index[touched] = self.index[touched]
-        out.keys, out.state = self.keys.copy(), self.state.copy()
+        out.keys = self.keys.copy()
+        if self.split > 1:   # each region's used rows, into regions of the copy's capacity
+            out.state = np.zeros((out.capacity * self.group, self.slots), self.state.dtype)
+            out.regions()[:, :self.used * self.group] = self._used_regions()
+        else:
+            out.state = self.state.copy()
         return out
 
     def __deepcopy__(self, memo) -> "RowPool":
         return self.copy()   # not the reservation: its whole address space would be copied
 
     def snapshot(self) -> tuple:
+        if self.split > 1:
+            return self.used, self._used_regions().copy()
         return self.used, self.state[:self.used * self.group].copy()
 
     def restore(self, saved: tuple) -> None:
         """Back to a ``snapshot``: groups handed out since hold the template again (their
         features keep them: a group holding the template is what an untouched row is)."""
         used, values = saved
+        if self.split > 1:   # (a zero template)
+            regions = self.regions()
+            regions[:, :used * self.group] = values
+            regions[:, used * self.group:self.used * self.group] = 0.0
+            return
         template = values[:self.group].copy()
         self.state[:used * self.group] = values
         if np.any(template != 0):     # every free row holds the template too
@@ -508,7 +543,13 @@ class RowPool:
             self.state[used * self.group:self.used * self.group] = 0.0
 
     def all_finite(self) -> bool:
+        if self.split > 1:
+            return bool(np.isfinite(self._used_regions()).all())
         return bool(np.isfinite(self.state[:self.used * self.group]).all())
 
     def bytes_touched(self) -> int:
-        return self.state.nbytes + self.keys.nbytes
+        """The state's bytes (for a split pool in the whole reservation, its capacity's) and the keys'."""
+        state = self.state.nbytes
+        if self.split > 1 and self.state is self._reserved:
+            state = self.capacity * self.group * self.slots * self.state.itemsize
+        return state + self.keys.nbytes

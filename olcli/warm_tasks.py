@@ -19,13 +19,18 @@ import time
 BINARY_VW = (b"1 |a x:1 y:0.5 |b z w:2\n-1 'second |a y |b w\n1 |a x z |b v:0.25\n-1 |a w |b x\n"
              b"1 2 'fifth |a x |b y\n")
 CLASSES_VW = b"1 |a x |b z\n2 |a y |b w\n3 |a x y |b v\n1 |a x |b w\n2 |a y z\n"
+# 130 lines, one chunk: the default learns a multiclass chunk of 64 examples or more with its
+# members on two threads (olcli/member_threads.py), whose kernels only such a chunk calls (the
+# chunk's first label K decides the labels' indexing, kernel_calls.process_multiclass, and the
+# examples from it on are one kernel call: 128 here)
+CLASSES_MANY_VW = CLASSES_VW * 26
 BINARY_LIBSVM = b"1 1:1 3:0.5\n-1 2:1 4:2\n1 1:0.5 2:0.25\n-1 3:1\n"
 CLASSES_LIBSVM = b"1 1:1 3:0.5\n2 2:1\n3 3:1 4:1\n1 1:1\n"
 
 
 def files(folder: str) -> dict:
     files = {}
-    for name, data in (("binary.vw", BINARY_VW), ("classes.vw", CLASSES_VW),
+    for name, data in (("binary.vw", BINARY_VW), ("classes.vw", CLASSES_VW), ("classes_many.vw", CLASSES_MANY_VW),
                        ("binary.libsvm", BINARY_LIBSVM), ("classes.libsvm", CLASSES_LIBSVM)):
         path = os.path.join(folder, name)
         with open(path, "wb") as f:
@@ -81,6 +86,7 @@ def algorithm(name: str, folder: str, files: dict) -> None:
     for mode in ("--oaa", "--softmax"):
         run_cli(["train", classes, f"--{name}", mode, "3", "-f", model, *quiet])
         run_cli(["test", classes, "-i", model, "--probabilities", *quiet])
+        run_cli(["train", files["classes_many.vw"], f"--{name}", mode, "3", "--threads", "2", *quiet])
     from olcli.learner import Learner
 
     learner = Learner(name, loss="logistic")

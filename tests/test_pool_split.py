@@ -1,6 +1,6 @@
-"""The row pool's member-major layout (olcli/state.py RowPool ``split``): a group's K x slots
-numbers as an (S, K, w) array, member m's slot s of class k at flat offset
-(g*K)*slots + m*K*w + k*w + s, while every reader sees the logical rows (the slots in order).
+"""The row pool's member regions (olcli/state.py RowPool ``split``): the state's memory, R rows
+of ``slots`` numbers, as an (S, R, w) array, member m's w slots of pool position p (class k of
+group g: g*K + k) at [m, p], while every reader sees the logical rows (the slots in order).
 
 The layout is checked against one built by hand with plain NumPy, not through the pool's own
 methods. At the model level: the model files of sample_data/pool_split (written by a commit
@@ -36,19 +36,26 @@ def _logical(rng, features: int, k: int, slots: int, zero_share: float = 0.3) ->
     return values
 
 
+def _regions(state: np.ndarray, split: int) -> np.ndarray:
+    """The state's memory as (S, R, w), R = len(state) (the layout rule, by plain NumPy: a view
+    of a contiguous state, so writing it writes the state)."""
+    rows, slots = state.shape
+    assert state.flags.c_contiguous
+    return state.reshape(-1).reshape(split, rows, slots // split)
+
+
 def _by_hand(logical: np.ndarray, split: int) -> np.ndarray:
-    """The raw rows (features x K, slots) of groups 1.. holding ``logical`` (features, K, slots),
-    member-major: each group's block is the (S, K, w) array of its members' numbers."""
+    """Each region's rows of groups 0.. (S, (features + 1) K, w) holding ``logical`` (features,
+    K, slots) in groups 1..: member m's slots of group g's class c at [m, g K + c]; group 0
+    (the template) zeros."""
     features, k, slots = logical.shape
     w = slots // split
-    out = np.empty(features * k * slots)
-    for g in range(features):
-        block = np.empty((split, k, w))
-        for m in range(split):
+    out = np.zeros((split, (features + 1) * k, w))
+    for m in range(split):
+        for g in range(features):
             for c in range(k):
-                block[m, c, :] = logical[g, c, m * w:(m + 1) * w]
-        out[g * k * slots:(g + 1) * k * slots] = block.reshape(-1)
-    return out.reshape(features * k, slots)
+                out[m, (g + 1) * k + c] = logical[g, c, m * w:(m + 1) * w]
+    return out
 
 
 def _pool(split: int, k: int, features: np.ndarray, logical: np.ndarray, block_rows: int, slots: int) -> tuple:
@@ -69,19 +76,21 @@ def _dense_by_hand(logical, features, block_rows, k, slots):
 
 
 @pytest.mark.parametrize("split,k", LAYOUTS)
-def test_the_physical_layout_is_member_major(split, k):
+def test_the_physical_layout_is_member_regions(split, k):
     rng = np.random.default_rng(split * 100 + k)
     block_rows, slots = 4097, 3 * split
     features = rng.choice(block_rows, 50, replace=False)
     logical = _logical(rng, 50, k, slots)
     pool, at = _pool(split, k, features, logical, block_rows, slots)
     assert pool.split == split and pool.state.shape[1] == slots
-    np.testing.assert_array_equal(pool.state[k:51 * k], _by_hand(logical, split))
-    assert not pool.state[:k].any() and not pool.state[51 * k:].any()
-    # the rule of the brief, with the state as rows of one member's w numbers
-    w, view = slots // split, pool.state.reshape(-1, slots // split)
+    regions = _regions(pool.state, split)
+    np.testing.assert_array_equal(regions[:, :51 * k], _by_hand(logical, split))
+    assert not regions[:, 51 * k:].any()
+    # the rule, with the state as rows of one member's w numbers (what the kernels take)
+    w, view, r = slots // split, pool.state.reshape(-1, slots // split), len(pool.state)
     g, c, m = 7, k - 1, split - 1
-    np.testing.assert_array_equal(view[split * (g * k) + m * k + c], logical[g - 1, c, m * w:(m + 1) * w])
+    np.testing.assert_array_equal(view[m * r + g * k + c], logical[g - 1, c, m * w:(m + 1) * w])
+    np.testing.assert_array_equal(pool.members(), view)
 
 
 @pytest.mark.parametrize("split,k", LAYOUTS)
@@ -92,7 +101,7 @@ def test_values_read_a_layout_written_by_hand(split, k):
     logical = _logical(rng, 40, k, slots)
     pool = RowPool(block_rows, k, slots, split=split)
     pool.rows_for(features.astype(np.int32), True)
-    pool.state[k:41 * k] = _by_hand(logical, split)
+    _regions(pool.state, split)[:, :41 * k] = _by_hand(logical, split)
     at = (np.arange(1, 41)[:, None] * k + np.arange(k)).reshape(-1)
     np.testing.assert_array_equal(pool.values(at), logical.reshape(-1, slots))
     rows = (np.arange(k)[None, :] * block_rows + features[:, None]).reshape(-1)
@@ -130,7 +139,8 @@ def test_values_put_gather_nonzero_dense_round_trip(split, k):
     np.testing.assert_array_equal(again.dense(), dense)
     kept = logical.any(axis=(1, 2))   # from_rows hands out groups to the live features, in increasing index
     order = np.argsort(features[kept])
-    np.testing.assert_array_equal(again.state[k:(kept.sum() + 1) * k], _by_hand(logical[kept][order], split))
+    np.testing.assert_array_equal(_regions(again.state, split)[:, :(kept.sum() + 1) * k],
+                                  _by_hand(logical[kept][order], split))
     # put of one number leaves the rest of the row and its neighbours alone
     row = pool.values(at[3, :1])
     row[0, -1] = 123.5
@@ -190,8 +200,10 @@ def test_copy_snapshot_restore_and_on_keep_the_split(split, k):
     pool.put(more, np.full((5, slots), 3.0))
     model_file.restore(pool, saved)
     np.testing.assert_array_equal(pool.dense(), dense)
-    assert not pool.state[31 * k:].any()
-    on = RowPool.on(block_rows, k, slots, pool.index, pool.keys[:31], pool.state[:31 * k], split=split)
+    assert not _regions(pool.state, split)[:, 31 * k:].any()
+    # the first 31 groups' rows as a shared table holds them: each region's, R = 31 K
+    shared = np.ascontiguousarray(_regions(pool.state, split)[:, :31 * k]).reshape(31 * k, slots)
+    on = RowPool.on(block_rows, k, slots, pool.index, pool.keys[:31], shared, split=split)
     assert on.split == split
     np.testing.assert_array_equal(on.dense(), dense)
     assert model_file.all_finite(pool)
@@ -217,7 +229,7 @@ def test_a_split_pool_grows_without_moving_values(split, k, block_rows):
     assert not pool.values((rest[:, None] + np.arange(k)).reshape(-1)).any()
     rest_at = (rest[:, None] + np.arange(k)).reshape(-1)
     pool.put(rest_at, logical[10:].reshape(-1, slots))
-    np.testing.assert_array_equal(pool.state[k:2501 * k], _by_hand(logical, split))
+    np.testing.assert_array_equal(_regions(pool.state, split)[:, :2501 * k], _by_hand(logical, split))
 
 
 def test_split_is_checked():
@@ -334,7 +346,7 @@ from olcli import model as model_file
 model = model_file.load(sys.argv[1], shared_by=int(sys.argv[2]))
 pool = model.pool
 maps = [line.split() for line in open("/proc/self/maps") if "memfd:olcli-table" in line]
-raw = np.ascontiguousarray(pool.state[:pool.used * pool.group])
+raw = np.ascontiguousarray(pool.regions()[:, :pool.used * pool.group])   # each member's rows
 print(maps[0][4] if maps else "private", pool.split, hashlib.sha256(model.state.tobytes()).hexdigest(),
       hashlib.sha256(raw.tobytes()).hexdigest(), flush=True)
 sys.stdin.readline()   # stay alive (the memory file's creator) until the test is done
@@ -343,13 +355,14 @@ sys.stdin.readline()   # stay alive (the memory file's creator) until the test i
 
 @pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="the shared table is a Linux memory file")
 def test_serve_workers_share_a_split_table():
-    """olcli serve --workers: the memory file holds the state as the split pool lays it out, and
-    every worker reads it with that split (the logical table a private load has)."""
+    """olcli serve --workers: the memory file holds each member's region of rows as the split
+    pool lays them out, and every worker reads it with that split (the logical table and the
+    regions' rows a private load has)."""
     path, raw = _fixture("letter_oaa26_default")
     private = model_file.decode(raw, path).pool
     used = private.used * private.group
     expected = ["2", hashlib.sha256(private.dense().tobytes()).hexdigest(),
-                hashlib.sha256(np.ascontiguousarray(private.state[:used]).tobytes()).hexdigest()]
+                hashlib.sha256(np.ascontiguousarray(private.regions()[:, :used]).tobytes()).hexdigest()]
     group = os.getpid()
     children = []
     try:

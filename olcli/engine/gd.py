@@ -96,6 +96,9 @@ PARAMS = ("eta", "power_t", "initial_t", "adaptive", "normalized", "invariant", 
 P_ETA, P_POWER_T, P_INITIAL_T, P_ADAPTIVE, P_NORMALIZED, P_INVARIANT, P_L1, P_L2 = range(8)
 SCALARS = ("normalized_sum_norm_x", "total_weight", "gravity", "contraction")
 WIDTH, SCALAR_WIDTH = len(SLOTS), len(SCALARS)   # one learner's state columns and scalars
+# _update_outputs' layout of learners' columns side by side in each row: (row_scale,
+# member_base, member_rows, member_cols)
+MULTICLASS_LAYOUT = (1, 0, 0, WIDTH)
 NORM_X_SUM, TOTAL_WEIGHT, GRAVITY, CONTRACTION = range(4)
 
 FLT_MAX = 3.4028234663852886e38   # VW skips features this large in the update (float32's largest)
@@ -424,7 +427,7 @@ ACTIVE_ROWS = 3
 
 @njit(inline="always")
 def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, preds, y, label,
-                    softmax, h, g, block_rows, work, active, rates, stamps, stamp):
+                    softmax, h, g, block_rows, layout, work, active, rates, stamps, stamp):
     """``update`` of M = len(etas) learners with K = preds.shape[1] outputs each (K = 1:
     binary; K classes, one against all or --softmax) on one example, learner after
     learner, output after output. Learner k's output c: its weights, squared gradients
@@ -449,7 +452,16 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
     each other: state.RowPool, the mixture's columns), the scalars taken learner after
     learner, output after output, between the two: exact because an output's update
     reads and writes only its own cells and its learner's scalars, which the
-    sensitivity pass does not read."""
+    sensitivity pass does not read.
+
+    ``layout`` (multiclass; a binary example's learner k is at row index[j], columns
+    k WIDTH): (row_scale, member_base, member_rows, member_cols), learner k's output c of
+    the feature at row r = index[j] being row r row_scale + member_base + k member_rows +
+    c block_rows, columns k member_cols + (W, G, N): MULTICLASS_LAYOUT (1, 0, 0, WIDTH) for
+    the learners' columns side by side in each row; (1, f R, R, 0) for a state of S
+    regions of R rows, one per learner (state.RowPool's split S; mixture.split_layout),
+    whose first learner here is its learner f."""
+    row_scale, member_base, member_rows, member_cols = layout
     n_learners = len(etas)
     n_outputs = preds.shape[1]
     # 1. each output's derivative, and whether it updates at all (``update``'s returns)
@@ -474,8 +486,8 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
             work[_WNORM, a] = 0.0
             work[_WPER, a] = 0.0
             active[_AID, n_active] = a
-            active[_AROW, n_active] = c * block_rows
-            active[_ACOL, n_active] = k * WIDTH
+            active[_AROW, n_active] = member_base + k * member_rows + c * block_rows
+            active[_ACOL, n_active] = k * member_cols
             n_active += 1
     if n_active == 0:
         return
@@ -493,13 +505,14 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
     for j in range(lo, hi):
         x, x2 = _clamped(value[j])
         row = index[j]
+        scaled = row * row_scale
         if shared:
             last_n = math.nan   # (never equal: the first output computes the terms)
             factor = norm = 0.0
             changes = 0
             for n in range(n_active):
                 a = active[_AID, n]
-                i, col = (row, a * WIDTH) if one else (active[_AROW, n] + row, active[_ACOL, n])
+                i, col = (row, a * WIDTH) if one else (active[_AROW, n] + scaled, active[_ACOL, n])
                 g2, n_i = _raise(state, i, col, x, x2, work[_WSQ, a], initial_t, power_t)
                 if n_i != last_n:
                     last_n = n_i
@@ -513,7 +526,7 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
         else:
             for n in range(n_active):
                 a = active[_AID, n]
-                i, col = (row, a * WIDTH) if one else (active[_AROW, n] + row, active[_ACOL, n])
+                i, col = (row, a * WIDTH) if one else (active[_AROW, n] + scaled, active[_ACOL, n])
                 norm, per, rates[j - lo, a] = _feature_sensitivity(state, i, col, x, x2, work[_WSQ, a], initial_t,
                                                                    power_t, True, True)
                 work[_WNORM, a] += norm
@@ -545,9 +558,10 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
         x = value[j]
         if -FLT_MAX < x < FLT_MAX:
             row = index[j]
+            scaled = row * row_scale
             for n in range(n_moving):
                 a = active[_AID, n]
-                i, col = (row, a * WIDTH) if one else (active[_AROW, n] + row, active[_ACOL, n])
+                i, col = (row, a * WIDTH) if one else (active[_AROW, n] + scaled, active[_ACOL, n])
                 if repeated:   # a row twice: its rate is the one of its G_i, N_i after both
                     _move(state, i, col, work[_WU, a], x, power_t, True, True)
                 else:   # _move at the sensitivity pass's rate: the same G_i, N_i, so the same number
@@ -570,17 +584,17 @@ def update_learners(state, scalars, etas, power_t, initial_t, loss, tau, index, 
     y. Not inlined: the mixture's binary loop calls this one compiled body."""
     one = preds.reshape((len(preds), 1))
     _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, one, y, -1, False, h,
-                    one, 0, work, active, rates, stamps, stamp)
+                    one, 0, MULTICLASS_LAYOUT, work, active, rates, stamps, stamp)
 
 
 @njit
 def update_classes(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, scores, label, softmax,
-                   h, g, block_rows, work, active, rates, stamps, stamp):
+                   h, g, block_rows, layout, work, active, rates, stamps, stamp):
     """``_update_outputs`` for a multiclass example: learner k's class scores scores[k],
-    the class ``label``, with ``softmax`` the gradients g[k]. Not inlined: the mixture's
-    multiclass loop calls this one compiled body."""
+    the class ``label``, with ``softmax`` the gradients g[k], the state laid out as
+    ``layout`` says. Not inlined: the mixture's multiclass loops call this one compiled body."""
     _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, scores, math.nan,
-                    label, softmax, h, g, block_rows, work, active, rates, stamps, stamp)
+                    label, softmax, h, g, block_rows, layout, work, active, rates, stamps, stamp)
 
 
 @njit

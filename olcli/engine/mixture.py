@@ -126,7 +126,10 @@ predictor, coin.py).
 State: the members' slots side by side (``gd.w gd.G gd.N``, ``gd_x6.*``,
 ``gd_x20.*``, then coin's six: 15 float64 columns, 120 bytes a row; the mixed members'
 only with fewer, "Members"), so the model is
-the members' tables together; the scalars are each gd member's four, coin's two,
+the members' tables together. In memory, the multiclass default with two or three gd
+members keeps each member's rows in a region of their own (``split_of``), and its members
+learn a chunk on two threads (``learn_part``, olcli/member_threads.py); the model file and
+every reader see the rows as above (state.RowPool); the scalars are each gd member's four, coin's two,
 the four losses and the labels seen. The three gd members' normalisers N (the
 largest |x_i| seen) are not one shared column: a member raises N_i only at an
 example it updates on, and it skips an example whose loss is 0 in float32 (the
@@ -220,6 +223,30 @@ def mixed(settings):
 
 
 @njit(inline="always")
+def split_of(settings):
+    """How the pool lays the members out (olcli/model.py pool_split, state.RowPool's split S):
+    with --oaa/--softmax and 2 to N_GD members mixed (gd members only), S = that number and
+    each member's rows are a region of their own (the kernels' state: S regions of R rows of
+    GD_WIDTH columns, member k's row for pool row p at k R + p), so that two threads can
+    learn two members at once without writing a cache line in common (``learn_part``);
+    else 1, the members' columns side by side in each row."""
+    n = mixed(settings)
+    if settings.classes > 0 and n >= 2 and n <= N_GD:
+        return n
+    return np.int64(1)
+
+
+@njit(inline="always")
+def split_layout(state, split, first):
+    """gd.update_classes' layout (gd._update_outputs) of the gd members first, first + 1, ...
+    in the state (split_of)."""
+    if split > 1:
+        region = np.int64(state.shape[0] // split)
+        return (np.int64(1), first * region, region, np.int64(0))
+    return (np.int64(1), np.int64(0), np.int64(0), np.int64(GD_WIDTH))
+
+
+@njit(inline="always")
 def _gd_rates(settings, n_gd):
     """The first n_gd gd members' -l (as _gd_settings gives them), power_t and initial_t:
     what gd.update_learners and gd.update_classes take for them."""
@@ -261,10 +288,21 @@ def _feature_terms(state, coin_state, i, x, learning, alpha):
 
 
 @njit(inline="always")
-def _gd_class_sums(state, index, value, lo, hi, block_rows, n_gd, sums):
-    """sums[c, k] = sum_i w_i x_i of the first n_gd gd members for every class c (the
-    multiclass default's two in one loop without a test per row)."""
+def _gd_class_sums(state, index, value, lo, hi, block_rows, n_gd, sums, split, first):
+    """sums[c, k] = sum_i w_i x_i of the gd members first .. n_gd - 1 for every class c (the
+    multiclass default's two in one loop without a test per row), each over the features
+    in their order: with split S > 1 from member k's region (split_of), else from the
+    members' columns side by side in each row (first = 0)."""
     n_classes = sums.shape[0]
+    if split > 1:
+        region = state.shape[0] // split
+        for j in range(lo, hi):
+            x = value[j]
+            for k in range(first, n_gd):
+                r = index[j] + k * region
+                for c in range(n_classes):
+                    sums[c, k] += state[r + c * block_rows, gd.W] * x
+        return
     if n_gd == 2:
         for j in range(lo, hi):
             row = index[j]
@@ -288,7 +326,7 @@ def _gd_class_sums(state, index, value, lo, hi, block_rows, n_gd, sums):
 
 @njit(inline="always")
 def predict_classes(state, scalars, coin_table, coin_settings, index, value, lo, hi, block_rows, learning, h, base,
-                    sums, norms, member, n):
+                    sums, norms, member, n, split):
     """Every member's prediction for every output c (rows at offset c * block_rows; one
     output for a binary example, K classes for a multiclass one) plus the base,
     member[k, c], in one loop over the example's features, the K classes of a feature
@@ -299,7 +337,7 @@ def predict_classes(state, scalars, coin_table, coin_settings, index, value, lo,
     M' = 0 changes no sum of squares). ``sums`` (K, N_MEMBERS) and ``norms`` (K): scratch.
     With n < N_MEMBERS members mixed the state holds only their columns (the first 3 n:
     registry.state_slots), so only theirs are read; the others' predictions are the base
-    and coin's running norm is not kept."""
+    and coin's running norm is not kept. ``split``: how the state holds them (split_of)."""
     n_classes = len(norms)
     prefetch_rows(state, index, lo, hi, 0)
     coin_state = coin_table.state
@@ -330,7 +368,7 @@ def predict_classes(state, scalars, coin_table, coin_settings, index, value, lo,
     else:
         sums[:, :] = 0.0
         norms[:] = 0.0
-        _gd_class_sums(state, index, value, lo, hi, block_rows, min(n, N_GD), sums)
+        _gd_class_sums(state, index, value, lo, hi, block_rows, min(n, N_GD), sums, split, 0)
     coin_scalars = coin_table.scalars
     for c in range(n_classes):
         for k in range(N_GD):
@@ -451,7 +489,7 @@ def _binary_loop(table, settings, batch, tally, predictions, n):
             see_label(scalars, y)
         base = batch.base[e]
         predict_classes(state, scalars, t_coin, s_coin, index, value, lo, hi, 0, learning, h, base, sums, norms,
-                        one_output, n)
+                        one_output, n, 1)
         finite = True
         for k in range(N_MEMBERS):
             finite = finite and np.isfinite(member[k])
@@ -532,6 +570,8 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
     member = np.empty((N_MEMBERS, n_classes))
     n = mixed(settings)
     n_gd = min(n, N_GD)
+    split = split_of(settings)
+    layout = split_layout(state, split, 0)
     etas, power_t, initial_t = _gd_rates(settings, n_gd)
     work = np.empty((gd.WORK_ROWS, n_gd * n_classes))
     active = np.empty((gd.ACTIVE_ROWS, n_gd * n_classes), np.int64)
@@ -549,7 +589,7 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
         held_out, learning = start_example(holdout, learn, h, y)
         base = batch.base[e]
         predict_classes(state, scalars, t_coin, s_coin, index, value, lo, hi, block_rows, learning, h, base, sums,
-                        norms, member, n)
+                        norms, member, n, split)
         mixture_weights(scalars, 1.0, pi, n)
         best = np.int64(0)
         for c in range(n_classes):
@@ -570,8 +610,8 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
             for k in range(n_gd):   # the gd members' K classes, from their own scores, in one call
                 _member_class_gradients(k, count, settings, member[k], label, h, log_probs, g[k], scalars)
             gd.update_classes(state, scalars, etas, power_t, initial_t, settings.loss, settings.tau, index, value,
-                              lo, hi, member, label, settings.softmax, h, g, block_rows, work, active, rates, stamps,
-                              e + 1)
+                              lo, hi, member, label, settings.softmax, h, g, block_rows, layout, work, active, rates,
+                              stamps, e + 1)
             if n > N_GD:
                 _learn_coin_classes(count, t_coin, s_coin, settings, index, value, lo, hi, block_rows, member[3],
                                     label, h, log_probs, g[N_GD], scalars)
@@ -579,6 +619,142 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
         elif count:   # a held-out example
             for k in range(n):
                 scalars[LOSSES + k] += h * _class_error(member[k], label)
+        n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, batch.feature_count[e])
+    return n_rows
+
+
+# ---------------------------------------------------------------------------
+# The members on two threads (olcli/member_threads.py). With the pool split member-major
+# (split_of > 1: --oaa/--softmax, 2 or 3 gd members), a chunk's members learn in two
+# parts at once, each part's members from their own class scores as in _run_multiclass,
+# keeping every example's scores (``out``); then ``_finish_multiclass`` does the
+# mixture's own work over the chunk in order: the weights, the class scores, the report
+# and the cumulative losses L_k. Exact: a member's prediction and update read only the
+# example, its own cells and scalars and whether the holdout takes the example, none of
+# which depends on the mixture's weights or on another member; the weights read only the
+# members' scores. So every number is the one _run_multiclass gives
+# (tests/test_member_threads.py). Each member's rows are a region of the state of their
+# own (split_of), so the two threads write no cache line in common (in one row, or in
+# regions side by side within a feature's rows, the lines the two share cost the threads
+# what they save: benchmarks/results/member_threads_s45.md).
+
+
+@njit(inline="always")
+def part_members(settings, part):
+    """(first member, number of members) of part 0 or 1: the first ceil(S/2) members of the
+    split S, then the others."""
+    split = split_of(settings)
+    half = (split + 1) // 2
+    if part == 0:
+        return np.int64(0), half
+    return half, split - half
+
+
+@njit(inline="always")
+def _learn_part(table, settings, batch, tally, part, out):
+    """The members of part ``part`` (``part_members``) through the chunk, as _run_multiclass
+    learns them, from copies of the holdout and of the scalars (the loop's own are
+    ``_finish_multiclass``'s to change; the part's members' scalars are written back at the
+    end). out[k, e K + c]: member k's score of class c for example e. Stops before learning
+    an example a member of the part scores a non-finite number for; returns its position,
+    or n. The other part's members may then have learned past it: a diverged learner is
+    neither saved nor served (olcli/run.py, olcli/served.py)."""
+    first, count = part_members(settings, part)
+    split = split_of(settings)
+    holdout = tally.holdout.copy()
+    own = table.scalars.copy()
+    state = table.state
+    layout = split_layout(state, split, first)
+    learn, softmax, block_rows = settings.learn, settings.softmax, settings.block_rows
+    n_classes = settings.classes
+    index, value = batch.index, batch.value
+    log_probs = np.empty(n_classes)
+    member = np.empty((count, n_classes))
+    g = np.empty((count, n_classes))
+    sums = np.empty((n_classes, N_MEMBERS))
+    rates_all, power_t, initial_t = _gd_rates(settings, first + count)
+    etas = rates_all[first:first + count]
+    own_part = own[first * GD_SCALAR_WIDTH:]
+    work = np.empty((gd.WORK_ROWS, count * n_classes))
+    active = np.empty((gd.ACTIVE_ROWS, count * n_classes), np.int64)
+    rates = np.empty((most_features(batch.row_ptr, len(batch.labels)), count * n_classes))
+    stamps = np.zeros(STAMP_SLOTS, np.int64)
+    n = len(batch.labels)
+    stop = n
+    for e in range(n):
+        lo = batch.row_ptr[e]
+        hi = batch.row_ptr[e + 1]
+        y = batch.labels[e]
+        h = batch.importance[e]
+        held_out, learning = start_example(holdout, learn, h, y)
+        base = batch.base[e]
+        sums[:, :] = 0.0
+        _gd_class_sums(state, index, value, lo, hi, block_rows, first + count, sums, split, first)
+        finite = True
+        for k in range(count):
+            contraction = own[(first + k) * GD_SCALAR_WIDTH + gd.CONTRACTION]
+            for c in range(n_classes):
+                score = base + sums[c, first + k] * contraction
+                member[k, c] = score
+                out[first + k, e * n_classes + c] = score
+                finite = finite and np.isfinite(score)
+        if not finite:
+            stop = e
+            break
+        if learning and not np.isnan(y):
+            label = np.int64(int(y) - 1)
+            for k in range(count):
+                _member_class_gradients(first + k, False, settings, member[k], label, h, log_probs, g[k], own)
+            gd.update_classes(state, own_part, etas, power_t, initial_t, settings.loss, settings.tau, index, value,
+                              lo, hi, member, label, softmax, h, g, block_rows, layout, work, active, rates, stamps,
+                              e + 1)
+    scalars = table.scalars
+    for i in range(first * GD_SCALAR_WIDTH, (first + count) * GD_SCALAR_WIDTH):
+        scalars[i] = own[i]
+    return stop
+
+
+@njit(inline="always")
+def _finish_multiclass(table, settings, batch, tally, predictions, scores, out, stop):
+    """_run_multiclass's own work over the chunk, given every member's class scores in
+    ``out`` (``_learn_part``), up to example ``stop`` (a member's first non-finite score)."""
+    counters, scalars = table.counters, table.scalars
+    stats, holdout, progress = tally.stats, tally.holdout, tally.progress
+    learn = settings.learn
+    n_classes = settings.classes
+    log_probs = np.empty(n_classes)
+    member = np.empty((N_MEMBERS, n_classes))
+    pi = np.empty(N_MEMBERS)
+    n = mixed(settings)
+    n_rows = np.int64(0)
+    for e in range(len(batch.labels)):
+        y = batch.labels[e]
+        h = batch.importance[e]
+        held_out, learning = start_example(holdout, learn, h, y)
+        base = batch.base[e]
+        for k in range(N_MEMBERS):   # the members not mixed: the base, as predict_classes gives them
+            for c in range(n_classes):
+                member[k, c] = out[k, e * n_classes + c] if k < n else base
+        mixture_weights(scalars, 1.0, pi, n)
+        best = np.int64(0)
+        for c in range(n_classes):
+            total = 0.0
+            for k in range(n):
+                total += pi[k] * member[k, c]
+            scores[e, c] = total
+            if scores[e, c] > scores[e, best]:
+                best = c
+        predictions[e] = best + 1
+        if e == stop or not (np.all(np.isfinite(member)) and np.all(np.isfinite(scores[e]))):
+            stats[S_DIVERGED] = e + 1
+            return n_rows
+        label = account_multiclass(tally, counters, settings, held_out, batch.feature_count[e], y, h, scores[e], best,
+                                   log_probs)
+        if counts_loss(holdout, learn, held_out, learning, h, y):
+            for k in range(n):
+                scalars[LOSSES + k] += h * _class_error(member[k], label)
+        if learning and not np.isnan(y):
+            counters[C_ROUNDS] += 1.0
         n_rows = progress_row(progress, n_rows, stats, holdout, y, best + 1, batch.feature_count[e])
     return n_rows
 
@@ -591,6 +767,20 @@ def _weights(table, settings, rows):
     mixture_weights(table.scalars, mixing_rate(settings, table.scalars), pi, mixed(settings))
     out = np.empty(len(rows))
     n = mixed(settings)   # the state holds the columns of these members only
+    split = split_of(settings)
+    if split > 1:   # member k's row of pool row i: k R + i (split_of)
+        region = table.state.shape[0] // split
+        v_g0 = Table(table.state, table.counters, table.scalars[0:4])
+        v_g1 = Table(table.state, table.counters, table.scalars[4:8])
+        v_g2 = Table(table.state, table.counters, table.scalars[8:12])
+        for r in range(len(rows)):
+            i = rows[r]
+            w = pi[0] * gd.weight(v_g0, s_g0, i)
+            w += pi[1] * gd.weight(v_g1, s_g1, i + region)
+            if n > 2:
+                w += pi[2] * gd.weight(v_g2, s_g2, i + 2 * region)
+            out[r] = w
+        return out
     for r in range(len(rows)):
         i = rows[r]
         w = pi[0] * gd.weight(t_g0, s_g0, i)
@@ -625,6 +815,20 @@ def run_chunk(table, settings, batch, tally, predictions):
 def run_chunk_multiclass(table, settings, batch, tally, predictions, scores):
     return _run_multiclass(lend_table(table), lend_settings(settings), lend_batch(batch), lend_tally(tally),
                            borrowed(predictions), borrowed(scores))
+
+
+@njit(cache=True, nogil=True)
+def learn_part(table, settings, batch, tally, part, out):
+    """``_learn_part``: one part of the members through a multiclass chunk (olcli/member_threads.py)."""
+    return _learn_part(lend_table(table), lend_settings(settings), lend_batch(batch), lend_tally(tally), part,
+                       borrowed(out))
+
+
+@njit(cache=True, nogil=True)
+def finish_chunk_multiclass(table, settings, batch, tally, predictions, scores, out, stop):
+    """``_finish_multiclass``: the mixture's work over a chunk its parts learned."""
+    return _finish_multiclass(lend_table(table), lend_settings(settings), lend_batch(batch), lend_tally(tally),
+                              borrowed(predictions), borrowed(scores), borrowed(out), stop)
 
 
 @njit(cache=True)

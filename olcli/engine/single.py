@@ -252,7 +252,7 @@ class LinePredictor:
         narrow = spec.astype(np.int8)
         if np.array_equal(narrow.astype(spec.dtype), spec):
             spec = narrow
-        self._fixed = (model.pool.state, model.counters, model.scalars, settings.params, config, spec,
+        self._fixed = (learner.table().state, model.counters, model.scalars, settings.params, config, spec,
                        features.interactions, features.lengths, tally.stats, tally.auc, tally.progress,
                        tally.holdout)
         # None or not: which parser and example loop the entry compiles (one per kind of model)
