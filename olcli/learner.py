@@ -185,12 +185,12 @@ class Learner:
         m = self.model
         clip = self._spec.unbounded_loss_clipped and m.loss in UNBOUNDED_LOSSES
         return Settings(self._params, int(LOSS_CODES[m.loss]), float(m.loss_tau), bool(clip), bool(learn),
-                        1, int(m.classes), m.multiclass == "softmax",   # class k: pool row + k (state.RowPool)
+                        1, int(m.classes), m.multiclass == "softmax",   # class k: pool row + k (row_pool.RowPool)
                         math.nan if m.min_prediction is None else float(m.min_prediction),
                         math.nan if m.max_prediction is None else float(m.max_prediction))
 
     def table(self) -> Table:
-        """The kernels' Table: the pool's state (a split pool's as its members' rows, state.RowPool)."""
+        """The kernels' Table: the pool's state (a split pool's as its members' rows, row_pool.RowPool)."""
         pool = self.model.pool
         return Table(pool.members() if pool.split > 1 else pool.state, self.model.counters, self.model.scalars)
 

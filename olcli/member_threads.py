@@ -2,7 +2,7 @@
 29's decision 5).
 
 A multiclass default mixing two or three gd members keeps each member's rows of a feature
-apart in the pool (state.RowPool's split, olcli/model.py ``pool_split``), so two threads can
+apart in the pool (row_pool.RowPool's split, olcli/model.py ``pool_split``), so two threads can
 write them at once without sharing cache lines. A chunk of examples is then learned in three
 kernel calls: ``mixture.learn_part(0)`` on a worker thread and ``learn_part(1)`` on the
 calling one at the same time (``mixture.part_members``: the first member and the second, or

@@ -41,7 +41,7 @@ MEMORY_RESERVE = 512 << 20
 
 def check_memory(bits: int, n_slots: int, classes: int, copies: int = 1) -> None:
     """Refuse a run that cannot start. The table holds a row per touched feature
-    (state.RowPool): what it costs grows with the features the examples bring, not with
+    (row_pool.RowPool): what it costs grows with the features the examples bring, not with
     2^bits x slots, and MemoryGuard watches it. What is judged here is what the run needs
     before its first example (MEMORY_FLOOR) and the table's index, 4 bytes for each of
     2^bits + 1 hashed indices, allocated zeroed (its pages cost memory once an example

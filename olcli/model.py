@@ -27,15 +27,15 @@ from olcli.engine.records import COUNTER_NAMES, N_COUNTERS
 from olcli.engine.registry import KNOWN as ALGORITHMS  # a model file may name a LEGACY one
 from olcli.engine.registry import LEGACY
 from olcli.errors import ModelError
-# the header's checks (olcli/header.py) and the table in memory (olcli/state.py); the model
+# the header's checks (olcli/header.py) and the table in memory (olcli/row_pool.py, olcli/state.py); the model
 # file's readers use these through it too
 from olcli.header import (  # noqa: F401
     FORMAT_VERSION, HEADER_FIELDS, INITIAL_WEIGHT_ALGORITHMS, SLOT_RULES, check_memory, check_state, header_value,
     validate)
 from olcli.records import Record
 from olcli.settings import HASH_TEXT, MODEL_SETTINGS, STORED
-from olcli.state import (  # noqa: F401
-    RowPool, all_finite, copy_state, nonzero_rows, restore, snapshot, table_rows, zeroed_state)
+from olcli.row_pool import RowPool, all_finite, copy_state, restore, snapshot  # noqa: F401
+from olcli.state import nonzero_rows, table_rows, zeroed_state  # noqa: F401
 
 
 MAGIC = b"OLCLIMDL"
@@ -56,7 +56,7 @@ _LISTS = tuple(row.field for row in MODEL_SETTINGS if row.kind == "list")
 class Model(Record):
     """A model: its settings (one field per row of settings.MODEL_SETTINGS, by the row's
     ``field``: the algorithm, hyper-parameters, bits, loss, link, input options, multiclass
-    mode, prediction range, ...), the state table (``pool``, olcli/state.py RowPool: the
+    mode, prediction range, ...), the state table (``pool``, olcli/row_pool.py RowPool: the
     touched rows of (2**bits + 1) x len(slots) float64 per class block, the last row of a
     block the constant's; ``state`` the whole table as one read-only array), the lifetime
     counters (records.C_* slots), the algorithm's scalars (registry scalars) and, for a
@@ -141,7 +141,7 @@ def _put(header: dict, path: str, value) -> None:
 
 
 def pool_split(algorithm: str, params: dict, classes: int) -> int:
-    """How a model's pool lays out a group (olcli/state.py RowPool's split): the multiclass
+    """How a model's pool lays out a group (olcli/row_pool.py RowPool's split): the multiclass
     default mixing 2 or 3 gd members keeps each member's rows in a region of their own (its
     members learn on two threads: olcli/member_threads.py); every other model row by row (1).
     A format-5 file's params have no members (it mixes all 4): 1."""

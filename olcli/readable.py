@@ -19,7 +19,7 @@ def write_readable(learner, stream, names: dict | None = None) -> None:
     stream.write(f"# state slots: {', '.join(model.slots)} (weight: the current weight, lazy terms paid)\n")
     lines = []
     unnamed = 0
-    values = model.pool.values(at)   # the logical rows, whatever the pool's layout (state.RowPool split)
+    values = model.pool.values(at)   # the logical rows, whatever the pool's layout (row_pool.RowPool split)
     for k, row in enumerate(rows):
         block, index = divmod(int(row), model.block_rows)
         where = f"{block + 1}/{index}" if model.classes else str(index)

@@ -49,7 +49,7 @@ from olcli.engine.records import (C_EXAMPLES, H_LOSS, H_WEIGHT, S_EXAMPLES, S_FE
                                   S_WEIGHT, new_holdout)
 from olcli.errors import Diverged, OlcliError, UsageError
 from olcli.inputs import vote_format
-from olcli.state import copy_state
+from olcli.row_pool import copy_state
 from olcli.run import Outcome, PassLoop, RunResult, report_of
 from olcli.shard_tasks import (SAMPLES, Job, Part, TaskFailure, finish_pass, learn_shard,  # noqa: F401
                                merge_levels, merge_parts, tree)

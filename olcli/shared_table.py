@@ -53,14 +53,15 @@ def _views(buffer, block_rows: int, group: int, slots: int, groups: int) -> tupl
 
 def shared_pool(key: bytes, group: int, block_rows: int, classes: int, slots: int, given: np.ndarray,
                 values: np.ndarray, split: int = 1):
-    """The model's row pool (olcli/state.py RowPool) holding ``values`` at logical rows
+    """The model's row pool (olcli/row_pool.py RowPool) holding ``values`` at logical rows
     ``given``, its index, keys and state mapped from the memory file shared by ``group``'s
     workers; None if that cannot be done here. ``split``: the pool's layout (model.pool_split);
     the memory file holds the state as laid out, so every worker reads it with the same split
     (the file's checksum names the entry, and the split follows from the file)."""
     if not hasattr(os, "memfd_create") or not os.path.isdir("/proc/self/fd"):
         return None
-    from olcli.state import RowPool, unique_sorted
+    from olcli.row_pool import RowPool
+    from olcli.state import unique_sorted
 
     features = unique_sorted(np.asarray(given, np.int64) % block_rows)
     groups = len(features) + 1
@@ -111,7 +112,7 @@ def _create(where: str, name: str, nbytes: int, fill: tuple) -> int:
     try:
         os.ftruncate(descriptor, nbytes)
         with mmap.mmap(descriptor, nbytes, flags=mmap.MAP_SHARED) as writable:
-            from olcli.state import RowPool
+            from olcli.row_pool import RowPool
 
             block_rows, classes, slots, groups, given, values, features, split = fill
             pool = RowPool.on(block_rows, classes, slots, *_views(writable, block_rows, classes, slots, groups),

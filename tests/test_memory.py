@@ -22,6 +22,7 @@ import pytest
 import olcli
 from olcli import model as model_file
 from olcli import run as run_module
+from olcli import row_pool
 from olcli import state as table_state
 from olcli.cli import main
 from olcli.engine.registry import ALGORITHMS
@@ -100,7 +101,7 @@ def test_snapshot_and_restore_put_the_table_back():
 
 
 def test_the_pool_hands_out_rows_in_arrival_order_and_maps_unseen_features_to_the_template():
-    pool = table_state.RowPool(1 << 20, 3, 2, groups=2)
+    pool = row_pool.RowPool(1 << 20, 3, 2, groups=2)
     template = pool.template.copy()
     first = pool.rows_for(np.array([7, 500000, 7, 3], np.int32), True)
     assert first.dtype == np.int32
@@ -118,7 +119,7 @@ def test_the_pool_hands_out_rows_in_arrival_order_and_maps_unseen_features_to_th
     dense = pool.dense()
     assert dense.shape == (3 << 20, 2) and not dense.flags.writeable
     np.testing.assert_array_equal(scan(dense), logical)
-    again = table_state.RowPool.from_rows(1 << 20, 3, 2, logical, pool.gather(logical))
+    again = row_pool.RowPool.from_rows(1 << 20, 3, 2, logical, pool.gather(logical))
     np.testing.assert_array_equal(again.dense(), dense)
     saved = pool.snapshot()
     row = pool.rows_for(np.array([11], np.int32), True)[0]   # grows the pool: a new state array
@@ -140,7 +141,7 @@ def test_the_pool_gives_a_batch_of_seen_and_new_features_the_rows_of_their_first
     """rows_for over batches that mix seen and new features (a repeated new one included)
     against a dictionary that hands out groups in order of first arrival."""
     rng = np.random.default_rng(4)
-    pool = table_state.RowPool(1 << 16, 2, 3, groups=2)
+    pool = row_pool.RowPool(1 << 16, 2, 3, groups=2)
     groups = {}
     for size in (0, 5, 400, 3000, 50, 3000):
         batch = rng.integers(0, 5000, size).astype(np.int32)

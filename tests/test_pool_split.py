@@ -1,4 +1,4 @@
-"""The row pool's member regions (olcli/state.py RowPool ``split``): the state's memory, R rows
+"""The row pool's member regions (olcli/row_pool.py RowPool ``split``): the state's memory, R rows
 of ``slots`` numbers, as an (S, R, w) array, member m's w slots of pool position p (class k of
 group g: g*K + k) at [m, p], while every reader sees the logical rows (the slots in order).
 
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from olcli import model as model_file
-from olcli.state import RowPool
+from olcli.row_pool import RowPool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "sample_data", "pool_split")
@@ -167,11 +167,11 @@ def test_nonzero_finds_a_row_live_in_member_one_only(split, k):
 
 @pytest.mark.parametrize("split,k", LAYOUTS)
 def test_nonzero_scans_in_blocks(monkeypatch, split, k):
-    """More groups than one block of the scan: the blocks cover whole groups, the result is
-    the one scan over everything gives."""
-    from olcli import state
+    """More rows than one block of the scan (7 here): the result is the one scan over
+    everything gives."""
+    from olcli import row_pool
 
-    monkeypatch.setattr(state, "_SCAN_ROWS", 7)
+    monkeypatch.setattr(row_pool, "_SCAN_ROWS", 7)
     rng = np.random.default_rng(5)
     block_rows, slots = 1025, 3 * split
     features = rng.choice(block_rows, 45, replace=False)

@@ -20,7 +20,7 @@ values, VW's feature count, label 1..K or 0 = none, weight w), as ``cb_sim.Cbify
    label and learning, mtr's update of the drawn action's copy: totals E += 1, A += K, target the cost,
    importance w / p · E / A (squarecb: p = 1 unless the drawn action is the last), as one example of
    the learner's own loop (``driver.run_binary``'s steps: holdout, label range, predict, clip, the
-   progress sums, ``update``), its new features given pool rows in order of arrival (state.RowPool);
+   progress sums, ``update``), its new features given pool rows in order of arrival (row_pool.RowPool);
    then n += 1 for squarecb, τ −= 1 for first.
 
 The rule's state lives in ``istate`` (I_* slots), the run's sums in ``facc`` (F_*); the kernel returns
@@ -239,7 +239,7 @@ def ranked_pmf(scores, k, rule, istate, facc, order, s, p, srt):
 
 @njit(inline="always")
 def _row(pool_index, pool_keys, istate, h):
-    """The pool row of hashed index h, handing out the next group when h is new (state.RowPool.rows_for;
+    """The pool row of hashed index h, handing out the next group when h is new (row_pool.RowPool.rows_for;
     groups of one row: the learner is not multiclass). The caller made room."""
     r = pool_index[h]
     if r == 0:

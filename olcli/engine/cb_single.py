@@ -90,7 +90,7 @@ def _learn_line(run_chunk, table, params, config, job, buffers, scores, pool_ind
         return np.int64(TOO_LARGE)
     for j in range(m):
         row = pool_index[hashed[j]]
-        if row == 0:   # a group is handed out by learning only (Learner.process: state.RowPool.rows_for)
+        if row == 0:   # a group is handed out by learning only (Learner.process: row_pool.RowPool.rows_for)
             return np.int64(NEW_FEATURES)
         index[j] = row
         value[j] = values[j]

@@ -142,7 +142,7 @@ def update(table, settings, index, value, lo, hi, offset, p, y, h, g):
 def update_classes(table, settings, index, value, lo, hi, block_rows, n_classes, d):
     """``update`` of every class c = 0 .. K-1 of one multiclass example (class c's rows
     at offset c * block_rows, its d = k loss'(p) in d[c]) in one loop over the
-    example's features, the K classes of a feature (adjacent rows, state.RowPool)
+    example's features, the K classes of a feature (adjacent rows, row_pool.RowPool)
     together. The same bits as K calls of ``update`` in class order: class c's update
     reads and writes only class c's rows, and A (the scalars) is not changed by any."""
     state, params = table.state, settings.params

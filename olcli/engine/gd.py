@@ -449,7 +449,7 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
     The same arithmetic in the same order as M K calls of ``update`` (the same bits), in
     one loop over the example's features for the sensitivity pass of every output and
     one for their weight changes (a feature's rows and a learner's columns are next to
-    each other: state.RowPool, the mixture's columns), the scalars taken learner after
+    each other: row_pool.RowPool, the mixture's columns), the scalars taken learner after
     learner, output after output, between the two: exact because an output's update
     reads and writes only its own cells and its learner's scalars, which the
     sensitivity pass does not read.
@@ -459,7 +459,7 @@ def _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, 
     the feature at row r = index[j] being row r row_scale + member_base + k member_rows +
     c block_rows, columns k member_cols + (W, G, N): MULTICLASS_LAYOUT (1, 0, 0, WIDTH) for
     the learners' columns side by side in each row; (1, f R, R, 0) for a state of S
-    regions of R rows, one per learner (state.RowPool's split S; mixture.split_layout),
+    regions of R rows, one per learner (row_pool.RowPool's split S; mixture.split_layout),
     whose first learner here is its learner f."""
     row_scale, member_base, member_rows, member_cols = layout
     n_learners = len(etas)

@@ -129,7 +129,7 @@ only with fewer, "Members"), so the model is
 the members' tables together. In memory, the multiclass default with two or three gd
 members keeps each member's rows in a region of their own (``split_of``), and its members
 learn a chunk on two threads (``learn_part``, olcli/member_threads.py); the model file and
-every reader see the rows as above (state.RowPool); the scalars are each gd member's four, coin's two,
+every reader see the rows as above (row_pool.RowPool); the scalars are each gd member's four, coin's two,
 the four losses and the labels seen. The three gd members' normalisers N (the
 largest |x_i| seen) are not one shared column: a member raises N_i only at an
 example it updates on, and it skips an example whose loss is 0 in float32 (the
@@ -224,7 +224,7 @@ def mixed(settings):
 
 @njit(inline="always")
 def split_of(settings):
-    """How the pool lays the members out (olcli/model.py pool_split, state.RowPool's split S):
+    """How the pool lays the members out (olcli/model.py pool_split, row_pool.RowPool's split S):
     with --oaa/--softmax and 2 to N_GD members mixed (gd members only), S = that number and
     each member's rows are a region of their own (the kernels' state: S regions of R rows of
     GD_WIDTH columns, member k's row for pool row p at k R + p), so that two threads can
@@ -330,7 +330,7 @@ def predict_classes(state, scalars, coin_table, coin_settings, index, value, lo,
     """Every member's prediction for every output c (rows at offset c * block_rows; one
     output for a binary example, K classes for a multiclass one) plus the base,
     member[k, c], in one loop over the example's features, the K classes of a feature
-    (adjacent rows, state.RowPool) together: the gd members' as gd.predict without
+    (adjacent rows, row_pool.RowPool) together: the gd members' as gd.predict without
     --l1 (sum_i w_i x_i times contraction) and coin's as coin.predict, each sum taken
     over the features in their order and coin's normalised sums added class after
     class, so each is the same number as K calls of those give (adding coin's 0 where
