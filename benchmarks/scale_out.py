@@ -156,7 +156,7 @@ def merge_cost() -> list:
         merged = Learner.merge(shards, base=base)
         merge = time.perf_counter() - started
         assert merged.model.pool.all_finite()
-        pool = merged.model.pool   # the rows the shards touched (olcli/state.py RowPool), not 2^bits
+        pool = merged.model.pool   # the rows the shards touched (olcli/row_pool.py RowPool), not 2^bits
         rows.append({"bits": bits, "table_mb": pool.used * pool.group * pool.slots * pool.state.itemsize / 1e6, "file_mb": len(raw) / 1e6,
                      "encode": encode, "decode": decode, "merge": merge})
         print(f"merge {rows[-1]}", file=sys.stderr)
