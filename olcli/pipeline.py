@@ -84,6 +84,13 @@ class _Future:
         self._error = error
         self._done.set()
 
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def error(self):
+        """The job's exception (None while running or when it returned)."""
+        return self._error
+
     def result(self):
         self._done.wait()
         if self._error is not None:

@@ -150,6 +150,8 @@ class RowPool:
         reserved = self._reserved
         if self.split > 1:   # the regions: in place in the reservation, else copied region by region
             groups = max(groups, 2 * self.capacity)
+            if reserved is not None and self.state is reserved:   # it holds every group there can be
+                groups = min(groups, len(reserved) // self.group)
             keys = np.full(groups, -1, np.int64)
             keys[:self.capacity] = self.keys
             if reserved is None or self.state is not reserved:

@@ -128,6 +128,7 @@ def learn_shard(state: bytes, job: Job):
     try:
         base = _broadcast_learner(state)
         learner = Learner.from_model(copy.deepcopy(base.model))
+        learner.use_threads(False)   # the default's members on one thread: the cluster's workers fill the cores
         model = learner.model
         learner.tally = new_tally()
         learner.tally.holdout[:] = new_holdout(job.holdout, job.pass_number > 1 and job.holdout > 0)

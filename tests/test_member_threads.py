@@ -3,8 +3,10 @@ the one the one-thread loop gives, and the threads are used where they apply."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -136,3 +138,64 @@ def test_the_command_line_writes_the_same_files_with_one_thread_or_two(tmp_path,
     two = _cli(tmp_path, "two", "--threads", "2", *extra)
     assert one[0] == two[0] and one[1] == two[1]
     assert {k: v for k, v in one[2].items() if "time" not in k} == {k: v for k, v in two[2].items() if "time" not in k}
+
+
+LINES = [f"{1 + i % 5} |a f{i % 17} g{i % 7}:0.5 h{i % 3}" for i in range(300)]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_child_learns_with_workers_of_its_own():
+    """A process that used the members' threads forks (multiprocessing's default on Linux): the
+    child's chunks of 64 examples or more are learned (its own worker threads), not left waiting
+    for the parent's, which the child does not have."""
+    Learner(oaa=5).learn(LINES[:100])
+    pid = os.fork()
+    if pid == 0:   # the child: exit 0 once it learned, 3 on an error
+        try:
+            Learner(oaa=5).learn(LINES[100:300])
+        except BaseException:
+            os._exit(3)
+        os._exit(0)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child did not learn its chunk within 60 s")
+
+
+def test_an_interrupt_while_the_parts_learn_ends_after_the_whole_chunk():
+    """A KeyboardInterrupt (Python's own SIGINT handler) that arrives while the two parts learn is
+    raised once the chunk is whole: members' rows, scalars, counters and report sums are those of
+    the chunk learned on one thread, never the parts' rows without the mixture's bookkeeping."""
+    interrupted = Learner(oaa=5)
+    kernels = interrupted._chunks.kernels
+
+    class Slow:
+        def __getattr__(self, name):
+            return getattr(kernels, name)
+
+        def learn_part(self, *args):   # on a worker, while the main thread waits for the parts
+            if args[4] == 0:
+                signal.raise_signal(signal.SIGINT)   # handled by the main thread, as a Ctrl-C
+            time.sleep(0.2)
+            return kernels.learn_part(*args)
+
+    interrupted._chunks.kernels = Slow()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            interrupted.learn(LINES[:200])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    whole = Learner(oaa=5)
+    whole.use_threads(False)
+    whole.learn(LINES[:200])
+    assert np.array_equal(interrupted.model.pool.dense(), whole.model.pool.dense())
+    assert np.array_equal(interrupted.model.scalars, whole.model.scalars)
+    assert np.array_equal(interrupted.model.counters, whole.model.counters)
+    assert np.array_equal(interrupted.tally.stats, whole.tally.stats)
