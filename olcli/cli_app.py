@@ -37,6 +37,8 @@ class _VWSpellings(TyperCommand):
     are rewritten into olcli's own before the options are parsed."""
 
     def parse_args(self, ctx, args):
+        if self.name == "train":
+            args = _with_model_reduction(args)
         if self.name == "train" and vw_spellings.is_cb_line(args):
             if {"-h", "--help"} & set(args):
                 args = ["--help"]   # train's help (docs/contextual-bandits.md lists the CB options)
@@ -46,6 +48,16 @@ class _VWSpellings(TyperCommand):
                 cb_run.run(list(args), command="train")
                 ctx.exit(0)
         return super().parse_args(ctx, vw_spellings.rewrite(list(args), _known_options(self), self.name))
+
+
+def _with_model_reduction(args) -> list:
+    """``args``, with the reduction of a contextual-bandit model that ``-i`` names when the line
+    enables none (olcli/cb_options.py ``with_model_reduction``: VW reads it from the model)."""
+    if any(token == "-i" or token.startswith("--initial_regressor") for token in args):
+        from olcli.cb_options import with_model_reduction
+
+        return with_model_reduction(args)
+    return list(args)
 
 
 def _known_options(command) -> vw_spellings.Known:
@@ -117,10 +129,7 @@ def vw(
     not options are data files. A VW option olcli does not have is
     refused by name with what olcli offers instead (exit 2). The docs' "For VW users" page says
     what each VW option becomes."""
-    if any(token == "-i" or token.startswith("--initial_regressor") for token in args):
-        from olcli.cb_options import with_model_reduction
-
-        args = with_model_reduction(args)   # -i CB_MODEL alone: the model's reduction, as VW
+    args = _with_model_reduction(args)   # -i CB_MODEL alone: the model's reduction, as VW
     if vw_spellings.is_cb_line(args):  # --cb_explore_adf / --cb_adf: olcli/cb_run.py
         from olcli import cb_run
 

@@ -372,6 +372,10 @@ def test_a_cb_model_brings_its_reduction(cli):
     code, _, again = cli("vw", "-d", data, "-t", "--initial_regressor=m", "--cb", "2", "-p", "p2")
     assert code == 0 and summary(again) == summary(err)
     assert Path("p").read_text() == Path("p2").read_text() and Path("p").read_text().strip()
+    # olcli train takes the same words (issue 29: a line olcli vw runs runs under olcli train too)
+    code, _, train = cli("train", "-d", data, "-t", "-i", "m", "-p", "p3")
+    assert code == 0 and summary(train) == summary(err), train
+    assert Path("p3").read_text() == Path("p").read_text()
 
 
 def test_a_plain_model_is_not_a_cb_model(cli):
