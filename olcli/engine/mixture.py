@@ -557,6 +557,23 @@ def _learn_coin_classes(count, member_table, member_settings, settings, index, v
 
 
 @njit(inline="always")
+def _mixed_classes(scalars, member, n, pi, scores):
+    """An example's class scores, scores[c] = sum_k pi_k member[k, c] over the n members mixed
+    (pi: their weights from the L_k, into ``pi``); returns the best class (the first of equal
+    scores) and whether every member's score and the mixture's are finite."""
+    mixture_weights(scalars, 1.0, pi, n)
+    best = np.int64(0)
+    for c in range(len(scores)):
+        total = 0.0
+        for k in range(n):
+            total += pi[k] * member[k, c]
+        scores[c] = total
+        if scores[c] > scores[best]:
+            best = c
+    return best, np.all(np.isfinite(member)) and np.all(np.isfinite(scores))
+
+
+@njit(inline="always")
 def _run_multiclass(table, settings, batch, tally, predictions, scores):
     """multiclass.run_multiclass for the mixture."""
     t_coin, s_coin = _coin_member(table, settings)
@@ -590,17 +607,9 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
         base = batch.base[e]
         predict_classes(state, scalars, t_coin, s_coin, index, value, lo, hi, block_rows, learning, h, base, sums,
                         norms, member, n, split)
-        mixture_weights(scalars, 1.0, pi, n)
-        best = np.int64(0)
-        for c in range(n_classes):
-            total = 0.0
-            for k in range(n):
-                total += pi[k] * member[k, c]
-            scores[e, c] = total
-            if scores[e, c] > scores[e, best]:
-                best = c
+        best, finite = _mixed_classes(scalars, member, n, pi, scores[e])
         predictions[e] = best + 1
-        if not (np.all(np.isfinite(member)) and np.all(np.isfinite(scores[e]))):
+        if not finite:
             stats[S_DIVERGED] = e + 1
             return n_rows
         label = account_multiclass(tally, counters, settings, held_out, batch.feature_count[e], y, h, scores[e], best,
@@ -735,17 +744,9 @@ def _finish_multiclass(table, settings, batch, tally, predictions, scores, out, 
         for k in range(N_MEMBERS):   # the members not mixed: the base, as predict_classes gives them
             for c in range(n_classes):
                 member[k, c] = out[k, e * n_classes + c] if k < n else base
-        mixture_weights(scalars, 1.0, pi, n)
-        best = np.int64(0)
-        for c in range(n_classes):
-            total = 0.0
-            for k in range(n):
-                total += pi[k] * member[k, c]
-            scores[e, c] = total
-            if scores[e, c] > scores[e, best]:
-                best = c
+        best, finite = _mixed_classes(scalars, member, n, pi, scores[e])
         predictions[e] = best + 1
-        if e == stop or not (np.all(np.isfinite(member)) and np.all(np.isfinite(scores[e]))):
+        if e == stop or not finite:
             stats[S_DIVERGED] = e + 1
             return n_rows
         label = account_multiclass(tally, counters, settings, held_out, batch.feature_count[e], y, h, scores[e], best,
