@@ -61,11 +61,11 @@ def _the_workers():
 
 
 def split_of(settings) -> int:
-    """engine/mixture.py ``split_of`` for a mixture's Settings, in Python."""
-    from olcli.engine.mixture import N_GD, P_MEMBERS
+    """The pool's split for a mixture's Settings (olcli/model.py ``mix_split``)."""
+    from olcli.engine.mixture import P_MEMBERS
+    from olcli.model import mix_split
 
-    members = int(settings.params[P_MEMBERS])
-    return members if settings.classes > 0 and 2 <= members <= N_GD else 1
+    return mix_split(float(settings.params[P_MEMBERS]), settings.classes)
 
 
 def _wait_for(jobs) -> tuple:

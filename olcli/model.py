@@ -141,14 +141,18 @@ def _put(header: dict, path: str, value) -> None:
 
 
 def pool_split(algorithm: str, params: dict, classes: int) -> int:
-    """How a model's pool lays out a group (olcli/row_pool.py RowPool's split): the multiclass
+    """How a model's pool lays out its rows (olcli/row_pool.py RowPool's split): the multiclass
     default mixing 2 or 3 gd members keeps each member's rows in a region of their own (its
     members learn on two threads: olcli/member_threads.py); every other model row by row (1).
     A format-5 file's params have no members (it mixes all 4): 1."""
-    members = params.get("members", 4)
-    if algorithm == "mix" and classes > 0 and 2 <= members <= 3:
-        return int(params["members"])
-    return 1
+    return mix_split(params.get("members", 4), classes) if algorithm == "mix" else 1
+
+
+def mix_split(members, classes: int) -> int:
+    """``pool_split`` of a ``--mix`` model mixing ``members`` with ``classes`` (0: one output):
+    the members when 2 or 3 (its gd members only) with --oaa/--softmax, else 1 (as
+    engine/mixture.py ``split_of`` says it to the kernels)."""
+    return int(members) if classes > 0 and 2 <= members <= 3 else 1
 
 
 def _table(rows: int, slots: int, classes: int, given: np.ndarray, values: np.ndarray, raw, shared_by,
