@@ -152,16 +152,12 @@ class RowPool:
             groups = max(groups, 2 * self.capacity)
             if reserved is not None and self.state is reserved:   # it holds every group there can be
                 groups = min(groups, len(reserved) // self.group)
-            keys = np.full(groups, -1, np.int64)
-            keys[:self.capacity] = self.keys
-            if reserved is None or self.state is not reserved:
+                state = self.state
+            else:
                 state = np.zeros((groups * self.group, self.slots), self.state.dtype)
                 wide = state.reshape(self.split, len(state), self.slots // self.split)
                 wide[:, :self.used * self.group] = self._used_regions()
-                self.state = state
-            self.keys = keys
-            return
-        if (reserved is not None and groups * self.group <= len(reserved) and len(self.state) == old
+        elif (reserved is not None and groups * self.group <= len(reserved) and len(self.state) == old
                 and self.state.__array_interface__["data"][0] == reserved.__array_interface__["data"][0]):
             # the rows so far are the reservation's first: longer, not copied
             groups = min(max(groups, 2 * self.capacity), len(reserved) // self.group)
@@ -170,7 +166,7 @@ class RowPool:
             groups = max(groups, 2 * self.capacity)
             state = np.zeros((groups * self.group, self.slots), self.state.dtype)
             state[:old] = self.state
-        if not self._template_zero():
+        if not self._template_zero():   # (never for a split pool)
             state[old:] = np.tile(self.template, (groups - self.capacity, 1))
         keys = np.full(groups, -1, np.int64)
         keys[:self.capacity] = self.keys
@@ -353,9 +349,3 @@ class RowPool:
             return bool(np.isfinite(self._used_regions()).all())
         return bool(np.isfinite(self.state[:self.used * self.group]).all())
 
-    def bytes_touched(self) -> int:
-        """The state's bytes (for a split pool in the whole reservation, its capacity's) and the keys'."""
-        state = self.state.nbytes
-        if self.split > 1 and self.state is self._reserved:
-            state = self.capacity * self.group * self.slots * self.state.itemsize
-        return state + self.keys.nbytes
