@@ -75,6 +75,18 @@ def _dense_by_hand(logical, features, block_rows, k, slots):
     return out
 
 
+def _check_dense_and_nonzero(pool, logical, features, block_rows, k, slots) -> tuple:
+    """The pool's dense table and its nonzero rows (logical, and their values by pool position)
+    are the ones built by hand from ``logical``; returns (that dense table, its live rows)."""
+    dense = _dense_by_hand(logical, features, block_rows, k, slots)
+    np.testing.assert_array_equal(pool.dense(), dense)
+    live = np.flatnonzero(dense.any(axis=1))
+    found, where = pool.nonzero()
+    np.testing.assert_array_equal(found, live)
+    np.testing.assert_array_equal(pool.values(where), dense[live])
+    return dense, live
+
+
 @pytest.mark.parametrize("split,k", LAYOUTS)
 def test_the_physical_layout_is_member_regions(split, k):
     rng = np.random.default_rng(split * 100 + k)
@@ -106,12 +118,7 @@ def test_values_read_a_layout_written_by_hand(split, k):
     np.testing.assert_array_equal(pool.values(at), logical.reshape(-1, slots))
     rows = (np.arange(k)[None, :] * block_rows + features[:, None]).reshape(-1)
     np.testing.assert_array_equal(pool.gather(rows), logical.reshape(-1, slots))
-    dense = _dense_by_hand(logical, features, block_rows, k, slots)
-    np.testing.assert_array_equal(pool.dense(), dense)
-    live = np.flatnonzero(dense.any(axis=1))
-    found, where = pool.nonzero()
-    np.testing.assert_array_equal(found, live)
-    np.testing.assert_array_equal(pool.values(where), dense[live])
+    dense, live = _check_dense_and_nonzero(pool, logical, features, block_rows, k, slots)
 
 
 @pytest.mark.parametrize("split,k", LAYOUTS)
@@ -125,12 +132,7 @@ def test_values_put_gather_nonzero_dense_round_trip(split, k):
     np.testing.assert_array_equal(pool.values(at[5]), logical[5])           # one group's classes
     np.testing.assert_array_equal(pool.values(at[::-1, 0]), logical[::-1, 0])   # any order
     assert pool.values(np.zeros(0, np.int64)).shape == (0, slots)
-    dense = _dense_by_hand(logical, features, block_rows, k, slots)
-    np.testing.assert_array_equal(pool.dense(), dense)
-    live = np.flatnonzero(dense.any(axis=1))
-    found, where = pool.nonzero()
-    np.testing.assert_array_equal(found, live)
-    np.testing.assert_array_equal(pool.values(where), dense[live])
+    dense, live = _check_dense_and_nonzero(pool, logical, features, block_rows, k, slots)
     np.testing.assert_array_equal(pool.gather(live), dense[live])
     np.testing.assert_array_equal(pool.gather([features[0] + block_rows * (k - 1)]), logical[0, k - 1][None])
     # from the logical rows again, and by the model's state setter's path
