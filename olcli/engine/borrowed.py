@@ -62,6 +62,13 @@ class DeadCodeElimination(RuntimeError):
     """Numba was about to run its dead code elimination on a kernel (module docstring)."""
 
 
+@njit
+def release(owners):
+    """The end of a loop's borrowing: a use of ``owners`` (the arrays a kernel made and
+    took borrowed views of), so that Numba frees none of them before this call."""
+    return len(owners)
+
+
 @contextlib.contextmanager
 def dead_code_elimination_refused(prefix: str = "olcli."):
     """Within: compiling a function of a module whose name starts with ``prefix`` raises

@@ -580,11 +580,10 @@ def _label(y, label, c):
 @njit
 def update_learners(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, preds, y, h, work,
                     active, rates, stamps, stamp):
-    """``_update_outputs`` for a binary example: learner k's prediction preds[k], the label
+    """``_update_outputs`` for a binary example: learner k's prediction preds[k, 0], the label
     y. Not inlined: the mixture's binary loop calls this one compiled body."""
-    one = preds.reshape((len(preds), 1))
-    _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, one, y, -1, False, h,
-                    one, 0, MULTICLASS_LAYOUT, work, active, rates, stamps, stamp)
+    _update_outputs(state, scalars, etas, power_t, initial_t, loss, tau, index, value, lo, hi, preds, y, -1, False, h,
+                    preds, 0, MULTICLASS_LAYOUT, work, active, rates, stamps, stamp)
 
 
 @njit
