@@ -7,6 +7,8 @@ mappings, the scan of written pages) is olcli/state.py's.
 
 import numpy as np
 
+from olcli.engine.pool import look_up
+
 from olcli.state import first_arrivals, nonzero_rows, reserve, unique_sorted, zeroed_index, zeroed_state
 
 
@@ -178,8 +180,13 @@ class RowPool:
         group to each index not met before, in the order of first arrival; predicting maps
         those to the template (group 0), and nothing writes there."""
         if learn and len(index):
-            current = np.take(self.index, index)   # np.take: ~25% faster than indexing, same values
-            missing = np.flatnonzero(current == 0)  # the unseen ones (few after the first chunk)
+            current = np.empty(len(index), np.int32)
+            missing = np.empty(len(index), np.int64)
+            count = look_up(self.index, index, current, missing)
+            if count < 0:
+                raise IndexError(f"hashed index {int(index[-1 - count])} is outside the table "
+                                 f"of {len(self.index)} rows")
+            missing = missing[:count]   # the unseen ones (few after the first chunk)
             new = index[missing]
             if new.size:
                 arrivals = first_arrivals(new)
