@@ -38,7 +38,7 @@ from olcli.paths import OutputError, error_name, write_all
 from olcli.records import Record
 
 MAGIC = b"OLCLICCH"
-VERSION = 2
+VERSION = 3
 _PREFIX = struct.Struct("<8sII")
 _RECORD = struct.Struct("<qqq")
 _CRC = struct.Struct("<I")

@@ -66,15 +66,16 @@ def vw_strings_index(namespace: bytes, feature: bytes, bits: int, hash_seed: int
 
 def merge_repeats(features: list) -> list:
     """An example as a sparse vector (repeated indices are summed):
-    unchanged when no index repeats; otherwise sorted by index, values summed,
-    zero sums dropped. ``features``: (index, value) pairs."""
+    unchanged when no index repeats; otherwise each index once, where it first
+    occurs, its values summed left to right, zero sums dropped. ``features``:
+    (index, value) pairs."""
     indices = [i for i, _ in features]
     if len(set(indices)) == len(indices):
         return list(features)
-    total = {}
+    total = {}   # (a dict keeps the order of first insertion)
     for i, v in features:
         total[i] = total.get(i, 0.0) + v
-    return [(i, total[i]) for i in sorted(total) if total[i] != 0.0]
+    return [(i, t) for i, t in total.items() if t != 0.0]
 
 
 # Losses straight from their definitions, with VW's conventions.

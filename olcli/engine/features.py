@@ -450,9 +450,10 @@ STAMP_SLOTS = 4096  # merge_duplicates' table of stamps, by an index's low 12 bi
 def merge_duplicates(index, value, lo, hi, order, stamps, stamp):
     """Sum the values of repeated indices in [lo, hi) (a repeated token, or two
     features hashed to one row), so every algorithm sees a proper sparse vector,
-    as the papers define them; entries that sum to 0 are dropped. Without a
-    repeat (the common case) the example is left as it is; with one, the entries
-    are sorted by index (``order``: a uint64[MERGE_SCRATCH] scratch). Returns the new end.
+    as the papers define them: each index once, at its first occurrence, with the
+    sum of its values x_1 + x_2 + ... left to right; entries that sum to 0 are
+    dropped. Without a repeat (the common case) the example is left as it is.
+    ``order``: a uint64[MERGE_SCRATCH] scratch. Returns the new end.
 
     A repeat is found with ``stamps`` (int64[STAMP_SLOTS]), which keeps, for the
     low 12 bits of an index, the last ``stamp`` that had one there: the caller
@@ -484,156 +485,32 @@ def has_repeat(index, lo, hi, stamps, stamp):
 
 
 MERGE_SCRATCH = 3 * 1024  # merge_duplicates' scratch (uint64): _merge_repeated's table and arrays
-_RUN = 32                 # _sort_keys: runs of this many keys are ranked, then merged
 _FIBONACCI = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: the table's multiplicative hash
+_EMPTY = np.uint64(0)   # _merge_repeated's empty slot (a full one holds 1 + its place in its low half)
 
 
 @njit
 def _merge_repeated(index, value, lo, hi, order):
-    """merge_duplicates' work once it found a repeat in [lo, hi): each index's values summed
-    in the order they appear, the distinct indices sorted, sums of 0 dropped.
-
-    The distinct indices are found with an open-addressing table whose slots keep the
-    indices' order: index i's first slot is (i - least) x size / (most - least + 1), rounded
-    down (``size`` >= 2 x the entries, a power of two; least and most: the example's
-    smallest and largest index), linear probing upward into ``n`` slots past the last
-    first slot (so it never wraps); a slot holds (i + 2^31) * 2^32 + 1 + its place among
-    the distinct ones (0: empty; any int32 index fits). So the sum of an index is
-    x_1 + x_2 + ... left to right, and reading the slots in turn gives the distinct
-    indices in order but where probing moved one past a larger one's slot, which an
-    insertion sort puts right (each such swap was a probe, and probes are at most
-    PROBE_BUDGET x the entries: linear). With at most _RUN distinct indices they are
-    ranked instead of the table read. When the indices crowd a few slots instead (a
-    cluster of consecutive indices with one far away: the probes pass the budget),
-    ``_merge_hashed`` does the work from the start; the result is the same. It also does
-    for ORDERED_FROM entries or fewer, where its sort by rank is as fast (the text
-    generator's lines: 29 tokens on average) and the table's scan is not.
-    ``order``: uint64[MERGE_SCRATCH] holds the table and the arrays for up to 384 entries
-    (more when 2 x the entries is just below a power of two); a longer example uses arrays
-    of its own."""
-    n = hi - lo
-    if n <= ORDERED_FROM:
-        return _merge_hashed(index, value, lo, hi, order)
-    bits = 6
-    while (1 << bits) < 2 * n:
-        bits += 1
-    size = 1 << bits
-    span = size + n
-    if span + 3 * n <= len(order):
-        table = order[:span]
-        sums = order[span:span + n].view(np.float64)
-        keys = order[span + n:span + 2 * n].view(np.int64)
-        spare = order[span + 2 * n:span + 3 * n].view(np.int64)
-    else:
-        table = np.empty(span, np.uint64)
-        sums = np.empty(n, np.float64)
-        keys = np.empty(n, np.int64)
-        spare = np.empty(n, np.int64)
-    least = np.int64(index[lo])
-    most = least
-    for j in range(lo + 1, hi):
-        least = min(least, np.int64(index[j]))
-        most = max(most, np.int64(index[j]))
-    scale = (np.uint64(size) << np.uint64(32)) // np.uint64(most - least + 1)
-    for t in range(span):
-        table[t] = _EMPTY
-    budget = PROBE_BUDGET * n
-    d = 0
-    for j in range(lo, hi):
-        i = np.int64(index[j])
-        shifted = np.uint64(i + _SIGN)
-        slot = np.int64((np.uint64(i - least) * scale) >> np.uint64(32))
-        while True:
-            held = table[slot]
-            if held == _EMPTY:
-                table[slot] = (shifted << np.uint64(32)) | np.uint64(d + 1)
-                keys[d] = np.int64(shifted << np.uint64(31)) | d   # (the key of place d, in arrival order)
-                sums[d] = value[j]
-                d += 1
-                break
-            if held >> np.uint64(32) == shifted:
-                sums[np.int64(held & np.uint64(0xFFFFFFFF)) - 1] += value[j]
-                break
-            slot += 1
-            budget -= 1
-        if budget < 0:
-            return _merge_hashed(index, value, lo, hi, order)
-    if d <= _RUN:
-        _rank_keys(keys, d, spare)
-        return _sorted_sums(index, value, lo, spare, sums, d)
-    a = 0
-    for t in range(span):
-        held = table[t]
-        if held != _EMPTY:
-            spare[a] = keys[np.int64(held & np.uint64(0xFFFFFFFF)) - 1]
-            a += 1
-    for a in range(1, d):
-        key = spare[a]
-        b = a - 1
-        while b >= 0 and spare[b] > key:
-            spare[b + 1] = spare[b]
-            b -= 1
-        spare[b + 1] = key
-    return _sorted_sums(index, value, lo, spare, sums, d)
-
-
-@njit(inline="always")
-def _rank_keys(keys, d, out):
-    """out[:d] = keys[:d] sorted (distinct keys; each goes to the count of smaller ones: no
-    branch on the data)."""
-    for a in range(d):
-        key = keys[a]
-        rank = 0
-        for b in range(d):
-            rank += np.int64(keys[b] < key)
-        out[rank] = key
-
-
-@njit(inline="always")
-def _sorted_sums(index, value, lo, keys, sums, d):
-    """The d distinct indices from their sorted ``keys`` ((index + 2^31) * 2^31 + place)
-    and their ``sums`` (by place) written from lo on, sums of 0 dropped; returns the new end."""
-    for a in range(d):
-        key = keys[a]
-        index[lo + a] = np.int32((key >> 31) - _SIGN)
-        value[lo + a] = sums[key & _POSITION]
-    kept = lo
-    for j in range(lo, lo + d):
-        if value[j] != 0.0:
-            index[kept] = index[j]
-            value[kept] = value[j]
-            kept += 1
-    return kept
-
-
-PROBE_BUDGET = 8   # _merge_repeated's probes past first slots, per entry, before _merge_hashed takes over
-_EMPTY = np.uint64(0)   # _merge_repeated's empty slot (a full one holds 1 + its place in its low half)
-ORDERED_FROM = 2 * _RUN   # _merge_repeated's ordered table for examples of more entries than this
-
-
-@njit
-def _merge_hashed(index, value, lo, hi, order):
-    """``_merge_repeated``'s result for any spread of indices: an open-addressing table
-    (``slots`` >= 2 x the entries, a power of two; linear probing from the multiplicative
-    hash of the index; a slot as ``_merge_repeated``'s), then only the distinct indices
-    sorted: by rank (each goes to the count of smaller ones: no branch on the data) when
-    there are at most _RUN of them, else ``_sort_keys`` on (index + 2^31) * 2^31 + place.
-    ``order`` as there."""
+    """merge_duplicates' work once it found a repeat in [lo, hi): the distinct indices in
+    the order of their first occurrence, each with the sum of its values in the order they
+    appear, sums of 0 dropped. An open-addressing table (``size`` >= 2 x the entries, a power
+    of two; linear probing from the multiplicative hash of the index) whose slot holds
+    (i + 2^31) * 2^32 + 1 + the index's place among the distinct ones (0: empty; any int32
+    index fits): one pass, no sort. ``order``: uint64[MERGE_SCRATCH] holds the table and the
+    arrays for up to 512 entries; a longer example uses arrays of its own."""
     n = hi - lo
     bits = 6
     while (1 << bits) < 2 * n:
         bits += 1
     size = 1 << bits
-    if size + 3 * n <= len(order):
+    if size + 2 * n <= len(order):
         table = order[:size]
         sums = order[size:size + n].view(np.float64)
-        keys = order[size + n:size + 2 * n].view(np.int64)
-        spare = order[size + 2 * n:size + 3 * n].view(np.int64)
+        firsts = order[size + n:size + 2 * n].view(np.int64)
     else:
         table = np.empty(size, np.uint64)
         sums = np.empty(n, np.float64)
-        keys = np.empty(n, np.int64)
-        spare = np.empty(n, np.int64)
+        firsts = np.empty(n, np.int64)
     for t in range(size):
         table[t] = _EMPTY
     shift = np.uint64(64 - bits)
@@ -647,7 +524,7 @@ def _merge_hashed(index, value, lo, hi, order):
             held = table[slot]
             if held == _EMPTY:
                 table[slot] = (shifted << np.uint64(32)) | np.uint64(d + 1)
-                keys[d] = np.int64(shifted << np.uint64(31)) | d
+                firsts[d] = i
                 sums[d] = value[j]
                 d += 1
                 break
@@ -655,60 +532,10 @@ def _merge_hashed(index, value, lo, hi, order):
                 sums[np.int64(held & np.uint64(0xFFFFFFFF)) - 1] += value[j]
                 break
             slot = (slot + np.uint64(1)) & last
-    keys = keys[:d]
-    if d <= _RUN:
-        _rank_keys(keys, d, spare)
-        keys = spare[:d]
-    elif not _sort_keys(keys, spare[:d]):
-        keys = spare[:d]
-    return _sorted_sums(index, value, lo, keys, sums, d)
-
-
-_POSITION = (1 << 31) - 1
-
-
-@njit(inline="always")
-def _sort_keys(keys, spare):
-    """Sort the distinct int64 ``keys`` using ``spare`` (as long); returns whether the
-    sorted keys are in ``keys`` (else in ``spare``). Runs of _RUN keys are sorted by rank
-    (each key goes to the count of smaller keys in its run: no branch on the data, which
-    made it ~2x faster than an insertion sort on the text generator's lines), then merged
-    pairwise, bottom-up, between the two arrays (branch-free selects). Hand-written: numba
-    compiles np.sort slowly."""
-    n = len(keys)
-    for run in range(0, n, _RUN):
-        last = min(run + _RUN, n)
-        for j in range(run, last):
-            key = keys[j]
-            rank = run
-            for k in range(run, last):
-                rank += np.int64(keys[k] < key)
-            spare[rank] = key
-    source, target = spare, keys
-    in_keys = False
-    width = _RUN
-    while width < n:
-        for left in range(0, n, 2 * width):
-            mid = min(left + width, n)
-            right = min(left + 2 * width, n)
-            i, j, k = left, mid, left
-            while i < mid and j < right:
-                a = source[i]
-                b = source[j]
-                take = b < a
-                target[k] = b if take else a
-                j += np.int64(take)
-                i += 1 - np.int64(take)
-                k += 1
-            while i < mid:
-                target[k] = source[i]
-                i += 1
-                k += 1
-            while j < right:
-                target[k] = source[j]
-                j += 1
-                k += 1
-        source, target = target, source
-        in_keys = not in_keys
-        width *= 2
-    return in_keys
+    kept = lo
+    for a in range(d):
+        if sums[a] != 0.0:
+            index[kept] = np.int32(firsts[a])
+            value[kept] = sums[a]
+            kept += 1
+    return kept

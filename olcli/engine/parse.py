@@ -127,7 +127,7 @@ def _arrays(n_lines, capacity, record):
     feature_count = np.empty(n_lines, np.int64)
     errors = np.zeros((n_lines, N_ERROR_COLUMNS), np.int64)
     names = np.empty((capacity if record else 0, NAME_COLUMNS), np.int64)
-    order = np.empty(MERGE_SCRATCH, np.uint64)  # merge_duplicates' sort scratch
+    order = np.empty(MERGE_SCRATCH, np.uint64)  # merge_duplicates' scratch
     stamps = np.zeros(STAMP_SLOTS, np.int64)   # merge_duplicates' stamps (any contents will do)
     scratch = np.empty(10, np.int64)           # _parse_vw_label_part's token spans
     return (labels, importance, base, tags, example_line, row_ptr, index, value, letters, names, feature_count,
