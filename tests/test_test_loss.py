@@ -4,7 +4,8 @@ The default mixture's weights pi_k = q_k exp(-eta L_k) take eta from the loss it
 losses L_k were summed in, the model's own (engine/mixture.py mixing_rate), so another loss at
 test changes the loss reported, never the predictions: the -p file is byte for byte the one
 without --loss, and the average loss reported is X's loss of those predictions, computed here
-from the -p file and the labels with the formulas of engine/losses.py's docstring.
+from the -p file and the labels with the formulas of engine/losses.py's docstring. A multiclass
+model is scored by its 0/1 error whatever the loss: another loss is refused.
 """
 
 import json
@@ -139,3 +140,37 @@ def test_the_learner_and_its_one_call_path_predict_the_same_with_another_loss(sq
     y, h = labels_and_weights(REGRESSION)
     assert after.loss == pytest.approx(expected_loss("absolute", before, y, h), rel=1e-12)
     assert learner.line_predictor().reply(b"".join(lines)) == replies
+
+
+@pytest.fixture
+def multiclass_model(cli):
+    code, _, err = cli("train", LETTER, "--oaa", "26", "-f", "letter.olm", "--quiet")
+    assert code == 0, err
+    return "letter.olm"
+
+
+def test_a_multiclass_model_refuses_another_loss(cli, multiclass_model):
+    """Its average loss is the 0/1 error and its log loss the classes', whatever the loss:
+    --loss other than its own is refused (exit 2, nothing written); its own is accepted and
+    changes nothing."""
+    own = model_file.load(multiclass_model).loss
+    other = "logistic" if own != "logistic" else "squared"
+    code, _, err = cli("test", LETTER, "-i", multiclass_model, "--loss", other, "-p", "x.txt", "--quiet")
+    assert code == 2
+    assert "multiclass" in err and "0/1 error" in err and "Traceback" not in err
+    assert not os.path.exists("x.txt")
+    code, _, err = cli("vw", "-t", "-i", multiclass_model, "--loss_function", other, LETTER, "--quiet")
+    assert code == 2 and "multiclass" in err
+    plain, report = scored_by_test(cli, LETTER, multiclass_model, name="plain")
+    same, same_report = scored_by_test(cli, LETTER, multiclass_model, "--loss", own, name="own")
+    assert same == plain and same_report["average_loss"] == report["average_loss"]
+    labels = np.array([int(line.split()[0]) for line in open(LETTER)])
+    predicted = np.array([int(line.split()[0]) for line in plain.splitlines()])
+    assert report["average_loss"] == pytest.approx(np.mean(predicted != labels), rel=1e-12)
+
+
+def test_a_softmax_model_refuses_another_loss(cli):
+    model = os.path.join(HERE, "mix_format5", "letter_softmax26.olm")
+    assert model_file.load(model).loss == "logistic"
+    code, _, err = cli("test", LETTER, "-i", model, "--loss", "squared", "--quiet")
+    assert code == 2 and "multiclass" in err
