@@ -263,6 +263,18 @@ def _write_vw_header(model, options: RunOptions, final_model, predictions, proba
                                probabilities=probabilities, link=link))
 
 
+def _test_change(model, row, value):
+    """A setting test changes (TEST_CHANGES), checked by its row. A multiclass model is scored
+    by its 0/1 error and multiclass log loss, which no loss changes: another value is refused
+    rather than named in the report beside numbers it did not make."""
+    value = checked(row, value)
+    if model.classes and value != getattr(model, row.field):
+        raise UsageError(f"{row.spelled} {value}: a multiclass model is scored by its 0/1 error and multiclass "
+                         f"log loss, whatever the loss (its own, {model.loss}, is the one it learned with); "
+                         f"test it without {row.flags[0]}")
+    return value
+
+
 def test(*, sources, initial_model, predictions, link, input_format, report, quiet, strict, probabilities=False,
          audit=False, progress=False, threads=None, progress_every=None, vw_header=False, **changes) -> None:
     """Predict and score with ``initial_model``, learning nothing. ``changes``: the model's
@@ -285,7 +297,7 @@ def test(*, sources, initial_model, predictions, link, input_format, report, qui
             learner = load_learner(initial_model, input_format)
             for row in TEST_CHANGES:
                 if changes.get(row.name) is not None:
-                    setattr(learner.model, row.field, checked(row, changes[row.name]))
+                    setattr(learner.model, row.field, _test_change(learner.model, row, changes[row.name]))
             session.learner = learner
         run_options = RunOptions(sources=sources, learn=False, input_format=input_format,
                                  strict=strict, quiet=quiet, progress=progress, audit=audit,

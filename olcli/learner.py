@@ -130,7 +130,7 @@ class Learner:
         self._spec = spec
         self._kernels = spec.kernels()
         self._chunks = member_threads.chunks(self._kernels)   # multiclass chunks: the members on two threads
-        self._params = np.array([model.params[p.name] for p in spec.params], dtype=np.float64)
+        self._params = kernel_params(self._kernels, spec, model)
         self.tally = new_tally()
         self._features = None
         self._started = time.perf_counter()
@@ -446,6 +446,18 @@ def load(path):
     from olcli.cb_learner import CbLearner
 
     return CbLearner.from_learner(learner)
+
+
+def kernel_params(kernels, spec, model: model_file.Model) -> np.ndarray:
+    """The kernels' ``settings.params``: the model's hyper-parameters in the algorithm's PARAMS
+    order, then, for a mixture (a kernel module with ``P_LOSS``), the code of the model's own
+    loss, by which its weights' rate is (engine/mixture.py mixing_rate). Taken when the learner
+    is made, from the loss the model learned with: a test that then scores with another loss
+    (``olcli test --loss``, which sets ``model.loss``) predicts as the model does."""
+    values = [model.params[p.name] for p in spec.params]
+    if hasattr(kernels, "P_LOSS"):
+        values.append(LOSS_CODES[model.loss])
+    return np.array(values, dtype=np.float64)
 
 
 def predict_only_refusal(what: str, model: model_file.Model) -> str:

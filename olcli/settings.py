@@ -168,7 +168,9 @@ MODEL_SETTINGS = (
            vw=("--bit_precision", "-b"), check=in_range(1, MAX_BITS), stored="bits", shown=("always", "bits: {}"),
            estimator=("classifier", "regressor")),
     _model("loss", "str", None, "Loss function (default squared).", flags=("--loss",),
-           test_help="Score with this loss instead of the model's.",
+           test_help="Score with this loss instead of the model's: it changes what is reported, never the "
+                     "predictions (the default's weights follow the loss the model learned with); a multiclass "
+                     "model, scored by its 0/1 error, takes its own only.",
            vw=("--loss_function",), check=one_of(*LOSSES), choices=LOSSES, stored="loss", shown=("always", "loss: {}"),
            estimator=("classifier", "regressor")),
     _model("quantile_tau", "number", 0.5, "Level of --loss quantile, in (0, 1) (default 0.5).",

@@ -46,7 +46,10 @@ are 60% of the per-class work (news20, 4,000 documents: 0.44 s of learning again
 1.21 s). With one output -l 10 (cod_rna) and coin (msd_year, california) are the
 members that win. A model file of format 5 has no ``members`` and mixes all four.
 
-eta is fixed by the loss, not tuned: 1 for the logistic loss and for the
+eta is fixed by the loss, not tuned, and by the loss the L_k were summed in, the
+model's own (``settings.params[P_LOSS]``), not by the loss a test scores with
+(``settings.loss``): ``olcli test --loss X`` changes what is reported, never the
+weights pi_k or the predictions. It is 1 for the logistic loss and for the
 multiclass log loss (the loss is 1-exp-concave in the probability; here the
 margins are mixed, not the probabilities, so Vovk's bound ln k is a guide, not
 a guarantee); 1/(2 R^2) for the squared loss, R = the spread of the labels seen
@@ -179,6 +182,10 @@ COIN_COLUMNS = (N_GD * GD_WIDTH, N_GD * GD_WIDTH + len(coin.SLOTS))
 MEMBER_COLUMNS = dict(zip(MEMBERS, GD_COLUMNS + (COIN_COLUMNS,)))
 PARAMS = ("eta", "power_t", "initial_t", "alpha", "beta", "members")
 P_ETA, P_POWER_T, P_INITIAL_T, P_ALPHA, P_BETA, P_MEMBERS = range(6)
+# settings.params[P_LOSS], after PARAMS: the code (losses.LOSS_CODES) of the model's own loss, which
+# the L_k are summed in and mixing_rate reads; the Learner appends it (kernel_params), neither an
+# option nor stored in the model file
+P_LOSS = len(PARAMS)
 # (scalar names are keys of the model header's "scalars" object: no dots, which header paths use)
 SCALARS = (tuple(f"{m}_{s}" for m in GD_MEMBERS for s in gd.SCALARS) + tuple(f"coin_{s}" for s in coin.SCALARS)
            + tuple(f"loss_{m}" for m in MEMBERS) + ("labels_seen", "labels_low", "labels_high"))
@@ -396,13 +403,16 @@ def see_label(scalars, y):
 
 @njit(inline="always")
 def mixing_rate(settings, scalars):
-    """eta of the exponential weights (module docstring)."""
-    if settings.classes > 0 or settings.loss == LOGISTIC:
+    """eta of the exponential weights by the model's own loss (P_LOSS, module docstring): 1 for
+    multiclass and the logistic loss, 1/(2 R^2) for the squared loss, 1/R for the others, R the
+    labels' spread (0 while R = 0)."""
+    loss = np.int64(settings.params[P_LOSS])
+    if settings.classes > 0 or loss == LOGISTIC:
         return 1.0
     width = scalars[HIGH] - scalars[LOW]
     if not width > 0.0:
         return 0.0
-    if settings.loss == SQUARED:
+    if loss == SQUARED:
         return 1.0 / (2.0 * width * width)
     return 1.0 / width
 

@@ -5,7 +5,9 @@ features, mixed by exponential weights with the prior (0.9, 0.05, 0.05). It has 
 (registry.LEGACY; a file of format 4 or before naming "mix" with these slots is read as it,
 olcli/model.py); today's default is mixture.py, whose docstring gives the rule
 (the exponentially weighted average forecaster, eta by the loss, which losses count, the
-multiclass 0/1 weights), the same here with these three members. Its kernels are compiled by
+multiclass 0/1 weights), the same here with these three members: eta by the model's own loss,
+the one the L_k were summed in (``settings.params[P_LOSS]``), so a test scoring with another loss
+(``olcli test --loss``) changes what is reported, never the predictions. Its kernels are compiled by
 Numba's JIT on first use (once per machine, then from Numba's cache), not ahead at install
 (docs, "Model files": an old default model costs one compile; a fresh install stays short).
 
@@ -37,6 +39,8 @@ COIN_COLUMNS = (GD_COLUMNS[1], GD_COLUMNS[1] + len(coin.SLOTS))
 SCINOL2_COLUMNS = (COIN_COLUMNS[1], COIN_COLUMNS[1] + len(scinol2.SLOTS))
 PARAMS = ("eta", "power_t", "initial_t", "alpha", "beta", "epsilon")
 P_ETA, P_POWER_T, P_INITIAL_T, P_ALPHA, P_BETA, P_EPSILON = range(6)
+# settings.params[P_LOSS], after PARAMS: the model's own loss (mixture.P_LOSS)
+P_LOSS = len(PARAMS)
 # (scalar names are keys of the model header's "scalars" object: no dots, which header paths use)
 SCALARS = (tuple(f"gd_{s}" for s in gd.SCALARS) + tuple(f"coin_{s}" for s in coin.SCALARS)
            + tuple(f"loss_{m}" for m in MEMBERS) + ("labels_seen", "labels_low", "labels_high"))
@@ -103,13 +107,14 @@ def see_label(scalars, y):
 
 @njit(inline="always")
 def mixing_rate(settings, scalars):
-    """eta of the exponential weights (module docstring)."""
-    if settings.classes > 0 or settings.loss == LOGISTIC:
+    """eta of the exponential weights by the model's own loss (P_LOSS; mixture.mixing_rate)."""
+    loss = np.int64(settings.params[P_LOSS])
+    if settings.classes > 0 or loss == LOGISTIC:
         return 1.0
     width = scalars[HIGH] - scalars[LOW]
     if not width > 0.0:
         return 0.0
-    if settings.loss == SQUARED:
+    if loss == SQUARED:
         return 1.0 / (2.0 * width * width)
     return 1.0 / width
 
