@@ -111,3 +111,24 @@ def test_early_termination(cli, tmp_path):
 def test_pass_options_are_checked(cli, args, message):
     code, _, err = cli("train", *args, stdin=b"1 |a x\n")
     assert code == 2 and message in err
+
+
+def test_the_cache_keeps_what_pass_1_learned_from_and_skips_what_it_skipped(cli, tmp_path):
+    # VW's 0-indexed --oaa labels (0, then 3 outside 0..2), a line that is not an example and
+    # a label no --oaa 3 takes: the second pass, read from the cache, is the first one again
+    lines = "1 |a x\n2 |a y\n0 |a z\n3 |a w\nnot-a-label |a v\n9 |a u\n1 |a x\n"
+    (tmp_path / "d.vw").write_text(lines)
+    (tmp_path / "dd.vw").write_text(lines + lines)
+    args = ["--oaa", "3", "--holdout-off", "--report", "r.json"]
+    code, _, err = cli("train", "dd.vw", *args, "-f", "once.olm")
+    assert code == 0 and report()["bad_lines"] == 4, err
+    code, _, err = cli("train", "d.vw", *args, "--passes", "2", "--cache", "d.cache", "-k", "-f", "cached.olm")
+    assert code == 0 and "damaged" not in err and report()["bad_lines"] == 2, err
+    assert err.count("d.vw line 5:") == err.count("d.vw line 6:") == 1, err  # each bad line told once
+    once, cached = model_file.load("once.olm"), model_file.load("cached.olm")
+    assert np.array_equal(once.state, cached.state) and np.array_equal(once.counters, cached.counters)
+    assert once.indexing == cached.indexing == 0
+    # the cache is reused as it is by the next run
+    code, _, err = cli("train", "d.vw", *args, "--passes", "2", "--cache", "d.cache", "-f", "again.olm")
+    assert code == 0 and report()["cache_reused"] is True and "warning" not in err, err
+    assert (tmp_path / "again.olm").read_bytes() == (tmp_path / "cached.olm").read_bytes()
