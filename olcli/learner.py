@@ -410,8 +410,7 @@ class Learner:
     def _check_savable(self) -> None:
         problem = self.unsavable()
         if problem is not None:   # as olcli train -f, which writes no model then either
-            raise Diverged(f"this learner cannot be written as a model file: {problem}; learn again from a new "
-                           "Learner")
+            raise Diverged(f"this learner cannot be written as a model file: {problem}")
 
     @classmethod
     def from_bytes(cls, raw: bytes, name: str = "<bytes>") -> "Learner":
