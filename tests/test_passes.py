@@ -85,14 +85,18 @@ def noise(tmp_path, n=2000, seed=3):
     return "noise.vw"
 
 
-def test_the_model_of_the_best_pass_is_kept(cli, tmp_path):
+@pytest.mark.parametrize("algorithm", [["--sgd", "-l", "2"], ["--gd"], []], ids=["sgd", "gd", "default"])
+def test_the_model_of_the_best_pass_is_kept(cli, tmp_path, algorithm):
+    # the whole model: table, counters and the algorithm's scalars (gd's sums, the default's members')
     data = noise(tmp_path)
-    args = ["train", data, "--loss", "logistic", "--sgd", "-l", "2", "--quiet", "--report", "r.json"]
+    args = ["train", data, "--loss", "logistic", *algorithm, "--quiet", "--report", "r.json"]
     assert cli(*args, "--passes", "6", "--early-terminate", "6", "-f", "long.olm")[0] == 0
     r = report()
     best = r["best_pass"]
     assert r["passes"] == 6 and best < 6, r["holdout_losses"]  # the data makes later passes worse
     assert cli(*args, "--passes", str(best), "-f", "short.olm")[0] == 0
+    long, short = model_file.load("long.olm"), model_file.load("short.olm")
+    assert np.array_equal(long.scalars, short.scalars), (long.scalars, short.scalars)
     assert (tmp_path / "long.olm").read_bytes() == (tmp_path / "short.olm").read_bytes()
 
 
