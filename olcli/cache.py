@@ -233,8 +233,9 @@ def _check_block(path: str, number: int, bits: int, label_kind: int, n: int, nf:
         damaged("an infinite label")
     if label_kind == 1 and not np.all((labeled == 1.0) | (labeled == -1.0)):
         damaged("a label other than -1/+1")
-    if label_kind >= 2 and not np.all((labeled == np.floor(labeled)) & (labeled >= 1) & (labeled <= label_kind)):
-        damaged(f"a label outside 1..{label_kind}")
+    # the parser's classes (engine/parse.py _check_label): 1..K, and 0 for VW's 0-indexed labels
+    if label_kind >= 2 and not np.all((labeled == np.floor(labeled)) & (labeled >= 0) & (labeled <= label_kind)):
+        damaged(f"a label outside 0..{label_kind}")
 
 
 def read(path: str, bits: int, label_kind: int):

@@ -44,7 +44,7 @@ class UsageError(OlcliError, ValueError):
 
 
 class Diverged(OlcliError):
-    """Predictions became NaN or infinite: the run stops and no model is written."""
+    """Predictions (or the model's numbers) became NaN or infinite: the run stops and no model is written."""
 
 
 class MissingExtra(OlcliError):

@@ -388,10 +388,29 @@ class Learner:
 
     def save(self, path) -> None:
         """The model file ``olcli train -f`` writes, written atomically."""
+        self._check_savable()
         model_file.save(self.model, os.fspath(path))
 
     def to_bytes(self) -> bytes:
+        """The model file's bytes (``save``'s); ``copy`` and pickling go through them."""
+        self._check_savable()
         return model_file.encode(self.model)
+
+    def unsavable(self) -> str | None:
+        """Why the model cannot be written as a model file, which holds finite numbers only
+        (what is not finite, and what to do), or None when it can."""
+        problem = model_file.unsavable(self.model)
+        if problem is None:
+            return None
+        what, diverged = problem
+        if diverged:
+            return f"{what}: it diverged; {self.divergence_advice()}"
+        return f"{what}: the labels or importance weights are too large; check the data for extreme values"
+
+    def _check_savable(self) -> None:
+        problem = self.unsavable()
+        if problem is not None:   # as olcli train -f, which writes no model then either
+            raise Diverged(f"this learner cannot be written as a model file: {problem}")
 
     @classmethod
     def from_bytes(cls, raw: bytes, name: str = "<bytes>") -> "Learner":

@@ -214,6 +214,23 @@ class Encoded:
         yield digest.digest()
 
 
+def unsavable(model: Model) -> tuple[str, bool] | None:
+    """Why a file of ``model`` would be refused when read (``decode`` takes finite numbers
+    only): (what is not finite, whether that is a divergence of the learning), or None
+    when the model can be saved."""
+    if not all_finite(model.pool):
+        return "its weights are not finite numbers", True
+    names = [name for name, _ in getattr(ALGORITHMS.get(model.algorithm), "scalars", ())]
+    for name, value in zip(names, model.scalars.tolist()):
+        if not math.isfinite(value):
+            return f"its {name} is not a finite number", True
+    for name, value in zip(COUNTER_NAMES, model.counters.tolist()):
+        # the label range may be infinite (format 1's: no clipping), never NaN
+        if math.isnan(value) or (math.isinf(value) and name not in ("min_label", "max_label")):
+            return f"its {name} counter is not a finite number", False
+    return None
+
+
 def encode(model: Model) -> bytes:
     """The model file's bytes (``Encoded`` joined)."""
     return b"".join(memoryview(part).cast("B") for part in Encoded(model))

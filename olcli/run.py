@@ -115,7 +115,8 @@ class BestPass(Record):
         self.losses.append(loss)
         if loss < self.loss:
             self.loss, self.number, self.since = loss, pass_number, 0
-            self.snapshot = (model_file.snapshot(learner.model.pool), learner.model.counters.copy())
+            model = learner.model   # what its model file holds that a pass changes: table, counters, scalars
+            self.snapshot = (model_file.snapshot(model.pool), model.counters.copy(), model.scalars.copy())
         else:
             self.since += 1
         return self.since >= options.early_terminate
@@ -175,8 +176,10 @@ class PassLoop:
         model holds it already."""
         best, model = self.best, self.learner.model
         if best.snapshot is not None and best.number != self.in_model:
-            model_file.restore(model.pool, best.snapshot[0])
-            model.counters[:] = best.snapshot[1]
+            pool, counters, scalars = best.snapshot
+            model_file.restore(model.pool, pool)
+            model.counters[:] = counters
+            model.scalars[:] = scalars
 
 
 class Outcome:

@@ -22,7 +22,7 @@ from olcli import model as model_file
 from olcli.atomic import atomic_write
 from olcli.engine.format import format_predictions
 from olcli.engine.records import C_EXAMPLES, C_ROUNDS, new_tally
-from olcli.errors import ModelError, OlcliError, UsageError
+from olcli.errors import Diverged, ModelError, OlcliError, UsageError
 from olcli.learner import Learner, apply_link, predict_only_refusal
 from olcli.parsing import batch_of
 from olcli.serve_log import EventLog, iso_time
@@ -212,7 +212,13 @@ class Served:
             return False
         if self.cb is not None:
             self.cb.store_state()   # the reduction's state into the model's cb field, as olcli vw -f writes it
-        raw, counters = self.learner.to_bytes(), self.learner.model.counters.copy()
+        try:
+            raw = self.learner.to_bytes()
+        except Diverged as exc:   # a number no model file holds: the last good save is kept
+            self.log("save_skipped", "error", reason=reason, path=self.options.final_model,
+                     error=f"{exc}; the last good save is kept")
+            return False
+        counters = self.learner.model.counters.copy()
         self.saving = asyncio.ensure_future(asyncio.to_thread(atomic_write, self.options.final_model, raw,
                                                                        "model (-f)"))
         try:

@@ -133,8 +133,9 @@ class Session:
         report = dict(result.report) or {"examples": 0, "bad_lines": 0}  # stopped before the run began
         read = int(report.get("examples") or 0)
         bad = int(report.get("bad_lines") or 0)
-        if outcome is None and not model_file.all_finite(model.pool):
-            outcome = Diverged(f"the model's weights are not finite numbers; {learner.divergence_advice()}")
+        unsavable = learner.unsavable() if outcome is None else None
+        if unsavable is not None:   # a model file holds finite numbers only
+            outcome = Diverged(f"the model cannot be written as a model file: {unsavable}")
         if outcome is None and read == 0 and bad > 0:
             first = result.bad_line_samples[0] if result.bad_line_samples else "?"
             hint = "" if "interactions would generate" in first else "; is the data in the format you think (--format)?"

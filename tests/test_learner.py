@@ -11,7 +11,7 @@ import pytest
 
 import olcli
 from olcli.engine import registry
-from olcli.errors import DataError, ModelError, UsageError
+from olcli.errors import DataError, Diverged, ModelError, UsageError
 from olcli.learner import Learner
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -155,6 +155,32 @@ def test_save_and_load(sample, tmp_path):
     test = (sample / "a9a_test.vw").read_bytes()
     assert np.array_equal(loaded.predict(test), learner.predict(test))
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_what_to_bytes_writes_from_bytes_reads_and_a_diverged_learner_is_refused_clearly(tmp_path):
+    import pickle
+
+    diverged = Learner("sgd", eta=1e300)
+    with pytest.raises(Diverged):
+        diverged.learn("1 |a x:1e38\n-1 |a x:1e38\n")
+    # labels whose squared losses overflow the loss sum (the weights stay finite)
+    overflowed = Learner("sgd")
+    overflowed.learn("1e200 |a x\n-1e200 |a x\n")
+    scalar = Learner("gd")
+    scalar.learn("1 |a x\n")
+    scalar.model.scalars[0] = np.inf   # as a divergence of the algorithm's global numbers leaves it
+    for learner, what in ((diverged, r"its weights are not finite numbers: it diverged; lower -l"),
+                          (overflowed, r"its loss_sum counter is not a finite number"),
+                          (scalar, r"its normalized_sum_norm_x is not a finite number: it diverged")):
+        for write in (learner.to_bytes, lambda: learner.save(tmp_path / "m.olm"), learner.copy,
+                      lambda: pickle.dumps(learner)):
+            with pytest.raises(Diverged, match=r"cannot be written as a model file: " + what) as caught:
+                write()
+            assert "corrupted" not in str(caught.value)
+    assert not list(tmp_path.iterdir())
+    fine = Learner("sgd")
+    fine.learn("1 |a x\n")
+    assert Learner.from_bytes(fine.to_bytes()).to_bytes() == fine.to_bytes()
 
 
 def test_weights_are_the_current_weights(sample):

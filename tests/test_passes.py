@@ -85,14 +85,18 @@ def noise(tmp_path, n=2000, seed=3):
     return "noise.vw"
 
 
-def test_the_model_of_the_best_pass_is_kept(cli, tmp_path):
+@pytest.mark.parametrize("algorithm", [["--sgd", "-l", "2"], ["--gd"], []], ids=["sgd", "gd", "default"])
+def test_the_model_of_the_best_pass_is_kept(cli, tmp_path, algorithm):
+    # the whole model: table, counters and the algorithm's scalars (gd's sums, the default's members')
     data = noise(tmp_path)
-    args = ["train", data, "--loss", "logistic", "--sgd", "-l", "2", "--quiet", "--report", "r.json"]
+    args = ["train", data, "--loss", "logistic", *algorithm, "--quiet", "--report", "r.json"]
     assert cli(*args, "--passes", "6", "--early-terminate", "6", "-f", "long.olm")[0] == 0
     r = report()
     best = r["best_pass"]
     assert r["passes"] == 6 and best < 6, r["holdout_losses"]  # the data makes later passes worse
     assert cli(*args, "--passes", str(best), "-f", "short.olm")[0] == 0
+    long, short = model_file.load("long.olm"), model_file.load("short.olm")
+    assert np.array_equal(long.scalars, short.scalars), (long.scalars, short.scalars)
     assert (tmp_path / "long.olm").read_bytes() == (tmp_path / "short.olm").read_bytes()
 
 
@@ -111,3 +115,24 @@ def test_early_termination(cli, tmp_path):
 def test_pass_options_are_checked(cli, args, message):
     code, _, err = cli("train", *args, stdin=b"1 |a x\n")
     assert code == 2 and message in err
+
+
+def test_the_cache_keeps_what_pass_1_learned_from_and_skips_what_it_skipped(cli, tmp_path):
+    # VW's 0-indexed --oaa labels (0, then 3 outside 0..2), a line that is not an example and
+    # a label no --oaa 3 takes: the second pass, read from the cache, is the first one again
+    lines = "1 |a x\n2 |a y\n0 |a z\n3 |a w\nnot-a-label |a v\n9 |a u\n1 |a x\n"
+    (tmp_path / "d.vw").write_text(lines)
+    (tmp_path / "dd.vw").write_text(lines + lines)
+    args = ["--oaa", "3", "--holdout-off", "--report", "r.json"]
+    code, _, err = cli("train", "dd.vw", *args, "-f", "once.olm")
+    assert code == 0 and report()["bad_lines"] == 4, err
+    code, _, err = cli("train", "d.vw", *args, "--passes", "2", "--cache", "d.cache", "-k", "-f", "cached.olm")
+    assert code == 0 and "damaged" not in err and report()["bad_lines"] == 2, err
+    assert err.count("d.vw line 5:") == err.count("d.vw line 6:") == 1, err  # each bad line told once
+    once, cached = model_file.load("once.olm"), model_file.load("cached.olm")
+    assert np.array_equal(once.state, cached.state) and np.array_equal(once.counters, cached.counters)
+    assert once.indexing == cached.indexing == 0
+    # the cache is reused as it is by the next run
+    code, _, err = cli("train", "d.vw", *args, "--passes", "2", "--cache", "d.cache", "-f", "again.olm")
+    assert code == 0 and report()["cache_reused"] is True and "warning" not in err, err
+    assert (tmp_path / "again.olm").read_bytes() == (tmp_path / "cached.olm").read_bytes()

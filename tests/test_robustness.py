@@ -144,6 +144,17 @@ def test_divergence_stops_without_writing_a_model(cli, tmp_path):
     assert "Traceback" not in err
 
 
+def test_a_model_whose_sums_overflow_is_not_written(cli, tmp_path):
+    # squared losses of labels near float64's largest overflow the model's loss sum, a number
+    # a model file must hold finite: no file that reading it would then call corrupted
+    (tmp_path / "d.vw").write_text("1e200 |f a\n-1e200 |f a\n")
+    (tmp_path / "m.olm").write_bytes(b"the previous model")
+    code, _, err = cli("train", "d.vw", "--sgd", "-f", "m.olm", "--quiet")
+    assert code == 1 and "Traceback" not in err, err
+    assert "loss_sum counter is not a finite number" in err and "m.olm is unchanged" in err, err
+    assert (tmp_path / "m.olm").read_bytes() == b"the previous model"
+
+
 @pytest.mark.parametrize("args,code,message", [
     (["train", "-b", "30", "--oaa", "26"], 2, "use a smaller -b"),
     (["train", "."], 1, "is a directory"),

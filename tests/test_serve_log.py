@@ -99,3 +99,31 @@ def test_two_logs_write_only_their_own_lines_and_a_broken_stream_is_silent():
         a.close(), b.close(), c.close()
     assert first.getvalue().endswith(" info one\n") and first.getvalue().count("\n") == 1
     assert second.getvalue().endswith(" info two\n") and second.getvalue().count("\n") == 1
+
+
+def test_a_learning_server_keeps_its_last_good_save_when_the_model_cannot_be_written(tmp_path):
+    # squared losses of huge labels overflow the model's loss sum (a model file holds finite
+    # numbers only): the saves are skipped and logged; the file on disk stays as it was
+    import asyncio
+
+    import olcli
+    from olcli.served import Served
+    from olcli.serve_options import ServeOptions
+
+    learner = olcli.Learner("sgd")
+    learner.learn("1 |f a\n")
+    learner.save(tmp_path / "m.olm")
+    before = (tmp_path / "m.olm").read_bytes()
+    out = io.StringIO()
+    log = EventLog("text", stream=out)
+    try:
+        served = Served(ServeOptions(str(tmp_path / "m.olm"), learn=True, final_model=str(tmp_path / "m.olm")), log)
+        served.learner.learn("1e200 |f a\n-1e200 |f a\n")
+        assert asyncio.run(served.save("periodic")) is False
+        assert served.save_now("shutdown") is False
+    finally:
+        log.close()
+    assert (tmp_path / "m.olm").read_bytes() == before
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 2 and all("loss_sum counter is not a finite number" in line for line in lines[-2:]), lines
+    assert "Traceback" not in out.getvalue()
