@@ -155,6 +155,24 @@ def test_a_model_whose_sums_overflow_is_not_written(cli, tmp_path):
     assert (tmp_path / "m.olm").read_bytes() == b"the previous model"
 
 
+@pytest.mark.parametrize("args,labels,features", [
+    ([], ("1", "-1"), ("x", "y")), (["--oaa", "2"], ("1", "2"), ("x", "y")), (["--gd"], ("1", "-1"), ("x", "y")),
+    ([], ("1", "-1"), ("x:10", "x:1"))])
+def test_importance_weights_near_the_largest_float_end_as_a_divergence(cli, tmp_path, args, labels, features):
+    # -l times an importance of 1e308 is infinite while a row's rate is 0: the invariant
+    # update's forms divide by that 0 (a ZeroDivisionError in the kernel, with a traceback,
+    # for the default); now no step is taken there, and the run ends as a divergence does.
+    # x:10 then x:1: the default's coin member sees its sum of weights overflow while its
+    # sum of norms does not, so its A = norms / weights is 0, which it divides by
+    lines = [f"{labels[k % 2]} 1e308 |a {features[k % 2]}" for k in range(3)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    (tmp_path / "m.olm").write_bytes(b"the previous model")
+    code, _, err = cli("train", "d.vw", *args, "-f", "m.olm", "--quiet")
+    assert code == 1 and "Traceback" not in err and "ZeroDivisionError" not in err, err
+    assert "diverged" in err and "m.olm is unchanged" in err, err
+    assert (tmp_path / "m.olm").read_bytes() == b"the previous model"
+
+
 @pytest.mark.parametrize("args,code,message", [
     (["train", "-b", "30", "--oaa", "26"], 2, "use a smaller -b"),
     (["train", "."], 1, "is a directory"),

@@ -85,7 +85,12 @@ def _bet(state, i, m, alpha):
 
 @njit(inline="always")
 def _average_norm(scalars):
-    return (scalars[NORM_X_SUM] + 1e-6) / scalars[TOTAL_WEIGHT]
+    """A = (sum_t h_t ||x_t / M||^2 + 1e-6) / sum_t h_t; NaN where that is 0, which it is only
+    once the sum of importance weights overflowed (weights near 1e308): the learner has
+    diverged, and dividing by NaN says so (a non-finite prediction, which the loops stop at)
+    where dividing by 0 stopped the kernel with an exception."""
+    average = (scalars[NORM_X_SUM] + 1e-6) / scalars[TOTAL_WEIGHT]
+    return average if average > 0.0 else np.nan
 
 
 @njit

@@ -304,7 +304,10 @@ def _derivative(loss, tau, p, y):
 
 @njit(inline="always")
 def _logistic_invariant_update(p, y, s, h, exp_yp):
-    """losses.invariant_update for the logistic loss, given exp(y p)."""
+    """losses.invariant_update for the logistic loss, given exp(y p) (NaN when s h is not a
+    number, as there)."""
+    if math.isnan(s * h):
+        return math.nan
     if s * h < 1e-6:
         return y * s / (1.0 + exp_yp)
     return -(y * lambert_w_exp_minus_x(s * h + y * p + exp_yp) + p) / h

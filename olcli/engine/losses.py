@@ -153,7 +153,12 @@ def invariant_update(loss, p, y, tau, s, h):
               (VW's absolute is its quantile at tau 0.5, i.e. half of olcli's |p - y|)
     poisson:  y s - log(1 + e^p (e^{y s h} - 1) / y) / h for y > 0, -log(1 + e^p s h) / h for y = 0
               (the flow dp/dtau = h (y - e^p), whose gradient is VW's e^p - y; p clamped to
-              [-44, 44] and the limit -(p - log y) / h once y s h > 44, as VW 9.11.9)."""
+              [-44, 44] and the limit -(p - log y) / h once y s h > 44, as VW 9.11.9).
+    NaN when s h is not a number (s infinite, an importance weight near 1e308 times -l,
+    and h = 0): no step, as VW replaces a NaN update by 0; every form above would divide
+    by h = 0."""
+    if math.isnan(s * h):
+        return math.nan
     if loss == SQUARED:
         if s * h < 1e-6:
             return 2.0 * (y - p) * s
