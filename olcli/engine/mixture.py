@@ -49,10 +49,10 @@ members that win. A model file of format 5 has no ``members`` and mixes all four
 eta is fixed by the loss, not tuned, and by the loss the L_k were summed in, the
 model's own (``settings.params[P_LOSS]``), not by the loss a test scores with
 (``settings.loss``): ``olcli test --loss X`` changes what is reported, never the
-weights pi_k or the predictions. It is 1 for the logistic loss and for the
-multiclass log loss (the loss is 1-exp-concave in the probability; here the
-margins are mixed, not the probabilities, so Vovk's bound ln k is a guide, not
-a guarantee); 1/(2 R^2) for the squared loss, R = the spread of the labels seen
+weights pi_k or the predictions. It is 1 for the logistic loss (the loss is
+1-exp-concave in the probability; here the margins are mixed, not the
+probabilities, so Vovk's bound ln k is a guide, not a guarantee) and for
+multiclass (Hedge on the members' 0/1 errors: "Multiclass", below); 1/(2 R^2) for the squared loss, R = the spread of the labels seen
 (max - min; the square loss on an interval of width R is 1/(2 R^2)-exp-concave,
 Cesa-Bianchi & Lugosi §3.3), and 1/R for the absolute, quantile and hinge
 losses (Hedge's scale for losses bounded by R). R is the labels' spread, not
