@@ -180,6 +180,11 @@ class RowPool:
         group to each index not met before, in the order of first arrival; predicting maps
         those to the template (group 0), and nothing writes there."""
         if learn and len(index):
+            if index.dtype != np.int32:   # look_up's type; checked first, as a cast could wrap
+                if index.min() < 0 or index.max() >= len(self.index):
+                    raise IndexError(f"a hashed index is outside the table of {len(self.index)} rows")
+                index = index.astype(np.int32)
+            index = np.ascontiguousarray(index)
             current = np.empty(len(index), np.int32)
             missing = np.empty(len(index), np.int64)
             count = look_up(self.index, index, current, missing)

@@ -157,6 +157,9 @@ def test_the_default_train_imports_no_numba_ahead_of_time(aot_dir, tmp_path):
     assert "compiling" not in stderr
     facts, _, _ = _run("aot", aot_dir, ["train", LIBSVM, "--format", "libsvm", "--quiet"])
     assert facts["mode"] == "aot" and facts["numba"] == []
+    # --constant hands out the constant's row before any example (new_model: rows_for)
+    facts, stderr, _ = _run("aot", aot_dir, ["train", VW, "--constant", "0.5", "--quiet"])
+    assert facts["mode"] == "aot" and facts["numba"] == [] and "compiling" not in stderr, stderr
     # the same command under the JIT does import it (the probe sees what it should)
     facts, _, _ = _run("jit", aot_dir, ["train", VW, "--quiet"])
     assert "numba" in facts["numba"]
