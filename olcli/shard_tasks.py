@@ -156,12 +156,13 @@ def learn_shard(state: bytes, job: Job):
                          None, _NoProgress(), job.pass_number)
             if stop is not None:
                 raise DataError(f"{stop} (--strict stops at the first bad line)")
+        model_bytes = learner.to_bytes()   # Diverged for a model no file can hold: a failure, not retried
     except OlcliError as exc:
         return TaskFailure.of(exc, shard)
     tally = learner.tally
     report = ShardReport(shard.index, _worker_name(), time.perf_counter() - started, time.time(),
                          int(tally.stats[S_EXAMPLES]), bad_count, samples)
-    return Part(learner.to_bytes(), shard.index, shard.index, tally.stats.copy(), tally.auc.copy(),
+    return Part(model_bytes, shard.index, shard.index, tally.stats.copy(), tally.auc.copy(),
                 np.array([tally.holdout[H_LOSS], tally.holdout[H_WEIGHT]]), [report])
 
 

@@ -425,6 +425,20 @@ def test_bad_lines_are_counted_once_and_strict_writes_no_model(cli, cluster, tmp
     assert model.read_bytes() == previous
 
 
+def test_a_shard_whose_model_no_file_can_hold_fails_once_with_the_reason(cli, cluster, tmp_path):
+    # importance 1e308: the weights overflow while the predictions stay finite; the shard's
+    # model refused by to_bytes is its task's failure (not an exception Dask retries)
+    local, _, _ = cluster
+    data = _lines(tmp_path / "d.vw", ["1 1e308 |a x", "-1 1e308 |a y", "1 1e308 |a x y"] * 2)
+    model = tmp_path / "m.olm"
+    model.write_bytes(b"the previous model")
+    code, err = _train(cli, data, "--mix-members", "1", "--loss", "logistic", "-f", model,
+                       "--scheduler", local.scheduler_address, "--shards", "2")
+    assert code == 1, err
+    assert "not a finite number" in err and "failed 4 times" not in err and "Traceback" not in err, err
+    assert model.read_bytes() == b"the previous model"
+
+
 class KillOnce(WorkerPlugin):
     """os._exit in the worker process when a task whose key contains ``part``
     starts executing there, the first time only."""
