@@ -84,8 +84,7 @@ from olcli.engine.jit import njit
 from olcli.engine import merge_common
 from olcli.engine.driver import run_binary, weights_loop
 from olcli.engine.features import has_repeat
-from olcli.engine.losses import (LOGISTIC, lambert_w_exp_minus_x, invariant_update, loss_derivative,
-                                 loss_value)
+from olcli.engine.losses import LOGISTIC, invariant_update, logistic_invariant_update, loss_derivative, loss_value
 from olcli.engine.multiclass import run_multiclass
 from olcli.engine.records import C_WEIGHT
 from olcli.engine.scinol_common import prefetch_rows
@@ -303,17 +302,6 @@ def _derivative(loss, tau, p, y):
 
 
 @njit(inline="always")
-def _logistic_invariant_update(p, y, s, h, exp_yp):
-    """losses.invariant_update for the logistic loss, given exp(y p) (NaN when s h is not a
-    number, as there)."""
-    if math.isnan(s * h):
-        return math.nan
-    if s * h < 1e-6:
-        return y * s / (1.0 + exp_yp)
-    return -(y * lambert_w_exp_minus_x(s * h + y * p + exp_yp) + p) / h
-
-
-@njit(inline="always")
 def _scale(params, counters, eta, h, power_t, adaptive, normalized):
     """gd.cc get_scale: s = eta k, times (t + k)^-q without adaptive (t counts the
     labeled importance before, counters[C_WEIGHT] includes this example's; plain SGD:
@@ -336,7 +324,7 @@ def _step(loss, tau, p, y, d, scale, per_update, exp_yp, invariant):
     if loss == LOGISTIC:
         if np.isnan(exp_yp):
             exp_yp = math.exp(y * p)
-        return _logistic_invariant_update(p, y, scale, per_update, exp_yp)
+        return logistic_invariant_update(p, y, scale, per_update, exp_yp)
     return invariant_update(loss, p, y, tau, scale, per_update)
 
 

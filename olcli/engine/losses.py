@@ -138,6 +138,18 @@ def _pinball_update(p, y, s, h, up, down):
     return -down * s if -down * step > err else err / h
 
 
+@njit(inline="always")
+def logistic_invariant_update(p, y, s, h, exp_yp):
+    """``invariant_update`` for the logistic loss, given exp(y p) (gd has it from the
+    derivative): -(y W + p) / h, or y s / (1 + e^{y p}) when s h < 1e-6; NaN when s h is
+    not a number, as there."""
+    if math.isnan(s * h):
+        return math.nan
+    if s * h < 1e-6:
+        return y * s / (1.0 + exp_yp)
+    return -(y * lambert_w_exp_minus_x(s * h + y * p + exp_yp) + p) / h
+
+
 @njit
 def invariant_update(loss, p, y, tau, s, h):
     """The multiplier u of the importance-invariant update: moving the weights by
@@ -157,17 +169,14 @@ def invariant_update(loss, p, y, tau, s, h):
     NaN when s h is not a number (s infinite, an importance weight near 1e308 times -l,
     and h = 0): no step, as VW replaces a NaN update by 0; every form above would divide
     by h = 0."""
+    if loss == LOGISTIC:
+        return logistic_invariant_update(p, y, s, h, math.exp(y * p))
     if math.isnan(s * h):
         return math.nan
     if loss == SQUARED:
         if s * h < 1e-6:
             return 2.0 * (y - p) * s
         return (y - p) * (1.0 - math.exp(-2.0 * s * h)) / h
-    if loss == LOGISTIC:
-        d = math.exp(y * p)
-        if s * h < 1e-6:
-            return y * s / (1.0 + d)
-        return -(y * lambert_w_exp_minus_x(s * h + y * p + d) + p) / h
     if loss == HINGE:
         if y * p >= 1.0:
             return 0.0
