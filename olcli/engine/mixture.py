@@ -403,13 +403,17 @@ def see_label(scalars, y):
 
 @njit(inline="always")
 def mixing_rate(settings, scalars):
-    """eta of the exponential weights by the model's own loss (P_LOSS, module docstring): 1 for
-    multiclass and the logistic loss, 1/(2 R^2) for the squared loss, 1/R for the others, R the
-    labels' spread (0 while R = 0)."""
-    loss = np.int64(settings.params[P_LOSS])
-    if settings.classes > 0 or loss == LOGISTIC:
+    """eta of the exponential weights by the model's own loss (P_LOSS) and the labels' spread."""
+    return rate_of(np.int64(settings.params[P_LOSS]), settings.classes, scalars[HIGH] - scalars[LOW])
+
+
+@njit(inline="always")
+def rate_of(loss, classes, width):
+    """eta (module docstring) for the model's own loss, K ``classes`` (0: one output) and the
+    labels' spread R = ``width``: 1 for multiclass and the logistic loss, 1/(2 R^2) for the
+    squared loss, 1/R for the others (0 while R = 0). mixture_v1's rule too."""
+    if classes > 0 or loss == LOGISTIC:
         return 1.0
-    width = scalars[HIGH] - scalars[LOW]
     if not width > 0.0:
         return 0.0
     if loss == SQUARED:

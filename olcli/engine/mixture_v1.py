@@ -26,7 +26,8 @@ from olcli.engine.jit import njit
 
 from olcli.engine import coin, gd, scinol2
 from olcli.engine.driver import account_binary, clip_prediction, progress_row, start_example, widen_label_range
-from olcli.engine.losses import LOGISTIC, SQUARED, loss_derivative, loss_value
+from olcli.engine.losses import loss_derivative, loss_value
+from olcli.engine.mixture import rate_of
 from olcli.engine.multiclass import account_multiclass, class_gradients, log_probabilities
 from olcli.engine.records import C_ROUNDS, H_ROWS, S_DIVERGED, Settings, Table
 
@@ -107,16 +108,9 @@ def see_label(scalars, y):
 
 @njit(inline="always")
 def mixing_rate(settings, scalars):
-    """eta of the exponential weights by the model's own loss (P_LOSS; mixture.mixing_rate)."""
-    loss = np.int64(settings.params[P_LOSS])
-    if settings.classes > 0 or loss == LOGISTIC:
-        return 1.0
-    width = scalars[HIGH] - scalars[LOW]
-    if not width > 0.0:
-        return 0.0
-    if loss == SQUARED:
-        return 1.0 / (2.0 * width * width)
-    return 1.0 / width
+    """eta of the exponential weights by the model's own loss (P_LOSS) and the labels' spread:
+    today's default's rule (mixture.rate_of)."""
+    return rate_of(np.int64(settings.params[P_LOSS]), settings.classes, scalars[HIGH] - scalars[LOW])
 
 
 @njit(inline="always")
