@@ -254,6 +254,14 @@ def split_layout(state, split, first):
 
 
 @njit(inline="always")
+def _update_buffers(batch, outputs):
+    """gd.update_learners' and gd.update_classes' buffers for ``outputs`` learner outputs (members
+    x classes) over the batch's examples: work, active, rates and stamps (gd._update_outputs)."""
+    return (np.empty((gd.WORK_ROWS, outputs)), np.empty((gd.ACTIVE_ROWS, outputs), np.int64),
+            np.empty((most_features(batch.row_ptr, len(batch.labels)), outputs)), np.zeros(STAMP_SLOTS, np.int64))
+
+
+@njit(inline="always")
 def _gd_rates(settings, n_gd):
     """The first n_gd gd members' -l (as _gd_settings gives them), power_t and initial_t:
     what gd.update_learners and gd.update_classes take for them."""
@@ -486,10 +494,9 @@ def _binary_loop(table, settings, batch, tally, predictions, n):
     # at every example, each had its references counted there (~5% of the loop's time).
     # ``owners`` holds them to the loop's end.
     member_owner = np.empty(N_MEMBERS)
+    work_owner, active_owner, rates_owner, stamps_owner = _update_buffers(batch, n_gd)
     owners = (member_owner, member_owner.reshape((N_MEMBERS, 1)), np.empty((1, N_MEMBERS)), np.empty(1),
-              np.empty(N_MEMBERS), etas, np.empty((gd.WORK_ROWS, n_gd)), np.empty((gd.ACTIVE_ROWS, n_gd), np.int64),
-              np.empty((most_features(batch.row_ptr, len(batch.labels)), n_gd)), np.zeros(STAMP_SLOTS, np.int64),
-              s_coin.params)
+              np.empty(N_MEMBERS), etas, work_owner, active_owner, rates_owner, stamps_owner, s_coin.params)
     member, one_output, sums, norms = borrowed(owners[0]), borrowed(owners[1]), borrowed(owners[2]), borrowed(owners[3])
     pi, etas, work, active = borrowed(owners[4]), borrowed(owners[5]), borrowed(owners[6]), borrowed(owners[7])
     rates, stamps = borrowed(owners[8]), borrowed(owners[9])
@@ -608,10 +615,7 @@ def _run_multiclass(table, settings, batch, tally, predictions, scores):
     split = split_of(settings)
     layout = split_layout(state, split, 0)
     etas, power_t, initial_t = _gd_rates(settings, n_gd)
-    work = np.empty((gd.WORK_ROWS, n_gd * n_classes))
-    active = np.empty((gd.ACTIVE_ROWS, n_gd * n_classes), np.int64)
-    rates = np.empty((most_features(batch.row_ptr, len(batch.labels)), n_gd * n_classes))
-    stamps = np.zeros(STAMP_SLOTS, np.int64)
+    work, active, rates, stamps = _update_buffers(batch, n_gd * n_classes)
     sums = np.empty((n_classes, N_MEMBERS))
     norms = np.empty(n_classes)
     pi = np.empty(N_MEMBERS)
@@ -702,10 +706,7 @@ def _learn_part(table, settings, batch, tally, part, out):
     rates_all, power_t, initial_t = _gd_rates(settings, first + count)
     etas = rates_all[first:first + count]
     own_part = own[first * GD_SCALAR_WIDTH:]
-    work = np.empty((gd.WORK_ROWS, count * n_classes))
-    active = np.empty((gd.ACTIVE_ROWS, count * n_classes), np.int64)
-    rates = np.empty((most_features(batch.row_ptr, len(batch.labels)), count * n_classes))
-    stamps = np.zeros(STAMP_SLOTS, np.int64)
+    work, active, rates, stamps = _update_buffers(batch, count * n_classes)
     n = len(batch.labels)
     stop = n
     for e in range(n):
