@@ -225,8 +225,7 @@ class Cbify:
         bits = model.bits
         n = len(labels)
         used = int(row_ptr[n])
-        rows = index[:used].astype(np.int64)
-        rows[rows == (1 << bits)] = cb.CONSTANT_HASH & ((1 << bits) - 1)
+        rows = np.ascontiguousarray(index[:used], dtype=np.int32)
         values = np.ascontiguousarray(value[:used], dtype=np.float64)
         row_ptr = np.ascontiguousarray(row_ptr[:n + 1], dtype=np.int64)
         fcount = np.ascontiguousarray(feature_count[:n], dtype=np.int64)
@@ -237,10 +236,10 @@ class Cbify:
         istate = np.zeros(cl.N_ISTATE, dtype=np.int64)
         istate[[cl.I_COUNTER, cl.I_APP_SEED, cl.I_EXAMPLES, cl.I_TOTAL_FEATURES, cl.I_COSTS_SEEN,
                 cl.I_EVENTS_LEARNED, cl.I_TAU, cl.I_EVENT_SUM, cl.I_ACTION_SUM, cl.I_USED, cl.I_BITS, cl.I_RULE,
-                cl.I_FIRST_ONLY, cl.I_LEARN, cl.I_CURRENT_FEATURES]] = (
+                cl.I_FIRST_ONLY, cl.I_LEARN, cl.I_CURRENT_FEATURES, cl.I_CONSTANT]] = (
             self.counter, self.app_seed, self.examples, self.total_features, self.costs_seen,
             policy.events_learned, policy.tau, policy.event_sum[0], policy.action_sum[0], pool.used, bits, rule,
-            int(bool(policy.first_only)), int(bool(learn)), self.current_features)
+            int(bool(policy.first_only)), int(bool(learn)), self.current_features, cb.CONSTANT_HASH & ((1 << bits) - 1))
         facc = np.zeros(cl.N_FACC)
         facc[[cl.F_LABELLED_WEIGHT, cl.F_SUM_LOSS, cl.F_SUM_COST, cl.F_SUM_COST2, cl.F_EPSILON,
               cl.F_GAMMA_SCALE, cl.F_GAMMA_EXPONENT, cl.F_LOSS0, cl.F_LOSS1, cl.F_FLIP]] = (

@@ -21,6 +21,21 @@ def test_pairwise_sum_is_numpys_sum_to_the_last_bit():
         assert cb_loop.pairwise_sum(a, 3, n) == a[3:3 + n].sum(), n
 
 
+def test_leaf_sums_combined_are_numpys_sum_to_the_last_bit():
+    """The kernel's scores: each leaf of the pairwise order summed on its own (``_block``), then combined as
+    NumPy combines them (``_pairwise_tree`` over the leaf sums)."""
+    rng = np.random.default_rng(8)
+    stack = np.empty((4, 64), np.int64)
+    for n in list(range(1, 300)) + [383, 384, 385, 511, 512, 1000, 1025, 4097, 20000]:
+        a = rng.standard_normal(n) * 10.0 ** rng.integers(-6, 6, n)
+        lengths = np.empty(n // 32 + 2, np.int64)   # the kernel's size: a leaf of a split is over 32 long
+        count = cb_loop.leaves(n, lengths, stack)
+        assert lengths[:count].sum() == n and all(8 * (n > 128) <= m <= 128 for m in lengths[:count]), n
+        starts = np.concatenate([[0], np.cumsum(lengths[:count])])
+        sums = np.array([cb_loop._block(a, starts[i], lengths[i]) for i in range(count)] + [np.nan])
+        assert cb_loop._pairwise_tree(sums, 0, n, stack, np.empty(64), True) == a.sum(), n
+
+
 def test_the_draw_is_vws():
     rnd = random.Random(11)
     for seed in range(300):
@@ -45,7 +60,7 @@ def test_the_epsilon_floor_is_the_policys():
         assert got.tolist() == want.tolist()
 
 
-def stream(n=700, k=5, seed=4, odd=False):
+def stream(n=700, k=5, seed=4, odd=False, names=60, most=150):
     """Multiclass lines with unlabelled, weighted, tagged and blank lines, repeated and colliding features; with
     ``odd`` also lines the block reader leaves to the per-line one: a CRLF line end, a lone '\\r', a feature
     value the parser refuses, a label outside 1..K, a tab in the label part, spaces-only and tab-only lines."""
@@ -59,7 +74,7 @@ def stream(n=700, k=5, seed=4, odd=False):
             out.append(r.choice(["2 |a f1:1 f2:0.5\r", "1 |a f1\rf2", "3 |a f1:x", f"{k + 1} |a f1", "2\t|a f3",
                                  "   ", "\t", "'only_tag|a f1", "1 2 3 |a f1", "4 -1 |a f1", "1\x0b |a f1"]))
             continue
-        feats = " ".join(f"f{r.randint(0, 60)}:{r.uniform(-2, 2):.3f}" for _ in range(r.randint(0, 150)))
+        feats = " ".join(f"f{r.randint(0, names)}:{r.uniform(-2, 2):.3f}" for _ in range(r.randint(0, most)))
         label = "" if r.random() < 0.05 else (f"{r.randint(1, k)}" if r.random() < 0.7
                                               else f"{r.randint(1, k)} {r.uniform(0, 3):.2f}")
         tag = f"'t{i}" if r.random() < 0.1 else ""
@@ -76,8 +91,18 @@ RULES = [["--epsilon", "0.1"], ["--epsilon", "0.2", "--first_only"], ["--squarec
 def test_the_chunk_kernel_prints_and_saves_what_the_per_line_loop_does(cli, monkeypatch, rule, learner, costs):
     """Table and summary, -p and the -f model file byte for byte, with the kernel and with Cbify.step; then -i
     and -t continue the same way."""
-    k = 5
-    Path("d.txt").write_text(stream(k=k))
+    _kernel_and_per_line(cli, monkeypatch, stream(k=5), 5, rule, learner, costs)
+
+
+@pytest.mark.parametrize("rule", [RULES[0], RULES[2]])
+def test_long_lines_score_as_the_per_line_loop_does(cli, monkeypatch, rule):
+    """Lines of up to ~900 distinct features, whose scores the kernel sums leaf by leaf of NumPy's pairwise
+    order (two to a dozen leaves), as ``test_the_chunk_kernel_prints_and_saves_what_the_per_line_loop_does``."""
+    _kernel_and_per_line(cli, monkeypatch, stream(n=250, k=7, seed=5, names=5000, most=1000), 7, rule, [], [])
+
+
+def _kernel_and_per_line(cli, monkeypatch, text, k, rule, learner, costs):
+    Path("d.txt").write_text(text)
     args = ["vw", "--cbify", k, "--cb_explore_adf", *rule, *costs, "-d", "d.txt"]   # -i: the model's learner
     chunks = []
     run_parsed = cb_sim.Cbify.run_parsed

@@ -1,7 +1,7 @@
 """VW's ``--cbify K`` event loop in one kernel call per chunk of lines (olcli/cb_sim.py drives it).
 
-Per line n of the chunk (its hashed rows with the learner's constant already at VW's constant index,
-values, VW's feature count, label 1..K or 0 = none, weight w), as ``cb_sim.Cbify.step`` does it with
+Per line n of the chunk (its hashed rows as the parser gives them, int32, the learner's constant at 2^bits and
+read as VW's constant index ``I_CONSTANT``; values, VW's feature count, label 1..K or 0 = none, weight w), as ``cb_sim.Cbify.step`` does it with
 ``cb.CbExploreAdf`` (``placed`` = K, one weight copy per action, cb_type mtr):
 
 1. action a's copy of row r is ((r − (r & m)) + a) & (2^bits − 1), m = 2^⌈log2(K+1)⌉ − 1 (VW's
@@ -33,12 +33,12 @@ import numpy as np
 from olcli.engine.jit import njit
 
 from olcli.engine import gd
-from olcli.engine.borrowed import borrowed, lend_settings, lend_table, lend_tally
+from olcli.engine.borrowed import borrowed, lend_settings, lend_table, lend_tally, release
 from olcli.engine.driver import (account_binary, clip_prediction, most_features, progress_row, start_example,
                                  widen_label_range)
 from olcli.engine.losses import loss_derivative
 from olcli.engine.records import C_ROUNDS, S_DIVERGED
-from olcli.engine.scinol_common import prefetch
+from olcli.engine.scinol_common import prefetch, prefetch_at
 
 RULE_EPSILON, RULE_FIRST, RULE_SQUARECB = 0, 1, 2
 # The scores ask for the rows of the K copies of the feature AHEAD features on (scinol_common.prefetch, a hint
@@ -49,8 +49,8 @@ FLT_EPSILON = 1.1920929e-07
 
 # istate slots (int64)
 (I_COUNTER, I_APP_SEED, I_EXAMPLES, I_TOTAL_FEATURES, I_COSTS_SEEN, I_EVENTS_LEARNED, I_TAU, I_EVENT_SUM,
- I_ACTION_SUM, I_USED, I_BITS, I_RULE, I_FIRST_ONLY, I_LEARN, I_DIVERGED, I_CURRENT_FEATURES) = range(16)
-N_ISTATE = 16
+ I_ACTION_SUM, I_USED, I_BITS, I_RULE, I_FIRST_ONLY, I_LEARN, I_DIVERGED, I_CURRENT_FEATURES, I_CONSTANT) = range(17)
+N_ISTATE = 17
 # facc slots (float64): the run's sums and the rule's parameters
 (F_LABELLED_WEIGHT, F_SUM_LOSS, F_SUM_COST, F_SUM_COST2, F_EPSILON, F_GAMMA_SCALE, F_GAMMA_EXPONENT,
  F_LOSS0, F_LOSS1, F_FLIP) = range(10)
@@ -103,22 +103,34 @@ def pairwise_sum(a, lo, n):
 def pairwise_sum_in(a, lo, n, stack, left):
     """``pairwise_sum`` with the caller's scratch: ``stack`` int64[4, 64] (rows: start, length, stage), ``left``
     float64[64]. Written with an explicit stack (a recursive kernel does not load from Numba's cache)."""
+    return _pairwise_tree(a, lo, n, stack, left, False)
+
+
+@njit
+def _pairwise_tree(a, lo, n, stack, left, leaf_sums):
+    """NumPy's pairwise order over n terms: its leaves (runs of at most 128 terms, ``_block``) combined as it
+    combines them. The leaves are ``_block``s of a[lo:lo+n], or, with ``leaf_sums``, already summed: a[lo],
+    a[lo+1], ... in the order the recursion reaches them (left to right, as ``leaves`` lists them)."""
     if n <= 128:
-        return _block(a, lo, n)
+        return a[lo] if leaf_sums else _block(a, lo, n)
     los, ns = stack[0], stack[1]
     stage = stack[2]   # 0: split next, 1: the left half is summing, 2: the right half is
     los[0], ns[0], stage[0] = lo, n, 0
     sp = 1
     result = 0.0
     right = 0.0
+    taken = lo
     while sp > 0:
         top = sp - 1
         m = ns[top]
         if m <= 128 or stage[top] == 2:
-            if m <= 128:
-                v = _block(a, los[top], m)
-            else:
+            if m > 128:
                 v = left[top] + right
+            elif leaf_sums:
+                v = a[taken]
+                taken += 1
+            else:
+                v = _block(a, los[top], m)
             sp -= 1
             if sp == 0:
                 result = v
@@ -138,6 +150,30 @@ def pairwise_sum_in(a, lo, n, stack, left):
         los[sp], ns[sp], stage[sp] = los[top], n2, 0
         sp += 1
     return result
+
+
+@njit(inline="always")
+def leaves(n, out, stack):
+    """The lengths of the leaves of NumPy's pairwise sum of n terms (``pairwise_sum``), left to right, into
+    ``out``; returns how many (1 when n <= 128)."""
+    if n <= 128:
+        out[0] = n
+        return 1
+    ns = stack[1]
+    ns[0] = n
+    sp, count = 1, 0
+    while sp > 0:   # depth first, the left half on top
+        sp -= 1
+        m = ns[sp]
+        if m <= 128:
+            out[count] = m
+            count += 1
+            continue
+        n2 = m // 2
+        n2 -= n2 % 8
+        ns[sp], ns[sp + 1] = m - n2, n2
+        sp += 2
+    return count
 
 
 @njit(inline="always")
@@ -252,6 +288,31 @@ def _row(pool_index, pool_keys, istate, h):
 
 
 @njit(inline="always")
+def _feature(rows, values, i, mask, n_ahead, state, pool_index, table_mask, constant, k):
+    """(the hashed index of action 0's copy of feature i, its value), after asking for what features ahead
+    will read (a hint that changes no result): the index entries of feature i + 2·AHEAD, the rows of the copies
+    of feature i + AHEAD."""
+    if i + 2 * AHEAD < n_ahead:
+        r = _hashed(rows, i + 2 * AHEAD, table_mask, constant)
+        prefetch_at(pool_index, (r - (r & mask)) & table_mask)
+    if i + AHEAD < n_ahead:
+        r = _hashed(rows, i + AHEAD, table_mask, constant)
+        base = r - (r & mask)
+        for a in range(k):
+            prefetch(state, pool_index[(base + a) & table_mask], 0)
+    r = _hashed(rows, i, table_mask, constant)
+    return r - (r & mask), values[i]
+
+
+@njit(inline="always")
+def _hashed(rows, i, table_mask, constant):
+    """The hashed index of feature i: the parser's, but VW's constant index (``constant``) for the parser's
+    2^bits (the learner's constant, which cbify hashes as VW does)."""
+    r = np.int64(rows[i])
+    return constant if r == table_mask + 1 else r
+
+
+@njit(inline="always")
 def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool_keys, rows, values, row_ptr,
                fcount, labels, weights, k, istate, facc, out_action, out_prob, out_weight, out_loss):
     # borrowed views (engine/borrowed.py): no reference counting in the loop
@@ -266,6 +327,7 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
     rule = istate[I_RULE]
     learn = istate[I_LEARN] != 0
     table_mask = (np.int64(1) << istate[I_BITS]) - 1
+    constant = istate[I_CONSTANT]
     width = 0   # mask = 2^(bits of K) - 1, K.bit_length()
     kk = k
     while kk > 0:
@@ -274,34 +336,59 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
     mask = (np.int64(1) << width) - 1
     n_lines = len(labels)
     most = most_features(row_ptr, n_lines)
-    contrib = np.empty(max(k * most, 1))   # action a's terms at [a·n, (a+1)·n)
-    stack = np.empty((4, 64), np.int64)
-    left = np.empty(64)
-    prow = np.empty(most, np.int32)
-    scores = np.empty(k)
-    order = np.empty(k, np.int64)
-    s = np.empty(k)
-    p = np.empty(k)
-    srt = np.empty(k)
+    # the loop's scratch, taken as borrowed views (``owners`` holds them to the loop's end): leaf_n, the example's
+    # leaves of NumPy's pairwise sum (``leaves``); sums, action a's leaf sums at [a·leaves, (a+1)·leaves); acc,
+    # _block's eight running sums (the q-th of action a at q·K + a); res, each action's running sum
+    most_leaves = most // 32 + 2
+    owners = (np.empty(most_leaves, np.int64), np.empty(k * most_leaves), np.empty(8 * k), np.empty(k),
+              np.empty((4, 64), np.int64), np.empty(64), np.empty(most, np.int32), np.empty(k), np.empty(k, np.int64),
+              np.empty(k), np.empty(k), np.empty(k))
+    leaf_n, sums, acc, res = borrowed(owners[0]), borrowed(owners[1]), borrowed(owners[2]), borrowed(owners[3])
+    stack, left, prow, scores = borrowed(owners[4]), borrowed(owners[5]), borrowed(owners[6]), borrowed(owners[7])
+    order, s, p, srt = borrowed(owners[8]), borrowed(owners[9]), borrowed(owners[10]), borrowed(owners[11])
     state = table.state
     # the copies' rows are asked for ahead only when the rows in use outgrow a core's nearer caches
     n_ahead = len(rows) if istate[I_USED] * state.shape[1] * 8 > PREFETCH_BYTES else 0
     for e in range(n_lines):
         lo, hi = row_ptr[e], row_ptr[e + 1]
         n = hi - lo
-        for j in range(n):   # feature-major: the K copies of a row are K neighbouring hashed indices
-            if lo + j + AHEAD < n_ahead:   # the rows of the copies of the feature AHEAD features on (a hint)
-                r = rows[lo + j + AHEAD]
-                base = r - (r & mask)
+        n_leaves = leaves(n, leaf_n, stack)
+        i = lo   # feature-major: the K copies of a row are K neighbouring hashed indices
+        for leaf in range(n_leaves):   # each action's terms summed in _block's order, leaf by leaf
+            m = leaf_n[leaf]
+            if m < 8:
                 for a in range(k):
-                    prefetch(state, pool_index[(base + a) & table_mask], 0)
-            r = rows[lo + j]
-            base = r - (r & mask)
-            x = values[lo + j]
+                    res[a] = 0.0
+                for _ in range(m):
+                    base, x = _feature(rows, values, i, mask, n_ahead, state, pool_index, table_mask, constant, k)
+                    for a in range(k):
+                        res[a] += weight(table, settings, np.int64(pool_index[(base + a) & table_mask])) * x
+                    i += 1
+            else:
+                end8 = m - m % 8
+                for q in range(8):
+                    base, x = _feature(rows, values, i, mask, n_ahead, state, pool_index, table_mask, constant, k)
+                    for a in range(k):
+                        acc[q * k + a] = weight(table, settings, np.int64(pool_index[(base + a) & table_mask])) * x
+                    i += 1
+                for t in range(8, end8):
+                    base, x = _feature(rows, values, i, mask, n_ahead, state, pool_index, table_mask, constant, k)
+                    q = (t % 8) * k
+                    for a in range(k):
+                        acc[q + a] += weight(table, settings, np.int64(pool_index[(base + a) & table_mask])) * x
+                    i += 1
+                for a in range(k):
+                    res[a] = (((acc[a] + acc[k + a]) + (acc[2 * k + a] + acc[3 * k + a]))
+                              + ((acc[4 * k + a] + acc[5 * k + a]) + (acc[6 * k + a] + acc[7 * k + a])))
+                for _ in range(end8, m):
+                    base, x = _feature(rows, values, i, mask, n_ahead, state, pool_index, table_mask, constant, k)
+                    for a in range(k):
+                        res[a] += weight(table, settings, np.int64(pool_index[(base + a) & table_mask])) * x
+                    i += 1
             for a in range(k):
-                contrib[a * n + j] = weight(table, settings, np.int64(pool_index[(base + a) & table_mask])) * x
-        for a in range(k):   # pairwise_sum_in's first step called here (a call with arrays costs their counts)
-            scores[a] = _block(contrib, a * n, n) if n <= 128 else pairwise_sum_in(contrib, a * n, n, stack, left)
+                sums[a * n_leaves + leaf] = res[a]
+        for a in range(k):
+            scores[a] = sums[a] if n_leaves == 1 else _pairwise_tree(sums, a * n_leaves, n, stack, left, True)
         ranked_pmf(scores, k, rule, istate, facc, order, s, p, srt)
         i = sample_index(istate[I_APP_SEED] + istate[I_COUNTER], p, k)
         istate[I_COUNTER] += 1
@@ -322,7 +409,7 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
                 istate[I_ACTION_SUM] += k
                 h = w / prob_used * (istate[I_EVENT_SUM] / istate[I_ACTION_SUM])
                 for j in range(n):
-                    r = rows[lo + j]
+                    r = _hashed(rows, lo + j, table_mask, constant)
                     prow[j] = _row(pool_index, pool_keys, istate, ((r - (r & mask)) + action) & table_mask)
                 y = c
                 held_out, learning = start_example(holdout, True, h, y)
@@ -331,6 +418,7 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
                 if not np.isfinite(pv):   # Learner.process: diverged, the example neither counts nor teaches
                     stats[S_DIVERGED] = 0.0
                     istate[I_DIVERGED] = e + 1
+                    release(owners)
                     return e
                 pv = clip_prediction(pv, counters, settings)
                 fc = fcount[e]
@@ -355,6 +443,7 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
         out_prob[e] = prob
         out_weight[e] = facc[F_LABELLED_WEIGHT]
         out_loss[e] = facc[F_SUM_LOSS]
+    release(owners)
     return n_lines
 
 

@@ -23,19 +23,37 @@ def prefetch(typingctx, state, i, slot):
     """Hint the CPU to bring ``state[i, slot]`` (2-d) into its caches: LLVM's
     llvm.prefetch (read, keep in all levels), which loads nothing and cannot fault."""
     def codegen(context, builder, signature, args):
-        from llvmlite import ir
-
         array_type = signature.args[0]
         array = context.make_array(array_type)(context, builder, args[0])
         at = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
-        pointer = cgutils.get_item_pointer(context, builder, array_type, array, at)
-        i32 = ir.IntType(32)
-        prefetch = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]), "llvm.prefetch.p0")
-        builder.call(prefetch, [pointer, i32(0), i32(3), i32(1)])
+        _prefetch_call(builder, cgutils.get_item_pointer(context, builder, array_type, array, at))
         return context.get_dummy_value()
 
     return types.none(state, i, slot), codegen
+
+
+def _prefetch_call(builder, pointer):
+    """llvm.prefetch(pointer, read, keep in all levels, data), declared once per module for a byte pointer."""
+    from llvmlite import ir
+
+    i32 = ir.IntType(32)
+    prefetch = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32]),
+        "llvm.prefetch.p0")
+    builder.call(prefetch, [builder.bitcast(pointer, prefetch.function_type.args[0]), i32(0), i32(3), i32(1)])
+
+
+@intrinsic
+def prefetch_at(typingctx, array, i):
+    """``prefetch`` of ``array[i]`` (1-d)."""
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        made = context.make_array(array_type)(context, builder, args[0])
+        at = [context.cast(builder, args[1], signature.args[1], types.intp)]
+        _prefetch_call(builder, cgutils.get_item_pointer(context, builder, array_type, made, at))
+        return context.get_dummy_value()
+
+    return types.none(array, i), codegen
 
 
 @njit(inline="always")
