@@ -5,6 +5,7 @@ block parsed on a worker thread while this one is learned), a pipe or
 terminal CHUNK_LINES at a time as they come (``_run_chunked``), and anything the block reader cannot be sure
 of line by line (``_Pending``), writing the same progress rows, ``-p`` lines and warnings either way."""
 
+import collections
 import math
 import re
 
@@ -228,57 +229,117 @@ def _run_blocks(policy, kernel, name, stream, k, table, out, testing, on_error):
     ``_prepared`` could read (every line simple, parsed in one call) goes to the kernel in one call
     (``_run_block``); any other block (a label, weight, tag, blank or newline the per-line reading has to
     judge, a feature value the parser refuses) goes line by line through ``_Pending``, as ``_run_chunked``
-    does, so what is printed, learned and refused is the same either way. The next block is prepared on a
-    worker thread while the kernel learns this one (both release the GIL), as ``olcli train`` parses ahead:
-    the parse depends only on the block and the model's fixed settings, never on what was learned."""
+    does, so what is printed, learned and refused is the same either way. Blocks are prepared ahead, in the
+    input's order (``_Ahead``), while the kernel learns: the parse depends only on the block and the model's
+    fixed settings, never on what was learned."""
     import io
 
     from olcli import signals
-    from olcli.pipeline import Workers
 
     pending = _Pending(policy, kernel, name, table, out, testing, on_error)
     first = 1   # the block's first line number
-    workers = Workers(1)
+    ahead = _Ahead(_blocks(stream, name), policy, k)
     try:
-        blocks = _blocks(stream, name)
-        block = next(blocks, None)
-        future = None if block is None else workers.submit(_prepared, policy, block, k)
-        while block is not None:
-            try:
-                following, damaged = next(blocks, None), None
-            except Exception as exc:   # the input is damaged after this block: it is learned first
-                following, damaged = None, exc
+        while True:
+            got = ahead.next()
+            if got is None:
+                break
+            block, future = got
             with signals.immediate():
                 prepared = future.result()
-            if following is not None:
-                future = workers.submit(_prepared, policy, following, k)
             if prepared is not None:
                 _run_block(policy, kernel, prepared, table, out, testing)
-                first += block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+                first += prepared[2]
             else:
                 lines = list(io.StringIO(block.decode("utf-8", errors="replace"), newline=None))
                 for line in read_multiclass(lines, k, name, None if on_error is None else pending.refused, first):
                     pending.add(line)
                 pending.flush()
                 first += len(lines)
-            if damaged is not None:
-                raise damaged
-            block = following
     except BaseException:
         pending.flush()
         raise
     finally:
-        workers.close()
+        ahead.close()
     pending.flush()
+
+
+class _Ready:
+    """A block prepared on the calling thread, as a worker's future gives it."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def done(self):
+        return True
+
+    def result(self):
+        return self.value
+
+
+class _Ahead:
+    """The blocks of an input with their ``_prepared`` readings, in order (``next``: (block, future), None at
+    the end). One worker thread prepares the next blocks while the kernel learns (both release the GIL), kept
+    WORKER_AHEAD blocks ahead; when the oldest is not ready yet, the calling thread prepares the block after
+    the last one itself instead of waiting (so the two cores share the parse when it is the slower part),
+    holding at most MOST_AHEAD blocks. An input damaged after some blocks (a read error) raises once every block
+    read before the damage has been handed out; damage in the first block raises at once."""
+
+    WORKER_AHEAD, MOST_AHEAD = 2, 4
+
+    def __init__(self, blocks, policy, k):
+        from olcli.pipeline import Workers
+
+        self.blocks, self.policy, self.k = blocks, policy, k
+        self.workers = Workers(1)
+        self.queue = collections.deque()   # (block, future, on the worker)
+        self.damaged = None
+        self.ended = False
+        block = next(blocks, None)
+        if block is None:
+            self.ended = True
+        else:
+            self.queue.append((block, self.workers.submit(_prepared, policy, block, k), True))
+
+    def _read(self):
+        if self.ended:
+            return None
+        try:
+            block = next(self.blocks, None)
+        except Exception as exc:   # the input is damaged after the blocks read: they are learned first
+            block, self.damaged = None, exc
+        if block is None:
+            self.ended = True
+        return block
+
+    def next(self):
+        queue = self.queue
+        while sum(on for _, _, on in queue) < self.WORKER_AHEAD and not self.ended:
+            block = self._read()
+            if block is not None:
+                queue.append((block, self.workers.submit(_prepared, self.policy, block, self.k), True))
+        if queue and not queue[0][1].done() and len(queue) < self.MOST_AHEAD:
+            block = self._read()
+            if block is not None:
+                queue.append((block, _Ready(_prepared(self.policy, block, self.k)), False))
+        if queue:
+            block, future, _ = queue.popleft()
+            return block, future
+        if self.damaged is not None:
+            raise self.damaged
+        return None
+
+    def close(self):
+        self.workers.close()
 
 
 _HEADS = re.compile(rb"\n([^|\n]*)\|")   # the bytes before a line's first '|' (prefix the block with a newline)
 
 
-def _simple_block(block, k):
-    """(labels 1..K or None, weights, tags, 1-based numbers of the example lines) of a block of whole lines, as
-    ``read_multiclass`` would read them, when every line is simple enough to be sure of that from the bytes:
-    UTF-8 without '\\r', each line blank (spaces only) or with a '|' and a label part the
+def _simple_block(block, k, lines):
+    """(labels 1..K or None, weights, tags, 1-based numbers of the example lines) of a block of ``lines`` whole
+    lines, as ``read_multiclass`` would read them, when every line is simple enough to be sure of that from the
+    bytes: UTF-8 without '\\r', each line blank (spaces only) or with a '|' and a label part the
     per-line reading accepts (no tab; a class 1..K and a finite weight >= 0, or none). None otherwise."""
     if b"\r" in block:
         return None
@@ -288,7 +349,6 @@ def _simple_block(block, k):
         except UnicodeDecodeError:
             return None
     heads = _HEADS.findall(b"\n" + block)
-    lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
     if len(heads) == lines:   # every line an example (the usual block): its label parts read once each
         read = {}
         for head in set(heads):
@@ -344,16 +404,13 @@ def _label_part(head, k):
 
 
 def _prepared(policy, block, k):
-    """(``_simple_block``'s reading, the learner's parse) of a block of whole lines, parsed in one call; None
-    when ``_simple_block`` cannot read it, or the learner's parser refuses a line or finds other example lines
-    than it."""
+    """(``_simple_block``'s reading, the learner's parse, the block's lines) of a block of whole lines, parsed in
+    one call; None when ``_simple_block`` cannot read it, or the learner's parser refuses a line or finds other
+    example lines than it."""
     from olcli.engine.parse import LABELS_ANY
     from olcli.inputs import Chunk
     from olcli.parsing import parse_chunk
 
-    simple = _simple_block(block, k)
-    if simple is None:
-        return None
     learner = policy.policy.learner
     try:
         if learner.decide_format("vw", "<examples>") != "vw":
@@ -363,15 +420,18 @@ def _prepared(policy, block, k):
     m = learner.model
     parsed = parse_chunk(Chunk("<examples>", 1, np.frombuffer(block, dtype=np.uint8)), "vw", m.bits, m.constant,
                          LABELS_ANY, learner.feature_spec)
+    simple = _simple_block(block, k, parsed.n_lines)   # the parser's count of the lines: every line of the block
+    if simple is None:
+        return None
     n = parsed.n_examples
     if parsed.bad_lines or n != len(simple[3]) or parsed.example_line[:n].tolist() != simple[3]:
         return None
-    return simple, parsed
+    return simple, parsed, parsed.n_lines
 
 
 def _run_block(policy, kernel, prepared, table, out, testing):
     """A ``_prepared`` block through the kernel in one call, what ``_Pending`` prints printed."""
-    (labels, weights, tags, _), parsed = prepared
+    (labels, weights, tags, _), parsed, _ = prepared
     n = parsed.n_examples
     if not n:
         return
