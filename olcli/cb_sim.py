@@ -35,7 +35,9 @@ import numpy as np
 from olcli import cb
 from olcli.cb_eval import int_in
 from olcli.cb_format import CbEvent, clip, located, split_line
+from olcli.engine.records import C_ROUNDS
 from olcli.errors import DataError
+from olcli.state import zeroed_index
 
 # cbify's app_seed: VW's uniform_hash("vw", 2, 0), murmur3_32 of b"vw" with seed 0
 # (= olcli.engine.murmur.murmur3_32(b"vw", 0, 2, 0); tests/test_cb_sim.py checks it)
@@ -100,6 +102,14 @@ def sample_index(seed, probs):
     return len(probs) - 1
 
 
+def _slot_blocks(count, span, template):
+    """``count`` blocks of ``span`` w, each the never-touched row's w (``template``); pages cost memory only once
+    written when that is 0."""
+    if template == 0.0:
+        return zeroed_index(count * span, np.float64)
+    return np.full(count * span, template)
+
+
 class Cbify:
     """VW's ``--cbify K`` over a placed ``cb.CbExploreAdf`` policy (see the module's docstring).
 
@@ -120,6 +130,7 @@ class Cbify:
         self.sum_cost = 0.0        # Σ weight · cost of the played actions (the report's value)
         self.sum_cost2 = 0.0
         self.costs_seen = 0
+        self._by_group = None      # the chunk kernel's copy of the w (``_weights_by_group``)
 
     def state(self) -> dict:
         """The policy's state (a model file keeps it); VW's example counter starts at 0 in every run."""
@@ -194,8 +205,8 @@ class Cbify:
         p, m = self.policy, self.policy.learner.model
         if not self._direct() or p.rule not in ("epsilon", "first", "squarecb") or m.classes:
             return None
-        if m.algorithm not in ("gd",) or m.pool.group != 1:
-            return None
+        if m.algorithm not in ("gd",) or m.pool.group != 1 or m.pool.split != 1 or m.bits < self.k.bit_length():
+            return None   # (with fewer bits than K's, the actions' copies of a row wrap round the table)
         from olcli.engine import cb_loop
 
         return cb_loop.KERNELS[m.algorithm]
@@ -247,9 +258,15 @@ class Cbify:
             policy.gamma_scale, policy.gamma_exponent, self.loss0, self.loss1, float(self.flip))
         action, prob = np.zeros(n, dtype=np.int64), np.zeros(n)
         weight_after, loss_after = np.zeros(n), np.zeros(n)
-        done = int(kernel(learner.table(), learner.settings(True), learner.tally, pool.index, pool.keys, rows,
-                          values, row_ptr, fcount, labels, weights, np.int64(self.k), istate, facc, action, prob,
-                          weight_after, loss_after))
+        table = learner.table()
+        by_group = self._weights_by_group(pool, bits, table, used if learn else 0)
+        istate[cl.I_SLOTS_USED] = by_group[2]
+        done = int(kernel(table, learner.settings(True), learner.tally, pool.index, pool.keys, by_group[0],
+                          by_group[1], rows, values, row_ptr, fcount, labels, weights, np.int64(self.k), istate, facc,
+                          action, prob, weight_after, loss_after))
+        if not istate[cl.I_DIVERGED]:   # else made again if ever asked for
+            by_group[2], by_group[4] = int(istate[cl.I_SLOTS_USED]), float(table.counters[C_ROUNDS])
+            self._by_group = by_group
         (self.counter, self.examples, self.total_features, self.costs_seen, policy.events_learned, policy.tau,
          policy.event_sum[0], policy.action_sum[0], pool.used, self.current_features) = (
             int(istate[i]) for i in (cl.I_COUNTER, cl.I_EXAMPLES, cl.I_TOTAL_FEATURES, cl.I_COSTS_SEEN,
@@ -258,6 +275,37 @@ class Cbify:
         (self.labelled_weight, self.sum_loss, self.sum_cost, self.sum_cost2) = (
             float(facc[i]) for i in (cl.F_LABELLED_WEIGHT, cl.F_SUM_LOSS, cl.F_SUM_COST, cl.F_SUM_COST2))
         return done, action, prob, weight_after, loss_after, fcount, bool(istate[cl.I_DIVERGED])
+
+    def _weights_by_group(self, pool, bits, table, room):
+        """The chunk kernel's copy of the stored w (gd's slot W) by groups of 2^width hashed indices
+        (engine/cb_loop.py): (``slots`` int32[2^(bits − width) + 1], ``by_slot`` float64[slots × 2^width],
+        the slots in use), with room for ``room`` more slots. Kept from the last kernel call while the model
+        learned nothing since (its count of updates, C_ROUNDS, is the one that call left; the per-line
+        ``step`` and every other learning path count theirs), else made again from the pool: slot 0 holds
+        the never-touched row's w (the pool's template), then a slot for each group with a pool row, in
+        increasing group order. Memory: 4 bytes per group of the table, pages written only, and 8 × 2^width
+        bytes per group a row was learned in."""
+        from olcli.engine.gd import W
+
+        width = self.k.bit_length()
+        span = 1 << width
+        template = float(pool.state[0, W])
+        kept = self._by_group
+        if kept is None or kept[3] is not pool or kept[4] != float(table.counters[C_ROUNDS]) or kept[5] != bits:
+            keys = pool.keys[1:pool.used]
+            groups, slot_of = np.unique(keys >> width, return_inverse=True)
+            slots = zeroed_index((1 << (bits - width)) + 1)
+            slots[groups] = np.arange(1, len(groups) + 1, dtype=np.int32)
+            by_slot = _slot_blocks(len(groups) + 1 + room, span, template)
+            by_slot[(slot_of + 1) * span + (keys & (span - 1))] = pool.state[1:pool.used, W]
+            kept = [slots, by_slot, len(groups) + 1, pool, float(table.counters[C_ROUNDS]), bits]
+        room = min(room, len(kept[0]) + 1 - kept[2])   # no more slots than groups
+        if (kept[2] + room) * span > len(kept[1]):
+            grown = _slot_blocks(max(len(kept[1]) // span * 5 // 4, kept[2] + room), span, template)
+            grown[:kept[2] * span] = kept[1][:kept[2] * span]
+            kept[1] = grown
+        self._by_group = None
+        return kept
 
     def step(self, label, weight, features, learn=True):
         policy = self.policy

@@ -54,11 +54,11 @@ def zeroed_state(rows: int, slots: int, dtype=np.float64) -> np.ndarray:
     return np.frombuffer(mapping, dtype).reshape(rows, slots)
 
 
-def zeroed_index(count: int) -> np.ndarray:
-    """``count`` int32 zeros whose pages cost memory only once written: a mapping like
-    ``zeroed_state``'s, not np.zeros (NumPy asks the kernel for 2 MiB pages on a large
-    array, and a single entry written would then cost 2 MiB)."""
-    return zeroed_state(count, 1, np.int32).reshape(count)
+def zeroed_index(count: int, dtype=np.int32) -> np.ndarray:
+    """``count`` zeros (int32 unless ``dtype``) whose pages cost memory only once written: a
+    mapping like ``zeroed_state``'s, not np.zeros (NumPy asks the kernel for 2 MiB pages on a
+    large array, and a single entry written would then cost 2 MiB)."""
+    return zeroed_state(count, 1, dtype).reshape(count)
 
 
 def _root(state: np.ndarray):

@@ -87,7 +87,8 @@ RULES = [["--epsilon", "0.1"], ["--epsilon", "0.2", "--first_only"], ["--squarec
 
 
 @pytest.mark.parametrize("rule", RULES)
-@pytest.mark.parametrize("learner, costs", [([], []), (["--sgd", "-l", "0.1"], ["--loss0", "0.2", "--loss1", "1.5"])])
+@pytest.mark.parametrize("learner, costs", [([], []), (["--sgd", "-l", "0.1"], ["--loss0", "0.2", "--loss1", "1.5"]),
+                                             (["--l1", "1e-4", "--l2", "1e-3"], [])])
 def test_the_chunk_kernel_prints_and_saves_what_the_per_line_loop_does(cli, monkeypatch, rule, learner, costs):
     """Table and summary, -p and the -f model file byte for byte, with the kernel and with Cbify.step; then -i
     and -t continue the same way."""

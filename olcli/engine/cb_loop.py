@@ -4,9 +4,15 @@ Per line n of the chunk (its hashed rows as the parser gives them, int32, the le
 read as VW's constant index ``I_CONSTANT``; values, VW's feature count, label 1..K or 0 = none, weight w), as ``cb_sim.Cbify.step`` does it with
 ``cb.CbExploreAdf`` (``placed`` = K, one weight copy per action, cb_type mtr):
 
-1. action a's copy of row r is ((r − (r & m)) + a) & (2^bits − 1), m = 2^⌈log2(K+1)⌉ − 1 (VW's
-   cbify_adf_data::copy_example_to_adf); its score s_a = Σ_j weight(row_aj) · x_j, summed in NumPy's
-   pairwise order (``pairwise_sum``, so that the sums are NumPy's ``(w * x).sum()`` to the last bit);
+1. action a's copy of row r is (r − (r & m)) + a, m = 2^⌈log2(K+1)⌉ − 1 (VW's
+   cbify_adf_data::copy_example_to_adf; the kernel runs only where 2^bits > m, so no copy wraps round the
+   table); its score s_a = Σ_j weight(row_aj) · x_j, summed in NumPy's pairwise order (``pairwise_sum``, so
+   that the sums are NumPy's ``(w * x).sum()`` to the last bit). The scores read each copy's stored w
+   from a copy of them kept by groups of 2^width = m + 1 hashed indices, so that the K copies of a row lie
+   side by side: group g = h >> width (the copies of a row are one group) has slot ``slots[g]`` (0: none of
+   its indices has a pool row, whose w are the never-touched row's, slot 0's), and index h's w is
+   ``by_slot[slots[g] · 2^width + (h & m)]``. cb_sim.Cbify keeps them (``Cbify._weights_by_group``); the
+   kernel writes the w of each row it learns into them, handing out slots as I_SLOTS_USED counts;
 2. the actions ranked by (s_a, a) ascending; the PMF of the rule (VW 9.x ``explore_internal.h``):
    ``epsilon`` (RULE_EPSILON): ε/K each plus (1 − ε)/t on the t actions tied with the best (tied:
    |s − s_best| ≤ FLT_EPSILON·max(|s|, |s_best|)), or all (1 − ε) on the first with ``first_only``;
@@ -20,7 +26,8 @@ read as VW's constant index ``I_CONSTANT``; values, VW's feature count, label 1.
    label and learning, mtr's update of the drawn action's copy: totals E += 1, A += K, target the cost,
    importance w / p · E / A (squarecb: p = 1 unless the drawn action is the last), as one example of
    the learner's own loop (``driver.run_binary``'s steps: holdout, label range, predict, clip, the
-   progress sums, ``update``), its new features given pool rows in order of arrival (row_pool.RowPool);
+   progress sums, ``update``), its new features given pool rows in order of arrival (row_pool.RowPool), and
+   the rows' w (which predict may rescale and update changes) copied into ``by_slot``;
    then n += 1 for squarecb, τ −= 1 for first.
 
 The rule's state lives in ``istate`` (I_* slots), the run's sums in ``facc`` (F_*); the kernel returns
@@ -38,19 +45,21 @@ from olcli.engine.driver import (account_binary, clip_prediction, most_features,
                                  widen_label_range)
 from olcli.engine.losses import loss_derivative
 from olcli.engine.records import C_ROUNDS, S_DIVERGED
-from olcli.engine.scinol_common import prefetch, prefetch_at
+from olcli.engine.scinol_common import prefetch_at
 
 RULE_EPSILON, RULE_FIRST, RULE_SQUARECB = 0, 1, 2
-# The scores ask for the rows of the K copies of the feature AHEAD features on (scinol_common.prefetch, a hint
-# that changes no result) when the rows in use hold more than PREFETCH_BYTES: the K-copy reads then wait on memory.
+# The scores ask for the w of the K copies of the feature AHEAD features on, and for the slot of the feature 2 AHEAD
+# on (scinol_common.prefetch_at, hints that change no result), when ``by_slot`` is over PREFETCH_BYTES: the reads
+# then wait on memory.
 AHEAD = 8
 PREFETCH_BYTES = 1 << 20
 FLT_EPSILON = 1.1920929e-07
 
 # istate slots (int64)
 (I_COUNTER, I_APP_SEED, I_EXAMPLES, I_TOTAL_FEATURES, I_COSTS_SEEN, I_EVENTS_LEARNED, I_TAU, I_EVENT_SUM,
- I_ACTION_SUM, I_USED, I_BITS, I_RULE, I_FIRST_ONLY, I_LEARN, I_DIVERGED, I_CURRENT_FEATURES, I_CONSTANT) = range(17)
-N_ISTATE = 17
+ I_ACTION_SUM, I_USED, I_BITS, I_RULE, I_FIRST_ONLY, I_LEARN, I_DIVERGED, I_CURRENT_FEATURES, I_CONSTANT,
+ I_SLOTS_USED) = range(18)
+N_ISTATE = 18
 # facc slots (float64): the run's sums and the rule's parameters
 (F_LABELLED_WEIGHT, F_SUM_LOSS, F_SUM_COST, F_SUM_COST2, F_EPSILON, F_GAMMA_SCALE, F_GAMMA_EXPONENT,
  F_LOSS0, F_LOSS1, F_FLIP) = range(10)
@@ -288,20 +297,16 @@ def _row(pool_index, pool_keys, istate, h):
 
 
 @njit(inline="always")
-def _feature(rows, values, i, mask, n_ahead, state, pool_index, table_mask, constant, k):
-    """(the hashed index of action 0's copy of feature i, its value), after asking for what features ahead
-    will read (a hint that changes no result): the index entries of feature i + 2·AHEAD, the rows of the copies
-    of feature i + AHEAD."""
+def _feature(rows, values, i, mask, width, n_ahead, slots, by_slot, table_mask, constant):
+    """(where in ``by_slot`` the w of action 0's copy of feature i is, its value), after asking for the slot of
+    feature i + 2·AHEAD and the w of the copies of feature i + AHEAD (hints that change no result)."""
     if i + 2 * AHEAD < n_ahead:
-        r = _hashed(rows, i + 2 * AHEAD, table_mask, constant)
-        prefetch_at(pool_index, (r - (r & mask)) & table_mask)
+        prefetch_at(slots, _hashed(rows, i + 2 * AHEAD, table_mask, constant) >> width)
     if i + AHEAD < n_ahead:
-        r = _hashed(rows, i + AHEAD, table_mask, constant)
-        base = r - (r & mask)
-        for a in range(k):
-            prefetch(state, pool_index[(base + a) & table_mask], 0)
-    r = _hashed(rows, i, table_mask, constant)
-    return r - (r & mask), values[i]
+        at = np.int64(slots[_hashed(rows, i + AHEAD, table_mask, constant) >> width]) << width
+        prefetch_at(by_slot, at)
+        prefetch_at(by_slot, at + mask)
+    return np.int64(slots[_hashed(rows, i, table_mask, constant) >> width]) << width, values[i]
 
 
 @njit(inline="always")
@@ -313,11 +318,13 @@ def _hashed(rows, i, table_mask, constant):
 
 
 @njit(inline="always")
-def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool_keys, rows, values, row_ptr,
-               fcount, labels, weights, k, istate, facc, out_action, out_prob, out_weight, out_loss):
+def cbify_loop(predict, update, weight_scalars, weight_of, slot_w, table, settings, tally, pool_index, pool_keys,
+               slots, by_slot, rows, values, row_ptr, fcount, labels, weights, k, istate, facc, out_action, out_prob,
+               out_weight, out_loss):
     # borrowed views (engine/borrowed.py): no reference counting in the loop
     table, settings, tally = lend_table(table), lend_settings(settings), lend_tally(tally)
     pool_index, pool_keys, rows, values = borrowed(pool_index), borrowed(pool_keys), borrowed(rows), borrowed(values)
+    slots, by_slot = borrowed(slots), borrowed(by_slot)
     row_ptr, fcount, labels, weights = borrowed(row_ptr), borrowed(fcount), borrowed(labels), borrowed(weights)
     istate, facc = borrowed(istate), borrowed(facc)
     out_action, out_prob = borrowed(out_action), borrowed(out_prob)
@@ -347,12 +354,14 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
     stack, left, prow, scores = borrowed(owners[4]), borrowed(owners[5]), borrowed(owners[6]), borrowed(owners[7])
     order, s, p, srt = borrowed(owners[8]), borrowed(owners[9]), borrowed(owners[10]), borrowed(owners[11])
     state = table.state
-    # the copies' rows are asked for ahead only when the rows in use outgrow a core's nearer caches
-    n_ahead = len(rows) if istate[I_USED] * state.shape[1] * 8 > PREFETCH_BYTES else 0
+    # the copies' w are asked for ahead only when they outgrow a core's nearer caches
+    n_ahead = len(rows) if istate[I_SLOTS_USED] << (width + 3) > PREFETCH_BYTES else 0
+    span = mask + 1
     for e in range(n_lines):
         lo, hi = row_ptr[e], row_ptr[e + 1]
         n = hi - lo
         n_leaves = leaves(n, leaf_n, stack)
+        gravity, contraction = weight_scalars(table)   # (unsigned indices below: no negative-index wrapping)
         i = lo   # feature-major: the K copies of a row are K neighbouring hashed indices
         for leaf in range(n_leaves):   # each action's terms summed in _block's order, leaf by leaf
             m = leaf_n[leaf]
@@ -360,30 +369,30 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
                 for a in range(k):
                     res[a] = 0.0
                 for _ in range(m):
-                    base, x = _feature(rows, values, i, mask, n_ahead, state, pool_index, table_mask, constant, k)
+                    at, x = _feature(rows, values, i, mask, width, n_ahead, slots, by_slot, table_mask, constant)
                     for a in range(k):
-                        res[a] += weight(table, settings, np.int64(pool_index[(base + a) & table_mask])) * x
+                        res[a] += weight_of(by_slot[np.uint64(at + a)], gravity, contraction) * x
                     i += 1
             else:
                 end8 = m - m % 8
                 for q in range(8):
-                    base, x = _feature(rows, values, i, mask, n_ahead, state, pool_index, table_mask, constant, k)
+                    at, x = _feature(rows, values, i, mask, width, n_ahead, slots, by_slot, table_mask, constant)
                     for a in range(k):
-                        acc[q * k + a] = weight(table, settings, np.int64(pool_index[(base + a) & table_mask])) * x
+                        acc[np.uint64(q * k + a)] = weight_of(by_slot[np.uint64(at + a)], gravity, contraction) * x
                     i += 1
                 for t in range(8, end8):
-                    base, x = _feature(rows, values, i, mask, n_ahead, state, pool_index, table_mask, constant, k)
+                    at, x = _feature(rows, values, i, mask, width, n_ahead, slots, by_slot, table_mask, constant)
                     q = (t % 8) * k
                     for a in range(k):
-                        acc[q + a] += weight(table, settings, np.int64(pool_index[(base + a) & table_mask])) * x
+                        acc[np.uint64(q + a)] += weight_of(by_slot[np.uint64(at + a)], gravity, contraction) * x
                     i += 1
                 for a in range(k):
                     res[a] = (((acc[a] + acc[k + a]) + (acc[2 * k + a] + acc[3 * k + a]))
                               + ((acc[4 * k + a] + acc[5 * k + a]) + (acc[6 * k + a] + acc[7 * k + a])))
                 for _ in range(end8, m):
-                    base, x = _feature(rows, values, i, mask, n_ahead, state, pool_index, table_mask, constant, k)
+                    at, x = _feature(rows, values, i, mask, width, n_ahead, slots, by_slot, table_mask, constant)
                     for a in range(k):
-                        res[a] += weight(table, settings, np.int64(pool_index[(base + a) & table_mask])) * x
+                        res[a] += weight_of(by_slot[np.uint64(at + a)], gravity, contraction) * x
                     i += 1
             for a in range(k):
                 sums[a * n_leaves + leaf] = res[a]
@@ -410,7 +419,7 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
                 h = w / prob_used * (istate[I_EVENT_SUM] / istate[I_ACTION_SUM])
                 for j in range(n):
                     r = _hashed(rows, lo + j, table_mask, constant)
-                    prow[j] = _row(pool_index, pool_keys, istate, ((r - (r & mask)) + action) & table_mask)
+                    prow[j] = _row(pool_index, pool_keys, istate, (r - (r & mask)) + action)
                 y = c
                 held_out, learning = start_example(holdout, True, h, y)
                 widen_label_range(counters, settings, y)
@@ -428,6 +437,14 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
                         derivative = min(max(derivative, -1.0), 1.0)
                     update(table, settings, prow, values[lo:hi], 0, n, 0, pv, y, h, h * derivative)
                     counters[C_ROUNDS] += 1.0
+                for j in range(n):   # the learned copies' w, as predict and update left them
+                    g = _hashed(rows, lo + j, table_mask, constant) >> width
+                    if slots[g] == 0:   # the group's first row: its w were all the never-touched row's
+                        slots[g] = np.int32(istate[I_SLOTS_USED])
+                        istate[I_SLOTS_USED] += 1
+                        for a in range(span):
+                            by_slot[(np.int64(slots[g]) << width) + a] = by_slot[a]
+                    by_slot[(np.int64(slots[g]) << width) + action] = state[prow[j], slot_w]
                 progress_row(progress, np.int64(0), stats, holdout, y, pv, fc)
                 istate[I_EVENTS_LEARNED] += 1
                 if rule == RULE_FIRST and istate[I_TAU] > 0:
@@ -448,12 +465,12 @@ def cbify_loop(predict, update, weight, table, settings, tally, pool_index, pool
 
 
 @njit(cache=True, nogil=True)
-def cbify_gd(table, settings, tally, pool_index, pool_keys, rows, values, row_ptr, fcount, labels, weights, k,
-             istate, facc, out_action, out_prob, out_weight, out_loss):
+def cbify_gd(table, settings, tally, pool_index, pool_keys, slots, by_slot, rows, values, row_ptr, fcount, labels,
+             weights, k, istate, facc, out_action, out_prob, out_weight, out_loss):
     """``cbify_loop`` over VW's gd learner (engine/gd.py)."""
-    return cbify_loop(gd.predict, gd.update, gd.weight, table, settings, tally, pool_index, pool_keys, rows,
-                      values, row_ptr, fcount, labels, weights, k, istate, facc, out_action, out_prob, out_weight,
-                      out_loss)
+    return cbify_loop(gd.predict, gd.update, gd.weight_scalars, gd.weight_of, gd.W, table, settings, tally, pool_index,
+                      pool_keys, slots, by_slot, rows, values, row_ptr, fcount, labels, weights, k, istate, facc,
+                      out_action, out_prob, out_weight, out_loss)
 
 
 KERNELS = {"gd": cbify_gd}

@@ -589,8 +589,21 @@ def update_classes(state, scalars, etas, power_t, initial_t, loss, tau, index, v
 
 @njit
 def weight(table, settings, i):
+    gravity, contraction = weight_scalars(table)
+    return weight_of(table.state[i, W], gravity, contraction)
+
+
+@njit(inline="always")
+def weight_scalars(table):
+    """(gravity, contraction): what turns a row's stored w into the weight predictions use (``weight_of``)."""
     scalars = table.scalars
-    return _truncated(table.state[i, W], scalars[GRAVITY]) * scalars[CONTRACTION]
+    return scalars[GRAVITY], scalars[CONTRACTION]
+
+
+@njit(inline="always")
+def weight_of(w, gravity, contraction):
+    """The weight predictions use for stored w: VW's trunc_weight(w, gravity) · contraction (--l1, --l2)."""
+    return _truncated(w, gravity) * contraction
 
 
 # Entry points, compiled and cached for this algorithm (the loops are in driver.py).
