@@ -40,30 +40,32 @@ line and the offending text.
 import json
 import math
 import sys
-from dataclasses import dataclass
 
 from olcli.errors import DataError
+from olcli.records import Frozen
 
 SHARED = "shared"
 
 
-@dataclass(frozen=True)
-class CbLabel:
+class CbLabel(Frozen):
     """One label word: action token (VW hashes it; a number is its value), cost, probability.
 
     cost None is VW's FLT_MAX ("no observed cost"); probability defaults to 0.
     """
-    action: str
-    cost: float | None
-    probability: float
+    __slots__ = _fields = ("action", "cost", "probability")
+
+    def __init__(self, action: str, cost: float | None, probability: float):
+        _set = object.__setattr__
+        _set(self, "action", action)
+        _set(self, "cost", cost)
+        _set(self, "probability", probability)
 
     @property
     def observed(self) -> bool:
         return self.cost is not None and self.probability > 0
 
 
-@dataclass(frozen=True)
-class CbEvent:
+class CbEvent(Frozen):
     """One bandit event.
 
     shared: the shared line's features text (from its first ``|``; "" for a shared example without
@@ -75,18 +77,26 @@ class CbEvent:
     pmf: ``--dsjson``: the logged (action id, probability) pairs of ``a``/``p`` as written (the
         service's ids, 1-based by convention; VW stores them unchecked).
     """
-    shared: str | None
-    actions: tuple
-    chosen: int | None = None
-    cost: float | None = None
-    probability: float | None = None
-    weight: float = 1.0
-    event_id: str | None = None
-    tag: str | None = None
-    line: int = 0
-    allowed: tuple | None = None
-    pmf: tuple | None = None
-    skip_learn: bool = False
+    __slots__ = _fields = ("shared", "actions", "chosen", "cost", "probability", "weight", "event_id", "tag", "line",
+                           "allowed", "pmf", "skip_learn")
+
+    def __init__(self, shared: str | None, actions: tuple, chosen: int | None = None, cost: float | None = None,
+                 probability: float | None = None, weight: float = 1.0, event_id: str | None = None,
+                 tag: str | None = None, line: int = 0, allowed: tuple | None = None, pmf: tuple | None = None,
+                 skip_learn: bool = False):
+        _set = object.__setattr__
+        _set(self, "shared", shared)
+        _set(self, "actions", actions)
+        _set(self, "chosen", chosen)
+        _set(self, "cost", cost)
+        _set(self, "probability", probability)
+        _set(self, "weight", weight)
+        _set(self, "event_id", event_id)
+        _set(self, "tag", tag)
+        _set(self, "line", line)
+        _set(self, "allowed", allowed)
+        _set(self, "pmf", pmf)
+        _set(self, "skip_learn", skip_learn)
 
     @property
     def labelled(self) -> bool:
