@@ -78,6 +78,7 @@ def _written(table, out, policy, action, label, weight, tag):
 
 CHUNK_LINES = 1024
 BLOCK_BYTES = 1 << 18   # a regular file's bytes read at a time (whole lines of it parsed in one call)
+FIRST_BYTES = 1 << 15   # the first read's
 
 
 def _sources(data):
@@ -197,17 +198,19 @@ def _run_chunked(policy, kernel, name, text, live, k, table, out, testing, on_er
 
 
 def _blocks(stream, name):
-    """The blocks of whole lines of an input, BLOCK_BYTES read at a time (in the immediate signal phase); the
-    last may lack its line end. A damaged compressed input is a DataError naming it (as ``olcli train``'s
-    reader says it)."""
+    """The blocks of whole lines of an input, BLOCK_BYTES read at a time (in the immediate signal phase), the
+    first FIRST_BYTES (learning starts once the first block is parsed); the last may lack its line end. A
+    damaged compressed input is a DataError naming it (as ``olcli train``'s reader says it)."""
     from olcli import signals
     from olcli.inputs import READ_ERRORS
 
     rest = b""
+    size = min(FIRST_BYTES, BLOCK_BYTES)
     while True:
         with signals.immediate():
             try:
-                piece = stream.read(BLOCK_BYTES)
+                piece = stream.read(size)
+                size = BLOCK_BYTES
             except READ_ERRORS as exc:
                 raise DataError(f"cannot read {name}: {exc}") from exc
         data = rest + piece if rest else piece
