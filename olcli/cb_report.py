@@ -45,7 +45,7 @@ class Table:
 
     def rows(self, policy, weights, labelled_after, loss_after, features, actions, labels):
         """``row`` of each of a run of cbify lines (arrays: the line's weight, the labelled weight and loss sums
-        after it, its features, the drawn action; ``labels``: the class or None), ``policy``'s counters being
+        after it, its features, the drawn action; ``labels``: the class, or None or 0), ``policy``'s counters being
         those after the last line (its fields are set to a printed line's while it prints). The same sums in
         the same order as ``row``'s: weights are >= 0, so the labelled weight never falls, and a line that adds
         no labelled weight adds no loss; the last line that added some is then always the previous line."""
@@ -75,7 +75,8 @@ class Table:
                 policy.examples, policy.labelled_weight = start + e + 1, float(labelled_after[e])
                 policy.sum_loss, policy.current_features = float(loss_after[e]), int(features[e])
                 label = labels[e]
-                self._print(policy, None, str(int(actions[e])), "unknown" if label is None else str(label))
+                self._print(policy, None, str(int(actions[e])), "unknown" if label is None or label == 0
+                            else str(int(label)))
                 e = max(e + 1, int(np.searchsorted(cumulative, self.dump_at)))
             policy.examples, policy.labelled_weight, policy.sum_loss, policy.current_features = final
         self.weight = float(cumulative[-1])

@@ -159,10 +159,13 @@ class _Pending:
 
 def _written_run(table, out, policy, actions, labels, weights, tags, weight_after, loss_after, fcount, diverged):
     """What ``_written`` writes for each line of a kernel call (the table reads the sums as they were after each
-    line), then the divergence, if the call stopped at one."""
+    line; ``labels``: the class, None or 0 for none; ``tags`` None: no line has one), then the divergence, if the
+    call stopped at one."""
     if len(actions):
         actions = actions.tolist()
-        if out is not None:
+        if out is not None and tags is None:
+            out.write("".join(f"{a}\n" for a in actions))
+        elif out is not None:
             out.write("".join(f"{a} {t}\n" if t else f"{a}\n" for a, t in zip(actions, tags)))
         table.rows(policy, weights, weight_after, loss_after, fcount, actions, labels)
     if diverged:
@@ -343,7 +346,9 @@ def _simple_block(block, k, lines):
     """(labels 1..K or None, weights, tags, 1-based numbers of the example lines) of a block of ``lines`` whole
     lines, as ``read_multiclass`` would read them, when every line is simple enough to be sure of that from the
     bytes: UTF-8 without '\\r', each line blank (spaces only) or with a '|' and a label part the
-    per-line reading accepts (no tab; a class 1..K and a finite weight >= 0, or none). None otherwise."""
+    per-line reading accepts (no tab; a class 1..K and a finite weight >= 0, or none). None otherwise.
+    When every line is an example (the usual block) the labels are an int64 array (0: none), the weights a
+    float64 array, the tags None when no line has one, and the line numbers None (all of them)."""
     if b"\r" in block:
         return None
     if not block.isascii():
@@ -353,13 +358,18 @@ def _simple_block(block, k, lines):
             return None
     heads = _HEADS.findall(b"\n" + block)
     if len(heads) == lines:   # every line an example (the usual block): its label parts read once each
-        read = {}
+        code, read = {}, []
         for head in set(heads):
-            read[head] = _label_part(head, k)
-            if read[head] is None:
+            got = _label_part(head, k)
+            if got is None:
                 return None
-        got = list(map(read.__getitem__, heads))
-        return [g[0] for g in got], [g[1] for g in got], [g[2] for g in got], list(range(1, lines + 1))
+            code[head] = len(read)
+            read.append(got)
+        codes = np.fromiter(map(code.__getitem__, heads), np.int64, len(heads))
+        labels = np.array([0 if label is None else label for label, _, _ in read], np.int64)[codes]
+        weights = np.array([weight for _, weight, _ in read], np.float64)[codes]
+        tags = [read[c][2] for c in codes.tolist()] if any(tag for _, _, tag in read) else None
+        return labels, weights, tags, None
     labels, weights, tags, at = [], [], [], []
     read = {}   # label part -> (label, weight, tag): a file's label parts repeat (the classes)
     for no, text in enumerate(block.split(b"\n"), 1):
@@ -426,8 +436,13 @@ def _prepared(policy, block, k):
     simple = _simple_block(block, k, parsed.n_lines)   # the parser's count of the lines: every line of the block
     if simple is None:
         return None
-    n = parsed.n_examples
-    if parsed.bad_lines or n != len(simple[3]) or parsed.example_line[:n].tolist() != simple[3]:
+    n, at = parsed.n_examples, simple[3]
+    if parsed.bad_lines:
+        return None
+    if at is None:   # every line an example
+        if n != parsed.n_lines or not np.array_equal(parsed.example_line[:n], np.arange(1, n + 1)):
+            return None
+    elif n != len(at) or parsed.example_line[:n].tolist() != at:
         return None
     return simple, parsed, parsed.n_lines
 
@@ -438,8 +453,10 @@ def _run_block(policy, kernel, prepared, table, out, testing):
     n = parsed.n_examples
     if not n:
         return
+    if not isinstance(labels, np.ndarray):
+        labels = np.array([0 if label is None else label for label in labels], dtype=np.int64)
+    weights = np.asarray(weights, dtype=np.float64)
     done, action, prob, weight_after, loss_after, fcount, diverged = policy.run_parsed(
-        kernel, np.array([0 if label is None else label for label in labels], dtype=np.int64), np.array(weights, dtype=np.float64), parsed.index, parsed.value,
-        parsed.row_ptr, parsed.feature_count, not testing)
-    _written_run(table, out, policy, action[:done], labels[:done], weights[:done], tags[:done], weight_after[:done],
-                 loss_after[:done], fcount[:done], diverged)
+        kernel, labels, weights, parsed.index, parsed.value, parsed.row_ptr, parsed.feature_count, not testing)
+    _written_run(table, out, policy, action[:done], labels[:done], weights[:done], None if tags is None else tags[:done],
+                 weight_after[:done], loss_after[:done], fcount[:done], diverged)
