@@ -291,7 +291,7 @@ class _Ahead:
     holding at most MOST_AHEAD blocks. An input damaged after some blocks (a read error) raises once every block
     read before the damage has been handed out; damage in the first block raises at once."""
 
-    WORKER_AHEAD, MOST_AHEAD = 2, 4
+    WORKER_AHEAD, MOST_AHEAD = 3, 6
 
     def __init__(self, blocks, policy, k):
         from olcli.pipeline import Workers
