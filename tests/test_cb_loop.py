@@ -102,6 +102,15 @@ def test_long_lines_score_as_the_per_line_loop_does(cli, monkeypatch, rule):
     _kernel_and_per_line(cli, monkeypatch, stream(n=250, k=7, seed=5, names=5000, most=1000), 7, rule, [], [])
 
 
+@pytest.mark.parametrize("rule", [RULES[0], RULES[2]])
+@pytest.mark.parametrize("learner", [["--l2", "0.2"], ["--l1", "5"], ["--sgd", "--l1", "0.5", "--l2", "0.3"]])
+def test_weights_folded_by_sync_weights_score_as_the_per_line_loop_does(cli, monkeypatch, rule, learner):
+    """--l1/--l2 strong enough that gd's update folds gravity and contraction into every stored w (gd._sync,
+    VW's sync_weights, at contraction < 1e-9 or gravity > 1e3) within the run: the kernel's copy of the w
+    (``by_slot``) must follow, as the per-line loop reads the pool."""
+    _kernel_and_per_line(cli, monkeypatch, stream(k=5), 5, rule, learner, [])
+
+
 def _kernel_and_per_line(cli, monkeypatch, text, k, rule, learner, costs):
     Path("d.txt").write_text(text)
     args = ["vw", "--cbify", k, "--cb_explore_adf", *rule, *costs, "-d", "d.txt"]   # -i: the model's learner

@@ -27,7 +27,8 @@ read as VW's constant index ``I_CONSTANT``; values, VW's feature count, label 1.
    importance w / p · E / A (squarecb: p = 1 unless the drawn action is the last), as one example of
    the learner's own loop (``driver.run_binary``'s steps: holdout, label range, predict, clip, the
    progress sums, ``update``), its new features given pool rows in order of arrival (row_pool.RowPool), and
-   the rows' w (which predict may rescale and update changes) copied into ``by_slot``;
+   the rows' w (which predict may rescale and update changes) copied into ``by_slot`` (all of it made again
+   from the pool after an update that may have folded --l1/--l2 into every stored w, ``gd.may_have_folded``);
    then n += 1 for squarecb, τ −= 1 for first.
 
 The rule's state lives in ``istate`` (I_* slots), the run's sums in ``facc`` (F_*); the kernel returns
@@ -317,10 +318,26 @@ def _hashed(rows, i, table_mask, constant):
     return constant if r == table_mask + 1 else r
 
 
+@njit
+def _refill(by_slot, slots, pool_keys, state, used, width, slot_w, slots_used):
+    """``by_slot``'s slots in use made again from the pool's stored w (slot ``slot_w`` of ``state``): every index the
+    never-touched row's w (row 0), then each pool row's (rows 1..used-1, of hashed index ``pool_keys[r]``) where
+    its group has a slot (one whose group has none yet is the example's being learned: the caller gives it one)."""
+    span = np.int64(1) << width
+    template = state[0, slot_w]
+    for i in range(slots_used * span):
+        by_slot[i] = template
+    for r in range(1, used):
+        h = np.int64(pool_keys[r])
+        g = np.int64(slots[h >> width])
+        if g != 0:
+            by_slot[(g << width) + (h & (span - 1))] = state[r, slot_w]
+
+
 @njit(inline="always")
-def cbify_loop(predict, update, weight_scalars, weight_of, slot_w, table, settings, tally, pool_index, pool_keys,
-               slots, by_slot, rows, values, row_ptr, fcount, labels, weights, k, istate, facc, out_action, out_prob,
-               out_weight, out_loss):
+def cbify_loop(predict, update, weight_scalars, weight_of, may_have_folded, slot_w, table, settings, tally,
+               pool_index, pool_keys, slots, by_slot, rows, values, row_ptr, fcount, labels, weights, k, istate, facc,
+               out_action, out_prob, out_weight, out_loss):
     # borrowed views (engine/borrowed.py): no reference counting in the loop
     table, settings, tally = lend_table(table), lend_settings(settings), lend_tally(tally)
     pool_index, pool_keys, rows, values = borrowed(pool_index), borrowed(pool_keys), borrowed(rows), borrowed(values)
@@ -435,8 +452,12 @@ def cbify_loop(predict, update, weight_scalars, weight_of, slot_w, table, settin
                     derivative = loss_derivative(settings.loss, pv, y, settings.tau)
                     if settings.clip:
                         derivative = min(max(derivative, -1.0), 1.0)
+                    g_before, c_before = weight_scalars(table)
                     update(table, settings, prow, values[lo:hi], 0, n, 0, pv, y, h, h * derivative)
                     counters[C_ROUNDS] += 1.0
+                    if may_have_folded(table, settings, g_before, c_before):   # every stored w may have changed
+                        _refill(by_slot, slots, pool_keys, state, istate[I_USED], width, slot_w,
+                                istate[I_SLOTS_USED])
                 for j in range(n):   # the learned copies' w, as predict and update left them
                     g = _hashed(rows, lo + j, table_mask, constant) >> width
                     if slots[g] == 0:   # the group's first row: its w were all the never-touched row's
@@ -468,9 +489,9 @@ def cbify_loop(predict, update, weight_scalars, weight_of, slot_w, table, settin
 def cbify_gd(table, settings, tally, pool_index, pool_keys, slots, by_slot, rows, values, row_ptr, fcount, labels,
              weights, k, istate, facc, out_action, out_prob, out_weight, out_loss):
     """``cbify_loop`` over VW's gd learner (engine/gd.py)."""
-    return cbify_loop(gd.predict, gd.update, gd.weight_scalars, gd.weight_of, gd.W, table, settings, tally, pool_index,
-                      pool_keys, slots, by_slot, rows, values, row_ptr, fcount, labels, weights, k, istate, facc,
-                      out_action, out_prob, out_weight, out_loss)
+    return cbify_loop(gd.predict, gd.update, gd.weight_scalars, gd.weight_of, gd.may_have_folded, gd.W, table,
+                      settings, tally, pool_index, pool_keys, slots, by_slot, rows, values, row_ptr, fcount, labels,
+                      weights, k, istate, facc, out_action, out_prob, out_weight, out_loss)
 
 
 KERNELS = {"gd": cbify_gd}

@@ -601,6 +601,24 @@ def weight_scalars(table):
 
 
 @njit(inline="always")
+def may_have_folded(table, settings, gravity, contraction):
+    """Whether an ``update`` that began with the scalars (``gravity``, ``contraction``) may have folded them into
+    every stored w (``_sync``, VW's sync_weights), so that a copy of stored w taken before it is stale. A fold
+    leaves contraction at exactly 1. Without --l2, contraction does not move otherwise, and a fold leaves gravity
+    at 0; with --l2, an update that regularizes multiplies contraction by 1 - l2 eta_bar < 1. So: contraction
+    back at 1 after it was not, or at 1 with --l2, or with gravity at 0 after it was not or with --l1. True
+    also where nothing was folded (an update that regularized nothing while contraction was 1: the first of a
+    run, or just after a fold), which costs the caller a copy made again, never a stale one."""
+    scalars = table.scalars
+    if scalars[CONTRACTION] != 1.0:
+        return False
+    params = settings.params
+    if contraction != 1.0 or params[P_L2] > 0.0:
+        return True
+    return scalars[GRAVITY] == 0.0 and (gravity != 0.0 or params[P_L1] > 0.0)
+
+
+@njit(inline="always")
 def weight_of(w, gravity, contraction):
     """The weight predictions use for stored w: VW's trunc_weight(w, gravity) · contraction (--l1, --l2)."""
     return _truncated(w, gravity) * contraction
