@@ -297,11 +297,11 @@ class _Ahead:
         from olcli.pipeline import Workers
 
         self.blocks, self.policy, self.k = blocks, policy, k
-        self.workers = Workers(1)
         self.queue = collections.deque()   # (block, future, on the worker)
         self.damaged = None
         self.ended = False
-        block = next(blocks, None)
+        block = next(blocks, None)   # (before the worker starts: damage here raises with no thread to end)
+        self.workers = Workers(1)
         if block is None:
             self.ended = True
         else:

@@ -163,6 +163,22 @@ def test_a_damaged_archive_keeps_the_blocks_before_the_damage(cli, monkeypatch):
     assert Path("p.txt").read_bytes().count(b"\n") >= len(events) > 1000
 
 
+def test_an_archive_damaged_in_its_first_block_leaves_no_parse_thread(cli):
+    """The first read of a damaged gzip file fails (before any block): the error names the file, and the parse
+    worker _Ahead started is told to end (a daemon thread waiting forever for a job otherwise, one per run)."""
+    import gzip
+    import threading
+
+    Path("t.vw.gz").write_bytes(gzip.compress(stream(n=700, k=5).encode())[:200])
+    before = {t for t in threading.enumerate() if t.name.startswith("olcli-parse")}
+    code, _, err = cli("vw", "--cbify", 5, "--cb_explore_adf", "-d", "t.vw.gz")
+    assert code == 1 and "cannot read t.vw.gz" in err, err
+    for t in threading.enumerate():
+        if t.name.startswith("olcli-parse") and t not in before:
+            t.join(10)
+            assert not t.is_alive(), t.name
+
+
 @pytest.mark.parametrize("rule", [RULES[0], RULES[2]])
 def test_the_block_reader_reads_what_the_line_reader_reads(cli, monkeypatch, rule):
     """Blocks of a few lines, some of them with lines only the per-line reader judges (``stream(odd=True)``):
