@@ -201,7 +201,8 @@ class Cbify:
     def chunk_kernel(self, learn=True):
         """The kernel that runs this simulation a chunk of lines at a time (``engine/cb_loop.py``), or None
         where the per-line ``step`` is the path: rules softmax and bag, cb_types other than mtr,
-        interactions/n-grams/skips, and base learners other than gd."""
+        interactions/n-grams/skips, base learners other than gd, a pool laid out in member regions, and a
+        table of fewer bits than K's (2^bits <= K: the actions' copies of a row would wrap round it)."""
         p, m = self.policy, self.policy.learner.model
         if not self._direct() or p.rule not in ("epsilon", "first", "squarecb") or m.classes:
             return None
@@ -259,12 +260,15 @@ class Cbify:
         action, prob = np.zeros(n, dtype=np.int64), np.zeros(n)
         weight_after, loss_after = np.zeros(n), np.zeros(n)
         table = learner.table()
-        by_group = self._weights_by_group(pool, bits, table, used if learn else 0)
-        istate[cl.I_SLOTS_USED] = by_group[2]
+        if self.k < cl.COPY_ACTIONS:
+            by_group = self._weights_by_group(pool, bits, table, used if learn else 0)
+        else:   # the scores read the pool's rows
+            by_group = [np.zeros(1, np.int32), np.zeros(0), 0, pool, 0.0, bits]
+        istate[cl.I_SLOTS_USED], istate[cl.I_BY_COPY] = by_group[2], self.k < cl.COPY_ACTIONS
         done = int(kernel(table, learner.settings(True), learner.tally, pool.index, pool.keys, by_group[0],
                           by_group[1], rows, values, row_ptr, fcount, labels, weights, np.int64(self.k), istate, facc,
                           action, prob, weight_after, loss_after))
-        if not istate[cl.I_DIVERGED]:   # else made again if ever asked for
+        if not istate[cl.I_DIVERGED] and istate[cl.I_BY_COPY]:   # else made again if ever asked for
             by_group[2], by_group[4] = int(istate[cl.I_SLOTS_USED]), float(table.counters[C_ROUNDS])
             self._by_group = by_group
         (self.counter, self.examples, self.total_features, self.costs_seen, policy.events_learned, policy.tau,
@@ -281,7 +285,8 @@ class Cbify:
         (engine/cb_loop.py): (``slots`` int32[2^(bits − width) + 1], ``by_slot`` float64[slots × 2^width],
         the slots in use), with room for ``room`` more slots. Kept from the last kernel call while the model
         learned nothing since (its count of updates, C_ROUNDS, is the one that call left; the per-line
-        ``step`` and every other learning path count theirs), else made again from the pool: slot 0 holds
+        ``step`` and every other learning path count theirs; within a call the kernel makes it again after an
+        update that may have folded --l1/--l2 into every stored w), else made again from the pool: slot 0 holds
         the never-touched row's w (the pool's template), then a slot for each group with a pool row, in
         increasing group order. Memory: 4 bytes per group of the table, pages written only, and 8 × 2^width
         bytes per group a row was learned in."""

@@ -1,7 +1,8 @@
 """How ``--cbify K`` and ``--cb K --eval`` lines reach their policy (``olcli/cb_sim.py``'s ``Cbify`` and
 ``cb_eval.Evaluate``): ``run_lines`` reads every input and, for ``--cbify`` with its chunk kernel, a regular
 file BLOCK_BYTES of whole lines at a time (one parse and one kernel call a block, ``_run_block``; the next
-block parsed on a worker thread while this one is learned), a pipe or
+blocks prepared ahead while this one is learned, on a worker thread or, when that is behind, on the calling
+thread: ``_Ahead``), a pipe or
 terminal CHUNK_LINES at a time as they come (``_run_chunked``), and anything the block reader cannot be sure
 of line by line (``_Pending``), writing the same progress rows, ``-p`` lines and warnings either way."""
 
@@ -344,18 +345,11 @@ _HEADS = re.compile(rb"\n([^|\n]*)\|")   # the bytes before a line's first '|' (
 
 def _simple_block(block, k, lines):
     """(labels 1..K or None, weights, tags, 1-based numbers of the example lines) of a block of ``lines`` whole
-    lines, as ``read_multiclass`` would read them, when every line is simple enough to be sure of that from the
-    bytes: UTF-8 without '\\r', each line blank (spaces only) or with a '|' and a label part the
+    lines (UTF-8 without '\\r': ``_plain``), as ``read_multiclass`` would read them, when every line is simple
+    enough to be sure of that from the bytes: each line blank (spaces only) or with a '|' and a label part the
     per-line reading accepts (no tab; a class 1..K and a finite weight >= 0, or none). None otherwise.
     When every line is an example (the usual block) the labels are an int64 array (0: none), the weights a
     float64 array, the tags None when no line has one, and the line numbers None (all of them)."""
-    if b"\r" in block:
-        return None
-    if not block.isascii():
-        try:
-            block.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
     heads = _HEADS.findall(b"\n" + block)
     if len(heads) == lines:   # every line an example (the usual block): its label parts read once each
         code, read = {}, []
@@ -392,6 +386,18 @@ def _simple_block(block, k, lines):
     return labels, weights, tags, at
 
 
+def _plain(block):
+    """The block is UTF-8 without '\\r' (else the per-line reading judges its lines)."""
+    if b"\r" in block:
+        return False
+    if not block.isascii():
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    return True
+
+
 def _label_part(head, k):
     """(label or None, weight, tag) of the bytes before a line's '|' as ``parse_multiclass_line`` reads them,
     or None where it would refuse them or the bytes hold a tab."""
@@ -424,6 +430,8 @@ def _prepared(policy, block, k):
     from olcli.inputs import Chunk
     from olcli.parsing import parse_chunk
 
+    if not _plain(block):
+        return None
     learner = policy.policy.learner
     try:
         if learner.decide_format("vw", "<examples>") != "vw":

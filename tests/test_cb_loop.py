@@ -111,6 +111,13 @@ def test_weights_folded_by_sync_weights_score_as_the_per_line_loop_does(cli, mon
     _kernel_and_per_line(cli, monkeypatch, stream(k=5), 5, rule, learner, [])
 
 
+@pytest.mark.parametrize("rule", [RULES[0], RULES[2]])
+def test_many_actions_score_from_the_pool_as_the_per_line_loop_does(cli, monkeypatch, rule):
+    """K >= cb_loop.COPY_ACTIONS: the scores read the pool's rows (no copy by groups), with --l2 folding."""
+    assert 40 >= cb_loop.COPY_ACTIONS
+    _kernel_and_per_line(cli, monkeypatch, stream(n=400, k=40, seed=6), 40, rule, ["--l2", "0.2"], [])
+
+
 def _kernel_and_per_line(cli, monkeypatch, text, k, rule, learner, costs):
     Path("d.txt").write_text(text)
     args = ["vw", "--cbify", k, "--cb_explore_adf", *rule, *costs, "-d", "d.txt"]   # -i: the model's learner

@@ -7,12 +7,14 @@ read as VW's constant index ``I_CONSTANT``; values, VW's feature count, label 1.
 1. action a's copy of row r is (r − (r & m)) + a, m = 2^⌈log2(K+1)⌉ − 1 (VW's
    cbify_adf_data::copy_example_to_adf; the kernel runs only where 2^bits > m, so no copy wraps round the
    table); its score s_a = Σ_j weight(row_aj) · x_j, summed in NumPy's pairwise order (``pairwise_sum``, so
-   that the sums are NumPy's ``(w * x).sum()`` to the last bit). The scores read each copy's stored w
-   from a copy of them kept by groups of 2^width = m + 1 hashed indices, so that the K copies of a row lie
-   side by side: group g = h >> width (the copies of a row are one group) has slot ``slots[g]`` (0: none of
-   its indices has a pool row, whose w are the never-touched row's, slot 0's), and index h's w is
-   ``by_slot[slots[g] · 2^width + (h & m)]``. cb_sim.Cbify keeps them (``Cbify._weights_by_group``); the
-   kernel writes the w of each row it learns into them, handing out slots as I_SLOTS_USED counts;
+   that the sums are NumPy's ``(w * x).sum()`` to the last bit). With I_BY_COPY (K < COPY_ACTIONS) the scores
+   read each copy's stored w from a copy of them kept by groups of 2^width = m + 1 hashed indices, so that the
+   K copies of a row lie side by side: group g = h >> width (the copies of a row are one group) has slot
+   ``slots[g]`` (0: none of its indices has a pool row, whose w are the never-touched row's, slot 0's), and
+   index h's w is ``by_slot[slots[g] · 2^width + (h & m)]``. cb_sim.Cbify keeps them
+   (``Cbify._weights_by_group``); the kernel writes the w of each row it learns into them, handing out slots
+   as I_SLOTS_USED counts. Without it (the copy would cost 8 · 2^width bytes a group learned in) they read
+   the pool's rows;
 2. the actions ranked by (s_a, a) ascending; the PMF of the rule (VW 9.x ``explore_internal.h``):
    ``epsilon`` (RULE_EPSILON): ε/K each plus (1 − ε)/t on the t actions tied with the best (tied:
    |s − s_best| ≤ FLT_EPSILON·max(|s|, |s_best|)), or all (1 − ε) on the first with ``first_only``;
@@ -46,7 +48,7 @@ from olcli.engine.driver import (account_binary, clip_prediction, most_features,
                                  widen_label_range)
 from olcli.engine.losses import loss_derivative
 from olcli.engine.records import C_ROUNDS, S_DIVERGED
-from olcli.engine.scinol_common import prefetch_at
+from olcli.engine.scinol_common import prefetch, prefetch_at
 
 RULE_EPSILON, RULE_FIRST, RULE_SQUARECB = 0, 1, 2
 # The scores ask for the w of the K copies of the feature AHEAD features on, and for the slot of the feature 2 AHEAD
@@ -54,13 +56,15 @@ RULE_EPSILON, RULE_FIRST, RULE_SQUARECB = 0, 1, 2
 # then wait on memory.
 AHEAD = 8
 PREFETCH_BYTES = 1 << 20
+# The scores read the copy by groups (I_BY_COPY) for K below this: 2^width <= 32 w, 256 bytes, per group learned in.
+COPY_ACTIONS = 32
 FLT_EPSILON = 1.1920929e-07
 
 # istate slots (int64)
 (I_COUNTER, I_APP_SEED, I_EXAMPLES, I_TOTAL_FEATURES, I_COSTS_SEEN, I_EVENTS_LEARNED, I_TAU, I_EVENT_SUM,
  I_ACTION_SUM, I_USED, I_BITS, I_RULE, I_FIRST_ONLY, I_LEARN, I_DIVERGED, I_CURRENT_FEATURES, I_CONSTANT,
- I_SLOTS_USED) = range(18)
-N_ISTATE = 18
+ I_SLOTS_USED, I_BY_COPY) = range(19)
+N_ISTATE = 19
 # facc slots (float64): the run's sums and the rule's parameters
 (F_LABELLED_WEIGHT, F_SUM_LOSS, F_SUM_COST, F_SUM_COST2, F_EPSILON, F_GAMMA_SCALE, F_GAMMA_EXPONENT,
  F_LOSS0, F_LOSS1, F_FLIP) = range(10)
@@ -298,16 +302,43 @@ def _row(pool_index, pool_keys, istate, h):
 
 
 @njit(inline="always")
-def _feature(rows, values, i, mask, width, n_ahead, slots, by_slot, table_mask, constant):
-    """(where in ``by_slot`` the w of action 0's copy of feature i is, its value), after asking for the slot of
-    feature i + 2·AHEAD and the w of the copies of feature i + AHEAD (hints that change no result)."""
+def _feature(rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index, state, table_mask, constant,
+             k):
+    """(where action 0's copy of feature i is: its place in ``by_slot`` when ``by_copy``, else its hashed index;
+    the feature's value), after asking for what the features ahead will read (hints that change no result):
+    by_copy, the slot of feature i + 2·AHEAD and the w of the copies of feature i + AHEAD; else the index entries
+    of feature i + 2·AHEAD and the pool rows of the copies of feature i + AHEAD."""
+    if by_copy:
+        if i + 2 * AHEAD < n_ahead:
+            prefetch_at(slots, _hashed(rows, i + 2 * AHEAD, table_mask, constant) >> width)
+        if i + AHEAD < n_ahead:
+            at = np.int64(slots[_hashed(rows, i + AHEAD, table_mask, constant) >> width]) << width
+            prefetch_at(by_slot, at)
+            prefetch_at(by_slot, at + mask)
+        return np.int64(slots[_hashed(rows, i, table_mask, constant) >> width]) << width, values[i]
     if i + 2 * AHEAD < n_ahead:
-        prefetch_at(slots, _hashed(rows, i + 2 * AHEAD, table_mask, constant) >> width)
+        r = _hashed(rows, i + 2 * AHEAD, table_mask, constant)
+        prefetch_at(pool_index, r - (r & mask))
     if i + AHEAD < n_ahead:
-        at = np.int64(slots[_hashed(rows, i + AHEAD, table_mask, constant) >> width]) << width
-        prefetch_at(by_slot, at)
-        prefetch_at(by_slot, at + mask)
-    return np.int64(slots[_hashed(rows, i, table_mask, constant) >> width]) << width, values[i]
+        r = _hashed(rows, i + AHEAD, table_mask, constant)
+        base = r - (r & mask)
+        for a in range(k):
+            prefetch(state, pool_index[base + a], 0)
+    r = _hashed(rows, i, table_mask, constant)
+    return r - (r & mask), values[i]
+
+
+@njit(inline="always")
+def _terms(t, k, at, x, by_copy, by_slot, pool_index, state, slot_w, weight_of, gravity, contraction):
+    """t[a] = action a's term of a feature of value x: its copy's weight · x, the stored w read from the copy
+    (``by_copy``: ``at`` is the copies' place in ``by_slot``) or from the pool (``at``: action 0's copy's hashed
+    index). Unsigned indices: no negative-index wrapping."""
+    if by_copy:
+        for a in range(k):
+            t[a] = weight_of(by_slot[np.uint64(at + a)], gravity, contraction) * x
+    else:
+        for a in range(k):
+            t[a] = weight_of(state[np.uint64(pool_index[np.uint64(at + a)]), slot_w], gravity, contraction) * x
 
 
 @njit(inline="always")
@@ -366,19 +397,22 @@ def cbify_loop(predict, update, weight_scalars, weight_of, may_have_folded, slot
     most_leaves = most // 32 + 2
     owners = (np.empty(most_leaves, np.int64), np.empty(k * most_leaves), np.empty(8 * k), np.empty(k),
               np.empty((4, 64), np.int64), np.empty(64), np.empty(most, np.int32), np.empty(k), np.empty(k, np.int64),
-              np.empty(k), np.empty(k), np.empty(k))
+              np.empty(k), np.empty(k), np.empty(k), np.empty(k))
     leaf_n, sums, acc, res = borrowed(owners[0]), borrowed(owners[1]), borrowed(owners[2]), borrowed(owners[3])
     stack, left, prow, scores = borrowed(owners[4]), borrowed(owners[5]), borrowed(owners[6]), borrowed(owners[7])
     order, s, p, srt = borrowed(owners[8]), borrowed(owners[9]), borrowed(owners[10]), borrowed(owners[11])
+    t = borrowed(owners[12])   # a feature's K terms
     state = table.state
-    # the copies' w are asked for ahead only when they outgrow a core's nearer caches
-    n_ahead = len(rows) if istate[I_SLOTS_USED] << (width + 3) > PREFETCH_BYTES else 0
+    by_copy = istate[I_BY_COPY] != 0
+    # what the scores read is asked for ahead only when it outgrows a core's nearer caches
+    read_bytes = istate[I_SLOTS_USED] << (width + 3) if by_copy else istate[I_USED] * state.shape[1] * 8
+    n_ahead = len(rows) if read_bytes > PREFETCH_BYTES else 0
     span = mask + 1
     for e in range(n_lines):
         lo, hi = row_ptr[e], row_ptr[e + 1]
         n = hi - lo
         n_leaves = leaves(n, leaf_n, stack)
-        gravity, contraction = weight_scalars(table)   # (unsigned indices below: no negative-index wrapping)
+        gravity, contraction = weight_scalars(table)
         i = lo   # feature-major: the K copies of a row are K neighbouring hashed indices
         for leaf in range(n_leaves):   # each action's terms summed in _block's order, leaf by leaf
             m = leaf_n[leaf]
@@ -386,30 +420,38 @@ def cbify_loop(predict, update, weight_scalars, weight_of, may_have_folded, slot
                 for a in range(k):
                     res[a] = 0.0
                 for _ in range(m):
-                    at, x = _feature(rows, values, i, mask, width, n_ahead, slots, by_slot, table_mask, constant)
+                    at, x = _feature(rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index,
+                                     state, table_mask, constant, k)
+                    _terms(t, k, at, x, by_copy, by_slot, pool_index, state, slot_w, weight_of, gravity, contraction)
                     for a in range(k):
-                        res[a] += weight_of(by_slot[np.uint64(at + a)], gravity, contraction) * x
+                        res[a] += t[a]
                     i += 1
             else:
                 end8 = m - m % 8
                 for q in range(8):
-                    at, x = _feature(rows, values, i, mask, width, n_ahead, slots, by_slot, table_mask, constant)
+                    at, x = _feature(rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index,
+                                     state, table_mask, constant, k)
+                    _terms(t, k, at, x, by_copy, by_slot, pool_index, state, slot_w, weight_of, gravity, contraction)
                     for a in range(k):
-                        acc[np.uint64(q * k + a)] = weight_of(by_slot[np.uint64(at + a)], gravity, contraction) * x
+                        acc[np.uint64(q * k + a)] = t[a]
                     i += 1
-                for t in range(8, end8):
-                    at, x = _feature(rows, values, i, mask, width, n_ahead, slots, by_slot, table_mask, constant)
-                    q = (t % 8) * k
+                for r8 in range(8, end8):
+                    at, x = _feature(rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index,
+                                     state, table_mask, constant, k)
+                    _terms(t, k, at, x, by_copy, by_slot, pool_index, state, slot_w, weight_of, gravity, contraction)
+                    q = (r8 % 8) * k
                     for a in range(k):
-                        acc[np.uint64(q + a)] += weight_of(by_slot[np.uint64(at + a)], gravity, contraction) * x
+                        acc[np.uint64(q + a)] += t[a]
                     i += 1
                 for a in range(k):
                     res[a] = (((acc[a] + acc[k + a]) + (acc[2 * k + a] + acc[3 * k + a]))
                               + ((acc[4 * k + a] + acc[5 * k + a]) + (acc[6 * k + a] + acc[7 * k + a])))
                 for _ in range(end8, m):
-                    at, x = _feature(rows, values, i, mask, width, n_ahead, slots, by_slot, table_mask, constant)
+                    at, x = _feature(rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index,
+                                     state, table_mask, constant, k)
+                    _terms(t, k, at, x, by_copy, by_slot, pool_index, state, slot_w, weight_of, gravity, contraction)
                     for a in range(k):
-                        res[a] += weight_of(by_slot[np.uint64(at + a)], gravity, contraction) * x
+                        res[a] += t[a]
                     i += 1
             for a in range(k):
                 sums[a * n_leaves + leaf] = res[a]
@@ -455,10 +497,10 @@ def cbify_loop(predict, update, weight_scalars, weight_of, may_have_folded, slot
                     g_before, c_before = weight_scalars(table)
                     update(table, settings, prow, values[lo:hi], 0, n, 0, pv, y, h, h * derivative)
                     counters[C_ROUNDS] += 1.0
-                    if may_have_folded(table, settings, g_before, c_before):   # every stored w may have changed
+                    if by_copy and may_have_folded(table, settings, g_before, c_before):   # every w may have moved
                         _refill(by_slot, slots, pool_keys, state, istate[I_USED], width, slot_w,
                                 istate[I_SLOTS_USED])
-                for j in range(n):   # the learned copies' w, as predict and update left them
+                for j in range(n if by_copy else 0):   # the learned copies' w, as predict and update left them
                     g = _hashed(rows, lo + j, table_mask, constant) >> width
                     if slots[g] == 0:   # the group's first row: its w were all the never-touched row's
                         slots[g] = np.int32(istate[I_SLOTS_USED])
