@@ -260,11 +260,12 @@ class Cbify:
         action, prob = np.zeros(n, dtype=np.int64), np.zeros(n)
         weight_after, loss_after = np.zeros(n), np.zeros(n)
         table = learner.table()
-        if self.k < cl.COPY_ACTIONS:
+        by_copy = self.k < cl.COPY_ACTIONS and bits <= cl.COPY_BITS
+        if by_copy:
             by_group = self._weights_by_group(pool, bits, table, used if learn else 0)
         else:   # the scores read the pool's rows
             by_group = [np.zeros(1, np.int32), np.zeros(0), 0, pool, 0.0, bits]
-        istate[cl.I_SLOTS_USED], istate[cl.I_BY_COPY] = by_group[2], self.k < cl.COPY_ACTIONS
+        istate[cl.I_SLOTS_USED], istate[cl.I_BY_COPY] = by_group[2], by_copy
         done = int(kernel(table, learner.settings(True), learner.tally, pool.index, pool.keys, by_group[0],
                           by_group[1], rows, values, row_ptr, fcount, labels, weights, np.int64(self.k), istate, facc,
                           action, prob, weight_after, loss_after))

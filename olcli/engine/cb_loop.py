@@ -7,14 +7,14 @@ read as VW's constant index ``I_CONSTANT``; values, VW's feature count, label 1.
 1. action a's copy of row r is (r − (r & m)) + a, m = 2^⌈log2(K+1)⌉ − 1 (VW's
    cbify_adf_data::copy_example_to_adf; the kernel runs only where 2^bits > m, so no copy wraps round the
    table); its score s_a = Σ_j weight(row_aj) · x_j, summed in NumPy's pairwise order (``pairwise_sum``, so
-   that the sums are NumPy's ``(w * x).sum()`` to the last bit). With I_BY_COPY (K < COPY_ACTIONS) the scores
-   read each copy's stored w from a copy of them kept by groups of 2^width = m + 1 hashed indices, so that the
-   K copies of a row lie side by side: group g = h >> width (the copies of a row are one group) has slot
-   ``slots[g]`` (0: none of its indices has a pool row, whose w are the never-touched row's, slot 0's), and
-   index h's w is ``by_slot[slots[g] · 2^width + (h & m)]``. cb_sim.Cbify keeps them
+   that the sums are NumPy's ``(w * x).sum()`` to the last bit). With I_BY_COPY (K < COPY_ACTIONS and
+   bits <= COPY_BITS) the scores read each copy's stored w from a copy of them kept by groups of 2^width = m + 1
+   hashed indices, so that the K copies of a row lie side by side: group g = h >> width (the copies of a row are
+   one group) has slot ``slots[g]`` (0: none of its indices has a pool row, whose w are the never-touched
+   row's, slot 0's), and index h's w is ``by_slot[slots[g] · 2^width + (h & m)]``. cb_sim.Cbify keeps them
    (``Cbify._weights_by_group``); the kernel writes the w of each row it learns into them, handing out slots
-   as I_SLOTS_USED counts. Without it (the copy would cost 8 · 2^width bytes a group learned in) they read
-   the pool's rows;
+   as I_SLOTS_USED counts. Without it (the copy costs 8 · 2^width bytes a group learned in, and 4 bytes a group
+   of the table) they read the pool's rows;
 2. the actions ranked by (s_a, a) ascending; the PMF of the rule (VW 9.x ``explore_internal.h``):
    ``epsilon`` (RULE_EPSILON): ε/K each plus (1 − ε)/t on the t actions tied with the best (tied:
    |s − s_best| ≤ FLT_EPSILON·max(|s|, |s_best|)), or all (1 − ε) on the first with ``first_only``;
@@ -56,8 +56,10 @@ RULE_EPSILON, RULE_FIRST, RULE_SQUARECB = 0, 1, 2
 # then wait on memory.
 AHEAD = 8
 PREFETCH_BYTES = 1 << 20
-# The scores read the copy by groups (I_BY_COPY) for K below this: 2^width <= 32 w, 256 bytes, per group learned in.
-COPY_ACTIONS = 32
+# The scores read the copy by groups (I_BY_COPY) for K below COPY_ACTIONS (2^width <= 32 w, 256 bytes, per group
+# learned in) and tables of at most COPY_BITS bits (news20 --cbify 20: -b 24 0.38 s against 0.49 s from the pool's
+# rows, peak 162 MB against 115 MB; at -b 28 no faster, 514 MB against 436 MB).
+COPY_ACTIONS, COPY_BITS = 32, 24
 FLT_EPSILON = 1.1920929e-07
 
 # istate slots (int64)
