@@ -102,12 +102,13 @@ def sample_index(seed, probs):
     return len(probs) - 1
 
 
-def _slot_blocks(count, span, template):
-    """``count`` blocks of ``span`` w, each the never-touched row's w (``template``); pages cost memory only once
-    written when that is 0."""
-    if template == 0.0:
-        return zeroed_index(count * span, np.float64)
-    return np.full(count * span, template)
+class _ByGroup:
+    """The chunk kernel's copy of the stored w by groups (``Cbify._weights_by_group``), and what it was made from:
+    ``pool``, its count of updates ``rounds`` (C_ROUNDS) and ``bits``."""
+    __slots__ = ("slots", "by_slot", "used", "pool", "rounds", "bits")
+
+    def __init__(self, slots, by_slot, used, pool, rounds, bits):
+        self.slots, self.by_slot, self.used, self.pool, self.rounds, self.bits = slots, by_slot, used, pool, rounds, bits
 
 
 class Cbify:
@@ -264,13 +265,13 @@ class Cbify:
         if by_copy:
             by_group = self._weights_by_group(pool, bits, table, used if learn else 0)
         else:   # the scores read the pool's rows
-            by_group = [np.zeros(1, np.int32), np.zeros(0), 0, pool, 0.0, bits]
-        istate[cl.I_SLOTS_USED], istate[cl.I_BY_COPY] = by_group[2], by_copy
-        done = int(kernel(table, learner.settings(True), learner.tally, pool.index, pool.keys, by_group[0],
-                          by_group[1], rows, values, row_ptr, fcount, labels, weights, np.int64(self.k), istate, facc,
-                          action, prob, weight_after, loss_after))
-        if not istate[cl.I_DIVERGED] and istate[cl.I_BY_COPY]:   # else made again if ever asked for
-            by_group[2], by_group[4] = int(istate[cl.I_SLOTS_USED]), float(table.counters[C_ROUNDS])
+            by_group = _ByGroup(np.zeros(1, np.int32), np.zeros(0), 0, pool, 0.0, bits)
+        istate[cl.I_SLOTS_USED], istate[cl.I_BY_COPY] = by_group.used, by_copy
+        done = int(kernel(table, learner.settings(True), learner.tally, pool.index, pool.keys, by_group.slots,
+                          by_group.by_slot, rows, values, row_ptr, fcount, labels, weights, np.int64(self.k), istate,
+                          facc, action, prob, weight_after, loss_after))
+        if by_copy and not istate[cl.I_DIVERGED]:   # else made again if ever asked for
+            by_group.used, by_group.rounds = int(istate[cl.I_SLOTS_USED]), float(table.counters[C_ROUNDS])
             self._by_group = by_group
         (self.counter, self.examples, self.total_features, self.costs_seen, policy.events_learned, policy.tau,
          policy.event_sum[0], policy.action_sum[0], pool.used, self.current_features) = (
@@ -283,33 +284,33 @@ class Cbify:
 
     def _weights_by_group(self, pool, bits, table, room):
         """The chunk kernel's copy of the stored w (gd's slot W) by groups of 2^width hashed indices
-        (engine/cb_loop.py): (``slots`` int32[2^(bits − width) + 1], ``by_slot`` float64[slots × 2^width],
-        the slots in use), with room for ``room`` more slots. Kept from the last kernel call while the model
-        learned nothing since (its count of updates, C_ROUNDS, is the one that call left; the per-line
+        (engine/cb_loop.py): a ``_ByGroup`` of ``slots`` int32[2^(bits − width) + 1] and ``by_slot``
+        float64[slots × 2^width] with room for ``room`` more slots. Kept from the last kernel call while the
+        model learned nothing since (its count of updates, C_ROUNDS, is the one that call left; the per-line
         ``step`` and every other learning path count theirs; within a call the kernel makes it again after an
-        update that may have folded --l1/--l2 into every stored w), else made again from the pool: slot 0 holds
-        the never-touched row's w (the pool's template), then a slot for each group with a pool row, in
-        increasing group order. Memory: 4 bytes per group of the table, pages written only, and 8 × 2^width
-        bytes per group a row was learned in."""
+        update that may have folded --l1/--l2 into every stored w), else made again: slot 0 for the groups
+        without a pool row, then a slot for each group with one, in increasing group order, filled from the
+        pool by the kernel's own ``cb_loop.refill``. Memory: 4 bytes per group of the table and 8 × 2^width
+        bytes per slot, pages written only."""
+        from olcli.engine import cb_loop
         from olcli.engine.gd import W
 
         width = self.k.bit_length()
         span = 1 << width
-        template = float(pool.state[0, W])
         kept = self._by_group
-        if kept is None or kept[3] is not pool or kept[4] != float(table.counters[C_ROUNDS]) or kept[5] != bits:
-            keys = pool.keys[1:pool.used]
-            groups, slot_of = np.unique(keys >> width, return_inverse=True)
+        rounds = float(table.counters[C_ROUNDS])
+        if kept is None or kept.pool is not pool or kept.rounds != rounds or kept.bits != bits:
+            groups = np.unique(pool.keys[1:pool.used] >> width)
             slots = zeroed_index((1 << (bits - width)) + 1)
             slots[groups] = np.arange(1, len(groups) + 1, dtype=np.int32)
-            by_slot = _slot_blocks(len(groups) + 1 + room, span, template)
-            by_slot[(slot_of + 1) * span + (keys & (span - 1))] = pool.state[1:pool.used, W]
-            kept = [slots, by_slot, len(groups) + 1, pool, float(table.counters[C_ROUNDS]), bits]
-        room = min(room, len(kept[0]) + 1 - kept[2])   # no more slots than groups
-        if (kept[2] + room) * span > len(kept[1]):
-            grown = _slot_blocks(max(len(kept[1]) // span * 5 // 4, kept[2] + room), span, template)
-            grown[:kept[2] * span] = kept[1][:kept[2] * span]
-            kept[1] = grown
+            kept = _ByGroup(slots, zeroed_index((len(groups) + 1 + room) * span, np.float64), len(groups) + 1, pool,
+                            rounds, bits)
+            cb_loop.refill(kept.by_slot, slots, pool.keys, pool.state, pool.used, width, W, kept.used)
+        room = min(room, len(kept.slots) + 1 - kept.used)   # no more slots than groups
+        if (kept.used + room) * span > len(kept.by_slot):   # (a new slot's w are copied from slot 0's)
+            grown = zeroed_index(max(len(kept.by_slot) // span * 5 // 4, kept.used + room) * span, np.float64)
+            grown[:kept.used * span] = kept.by_slot[:kept.used * span]
+            kept.by_slot = grown
         self._by_group = None
         return kept
 

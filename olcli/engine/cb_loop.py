@@ -1,8 +1,8 @@
 """VW's ``--cbify K`` event loop in one kernel call per chunk of lines (olcli/cb_sim.py drives it).
 
 Per line n of the chunk (its hashed rows as the parser gives them, int32, the learner's constant at 2^bits and
-read as VW's constant index ``I_CONSTANT``; values, VW's feature count, label 1..K or 0 = none, weight w), as ``cb_sim.Cbify.step`` does it with
-``cb.CbExploreAdf`` (``placed`` = K, one weight copy per action, cb_type mtr):
+read as VW's constant index ``I_CONSTANT``; values, VW's feature count, label 1..K or 0 = none, weight w), as
+``cb_sim.Cbify.step`` does it with ``cb.CbExploreAdf`` (``placed`` = K, one weight copy per action, cb_type mtr):
 
 1. action a's copy of row r is (r − (r & m)) + a, m = 2^⌈log2(K+1)⌉ − 1 (VW's
    cbify_adf_data::copy_example_to_adf; the kernel runs only where 2^bits > m, so no copy wraps round the
@@ -30,7 +30,7 @@ read as VW's constant index ``I_CONSTANT``; values, VW's feature count, label 1.
    the learner's own loop (``driver.run_binary``'s steps: holdout, label range, predict, clip, the
    progress sums, ``update``), its new features given pool rows in order of arrival (row_pool.RowPool), and
    the rows' w (which predict may rescale and update changes) copied into ``by_slot`` (all of it made again
-   from the pool after an update that may have folded --l1/--l2 into every stored w, ``gd.may_have_folded``);
+   from the pool, ``refill``, after an update that may have folded --l1/--l2 into every stored w, ``gd.may_have_folded``);
    then n += 1 for squarecb, τ −= 1 for first.
 
 The rule's state lives in ``istate`` (I_* slots), the run's sums in ``facc`` (F_*); the kernel returns
@@ -56,9 +56,8 @@ RULE_EPSILON, RULE_FIRST, RULE_SQUARECB = 0, 1, 2
 # then wait on memory.
 AHEAD = 8
 PREFETCH_BYTES = 1 << 20
-# The scores read the copy by groups (I_BY_COPY) for K below COPY_ACTIONS (2^width <= 32 w, 256 bytes, per group
-# learned in) and tables of at most COPY_BITS bits (news20 --cbify 20: -b 24 0.38 s against 0.49 s from the pool's
-# rows, peak 162 MB against 115 MB; at -b 28 no faster, 514 MB against 436 MB).
+# The scores read the copy by groups (I_BY_COPY) for K below COPY_ACTIONS (at most 32 w, 256 bytes, a slot) and
+# tables of at most COPY_BITS bits: beyond them it costs more memory than it saves time (commit 7e2692d).
 COPY_ACTIONS, COPY_BITS = 32, 24
 FLT_EPSILON = 1.1920929e-07
 
@@ -304,43 +303,36 @@ def _row(pool_index, pool_keys, istate, h):
 
 
 @njit(inline="always")
-def _feature(rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index, state, table_mask, constant,
-             k):
-    """(where action 0's copy of feature i is: its place in ``by_slot`` when ``by_copy``, else its hashed index;
-    the feature's value), after asking for what the features ahead will read (hints that change no result):
-    by_copy, the slot of feature i + 2·AHEAD and the w of the copies of feature i + AHEAD; else the index entries
-    of feature i + 2·AHEAD and the pool rows of the copies of feature i + AHEAD."""
+def _terms(t, k, rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index, state, slot_w,
+           table_mask, constant, weight_of, gravity, contraction):
+    """t[a] = action a's term of feature i: its copy's weight · the feature's value, the stored w read from the
+    copy by groups (``by_copy``) or from the pool's rows, with unsigned indices (no negative-index wrapping);
+    after asking for what the features ahead will read (hints that change no result): by_copy, the slot of
+    feature i + 2·AHEAD and the w of the copies of feature i + AHEAD; else the index entries of feature
+    i + 2·AHEAD and the pool rows of the copies of feature i + AHEAD."""
+    x = values[i]
+    r = _hashed(rows, i, table_mask, constant)
     if by_copy:
         if i + 2 * AHEAD < n_ahead:
             prefetch_at(slots, _hashed(rows, i + 2 * AHEAD, table_mask, constant) >> width)
         if i + AHEAD < n_ahead:
-            at = np.int64(slots[_hashed(rows, i + AHEAD, table_mask, constant) >> width]) << width
-            prefetch_at(by_slot, at)
-            prefetch_at(by_slot, at + mask)
-        return np.int64(slots[_hashed(rows, i, table_mask, constant) >> width]) << width, values[i]
-    if i + 2 * AHEAD < n_ahead:
-        r = _hashed(rows, i + 2 * AHEAD, table_mask, constant)
-        prefetch_at(pool_index, r - (r & mask))
-    if i + AHEAD < n_ahead:
-        r = _hashed(rows, i + AHEAD, table_mask, constant)
-        base = r - (r & mask)
-        for a in range(k):
-            prefetch(state, pool_index[base + a], 0)
-    r = _hashed(rows, i, table_mask, constant)
-    return r - (r & mask), values[i]
-
-
-@njit(inline="always")
-def _terms(t, k, at, x, by_copy, by_slot, pool_index, state, slot_w, weight_of, gravity, contraction):
-    """t[a] = action a's term of a feature of value x: its copy's weight · x, the stored w read from the copy
-    (``by_copy``: ``at`` is the copies' place in ``by_slot``) or from the pool (``at``: action 0's copy's hashed
-    index). Unsigned indices: no negative-index wrapping."""
-    if by_copy:
+            ahead = np.int64(slots[_hashed(rows, i + AHEAD, table_mask, constant) >> width]) << width
+            prefetch_at(by_slot, ahead)
+            prefetch_at(by_slot, ahead + mask)
+        at = np.int64(slots[r >> width]) << width
         for a in range(k):
             t[a] = weight_of(by_slot[np.uint64(at + a)], gravity, contraction) * x
-    else:
+        return
+    if i + 2 * AHEAD < n_ahead:
+        ahead = _hashed(rows, i + 2 * AHEAD, table_mask, constant)
+        prefetch_at(pool_index, ahead - (ahead & mask))
+    if i + AHEAD < n_ahead:
+        ahead = _hashed(rows, i + AHEAD, table_mask, constant)
         for a in range(k):
-            t[a] = weight_of(state[np.uint64(pool_index[np.uint64(at + a)]), slot_w], gravity, contraction) * x
+            prefetch(state, pool_index[ahead - (ahead & mask) + a], 0)
+    base = r - (r & mask)
+    for a in range(k):
+        t[a] = weight_of(state[np.uint64(pool_index[np.uint64(base + a)]), slot_w], gravity, contraction) * x
 
 
 @njit(inline="always")
@@ -351,11 +343,12 @@ def _hashed(rows, i, table_mask, constant):
     return constant if r == table_mask + 1 else r
 
 
-@njit
-def _refill(by_slot, slots, pool_keys, state, used, width, slot_w, slots_used):
-    """``by_slot``'s slots in use made again from the pool's stored w (slot ``slot_w`` of ``state``): every index the
-    never-touched row's w (row 0), then each pool row's (rows 1..used-1, of hashed index ``pool_keys[r]``) where
-    its group has a slot (one whose group has none yet is the example's being learned: the caller gives it one)."""
+@njit(cache=True, nogil=True)
+def refill(by_slot, slots, pool_keys, state, used, width, slot_w, slots_used):
+    """``by_slot``'s slots in use (made, or) made again from the pool's stored w (slot ``slot_w`` of ``state``):
+    every index the never-touched row's w (row 0), then each pool row's (rows 1..used-1, of hashed index
+    ``pool_keys[r]``) where its group has a slot (in the kernel, one whose group has none yet is the example's
+    being learned: the kernel gives it one)."""
     span = np.int64(1) << width
     template = state[0, slot_w]
     for i in range(slots_used * span):
@@ -422,25 +415,22 @@ def cbify_loop(predict, update, weight_scalars, weight_of, may_have_folded, slot
                 for a in range(k):
                     res[a] = 0.0
                 for _ in range(m):
-                    at, x = _feature(rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index,
-                                     state, table_mask, constant, k)
-                    _terms(t, k, at, x, by_copy, by_slot, pool_index, state, slot_w, weight_of, gravity, contraction)
+                    _terms(t, k, rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index, state,
+                           slot_w, table_mask, constant, weight_of, gravity, contraction)
                     for a in range(k):
                         res[a] += t[a]
                     i += 1
             else:
                 end8 = m - m % 8
                 for q in range(8):
-                    at, x = _feature(rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index,
-                                     state, table_mask, constant, k)
-                    _terms(t, k, at, x, by_copy, by_slot, pool_index, state, slot_w, weight_of, gravity, contraction)
+                    _terms(t, k, rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index, state,
+                           slot_w, table_mask, constant, weight_of, gravity, contraction)
                     for a in range(k):
                         acc[np.uint64(q * k + a)] = t[a]
                     i += 1
                 for r8 in range(8, end8):
-                    at, x = _feature(rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index,
-                                     state, table_mask, constant, k)
-                    _terms(t, k, at, x, by_copy, by_slot, pool_index, state, slot_w, weight_of, gravity, contraction)
+                    _terms(t, k, rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index, state,
+                           slot_w, table_mask, constant, weight_of, gravity, contraction)
                     q = (r8 % 8) * k
                     for a in range(k):
                         acc[np.uint64(q + a)] += t[a]
@@ -449,9 +439,8 @@ def cbify_loop(predict, update, weight_scalars, weight_of, may_have_folded, slot
                     res[a] = (((acc[a] + acc[k + a]) + (acc[2 * k + a] + acc[3 * k + a]))
                               + ((acc[4 * k + a] + acc[5 * k + a]) + (acc[6 * k + a] + acc[7 * k + a])))
                 for _ in range(end8, m):
-                    at, x = _feature(rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index,
-                                     state, table_mask, constant, k)
-                    _terms(t, k, at, x, by_copy, by_slot, pool_index, state, slot_w, weight_of, gravity, contraction)
+                    _terms(t, k, rows, values, i, mask, width, n_ahead, by_copy, slots, by_slot, pool_index, state,
+                           slot_w, table_mask, constant, weight_of, gravity, contraction)
                     for a in range(k):
                         res[a] += t[a]
                     i += 1
@@ -500,8 +489,8 @@ def cbify_loop(predict, update, weight_scalars, weight_of, may_have_folded, slot
                     update(table, settings, prow, values[lo:hi], 0, n, 0, pv, y, h, h * derivative)
                     counters[C_ROUNDS] += 1.0
                     if by_copy and may_have_folded(table, settings, g_before, c_before):   # every w may have moved
-                        _refill(by_slot, slots, pool_keys, state, istate[I_USED], width, slot_w,
-                                istate[I_SLOTS_USED])
+                        refill(by_slot, slots, pool_keys, state, istate[I_USED], width, slot_w,
+                               istate[I_SLOTS_USED])
                 for j in range(n if by_copy else 0):   # the learned copies' w, as predict and update left them
                     g = _hashed(rows, lo + j, table_mask, constant) >> width
                     if slots[g] == 0:   # the group's first row: its w were all the never-touched row's
