@@ -37,7 +37,7 @@ from olcli.cb_eval import int_in
 from olcli.cb_format import CbEvent, clip, located, split_line
 from olcli.engine.records import C_ROUNDS
 from olcli.errors import DataError
-from olcli.state import zeroed_index
+from olcli.state import unique_sorted, zeroed_index
 
 # cbify's app_seed: VW's uniform_hash("vw", 2, 0), murmur3_32 of b"vw" with seed 0
 # (= olcli.engine.murmur.murmur3_32(b"vw", 0, 2, 0); tests/test_cb_sim.py checks it)
@@ -300,7 +300,7 @@ class Cbify:
         kept = self._by_group
         rounds = float(table.counters[C_ROUNDS])
         if kept is None or kept.pool is not pool or kept.rounds != rounds or kept.bits != bits:
-            groups = np.unique(pool.keys[1:pool.used] >> width)
+            groups = unique_sorted(pool.keys[1:pool.used] >> width)
             slots = zeroed_index((1 << (bits - width)) + 1)
             slots[groups] = np.arange(1, len(groups) + 1, dtype=np.int32)
             kept = _ByGroup(slots, zeroed_index((len(groups) + 1 + room) * span, np.float64), len(groups) + 1, pool,

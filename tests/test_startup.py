@@ -72,6 +72,20 @@ def test_train_imports_no_pydantic_and_loads_kernels_without_numba_registries(tm
     assert "numba.np.arrayobj" not in modules and "numba.cpython.charseq" not in modules
 
 
+def test_a_cbify_run_imports_no_numpy_ma():
+    """``olcli vw --cbify`` through its chunk kernel: no numpy.ma either (NumPy 2's np.unique imports it on its
+    first call without indices: ``state.unique_sorted`` is the project's unique)."""
+    args = ["vw", "--cbify", "2", "--cb_explore_adf", "--epsilon", "0.05", "-d",
+            str(SAMPLE / "cb" / "rcv1_multiclass_100.dat"), "--quiet"]
+    code, _, modules = _imported(args)
+    assert code == 0
+    assert "olcli.engine.cb_loop" in modules   # it did run the kernel's module
+    import numpy
+
+    if int(numpy.__version__.split(".")[0]) >= 2:
+        assert "numpy.ma" not in modules
+
+
 def test_bad_option_values_get_olcli_messages():
     for args, expected in ((["-b", "x"], "Error: --bits takes a whole number, not 'x'"),
                            (["--loss", "cubic"], "Error: --loss takes one of squared, logistic, hinge, absolute, "
