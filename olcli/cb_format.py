@@ -37,7 +37,6 @@ line and the offending text.
   four characters replaced by ``_`` (VW hashes the raw key; only such keys hash differently).
 """
 
-import json
 import math
 import sys
 
@@ -263,6 +262,14 @@ def _num(v):
     return repr(int(v)) if isinstance(v, int) else repr(float(v))
 
 
+def _shown(value, limit=None) -> str:
+    """``value`` as JSON text (its first ``limit`` characters), for a message. json is imported here, not
+    with the module: a run that reads no JSON does not load it."""
+    import json
+
+    return json.dumps(value)[:limit]
+
+
 def json_features(obj, where, namespace=" ") -> str:
     """VW features text of a JSON context object (VW's JSON parser mapping; see the module doc)."""
     spaces: dict = {}
@@ -293,7 +300,7 @@ def json_features(obj, where, namespace=" ") -> str:
             elif isinstance(value, list):
                 for i, item in enumerate(value):
                     if isinstance(item, bool) or item is None:
-                        raise DataError(f"{where}: array {key!r} holds {json.dumps(item)}; "
+                        raise DataError(f"{where}: array {key!r} holds {_shown(item)}; "
                                         "only arrays of numbers or of objects are read")
                     if isinstance(item, (int, float)):
                         add(k, f"{i}:{_num(item)}")
@@ -301,7 +308,7 @@ def json_features(obj, where, namespace=" ") -> str:
                         spaces.setdefault(k, [])
                         walk(item, k)
                     else:
-                        raise DataError(f"{where}: array {key!r} holds {json.dumps(item)[:40]}; "
+                        raise DataError(f"{where}: array {key!r} holds {_shown(item, 40)}; "
                                         "only arrays of numbers or of objects are read")
             else:
                 raise DataError(f"{where}: unsupported value for {key!r}")
@@ -319,13 +326,15 @@ def _field(obj, name, kind, where):
         return None
     ok = isinstance(value, kind) and not isinstance(value, bool)
     if not ok:
-        raise DataError(f"{where}: field {name!r} has value {json.dumps(value)[:40]}, expected a "
+        raise DataError(f"{where}: field {name!r} has value {_shown(value, 40)}, expected a "
                         f"{'number' if kind is not str else 'string'}")
     return value
 
 
 def parse_dsjson(text, source="<input>", line=1) -> CbEvent:
     """One Decision Service JSON line to a CbEvent."""
+    import json
+
     where = located(source, line)
     try:
         obj = json.loads(text)
@@ -373,7 +382,7 @@ def parse_dsjson(text, source="<input>", line=1) -> CbEvent:
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in a) or \
                 not all(isinstance(q, (int, float)) and not isinstance(q, bool) for q in p):
             raise DataError(f"{where}: 'a' must hold integer action ids and 'p' numbers: "
-                            f"{json.dumps(a)[:40]} / {json.dumps(p)[:40]}")
+                            f"{_shown(a, 40)} / {_shown(p, 40)}")
         pmf = tuple((x, float(q)) for x, q in zip(a, p))
     # VW's JSON parser always makes the shared example, with no features when 'c' has none (""), so the
     # summary counts its constant: the shared text is never None here.

@@ -295,7 +295,7 @@ class _Ahead:
     WORKER_AHEAD, MOST_AHEAD = 3, 6
 
     def __init__(self, blocks, policy, k):
-        from olcli.pipeline import Workers
+        from olcli.workers import Workers
 
         self.blocks, self.policy, self.k = blocks, policy, k
         self.queue = collections.deque()   # (block, future, on the worker)

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from olcli import member_threads, merging
+from olcli import member_threads
 from olcli import model as model_file
 from olcli.engine import registry
 from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, NONNEGATIVE_LOSSES, UNBOUNDED_LOSSES
@@ -35,7 +35,6 @@ from olcli.engine.records import (
     C_EXAMPLES, C_ROUNDS, COUNTER_NAMES, S_DIVERGED, S_LOSS, S_WEIGHT, Batch, Settings, Table, new_tally)
 from olcli.errors import DataError, Diverged, UsageError
 from olcli.kernel_calls import Processed, process_multiclass
-from olcli.matrix import matrix_batch
 from olcli.memory import MemoryGuard  # noqa: F401  (the runs' guard, re-exported)
 # new_model: re-exported, the library's door to a new model
 from olcli.new_model import new_model, spelled_out  # noqa: F401
@@ -265,6 +264,7 @@ class Learner:
 
     def to_batch(self, examples, skip_bad_lines: bool = False, labels_needed: bool = False):
         """Any accepted form of examples -> (Batch, bad lines skipped)."""
+        from olcli.matrix import matrix_batch
         from olcli.parsing import batch_of
 
         if isinstance(examples, tuple) and len(examples) in (2, 3):
@@ -424,6 +424,8 @@ class Learner:
     def merge(cls, learners, base: "Learner | None" = None) -> "Learner":
         """Combine learners that each learned a separate shard starting from ``base``
         (None = a fresh one) with the algorithm's merge rule (olcli/merging.py)."""
+        from olcli import merging
+
         return merging.merge(cls, learners, base)
 
     def __reduce__(self):

@@ -54,7 +54,7 @@ def _the_workers():
     global _workers
     with _lock:
         if _workers is None:
-            from olcli.pipeline import Workers
+            from olcli.workers import Workers
 
             _workers = Workers(2, name="olcli-members")
         return _workers

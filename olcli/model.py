@@ -14,7 +14,6 @@ Layout (all integers little-endian)::
 No pickle. Float state is stored bit for bit, so continuing from a file is exact.
 """
 
-import json
 import math
 import struct
 
@@ -191,6 +190,8 @@ class Encoded:
         header = model.header()
         header["state"]["storage"] = "sparse" if self.sparse else "dense"
         header["state"]["nonzero_rows"] = int(self.nonzero.size)
+        import json  # here, not with the module: a run that saves no model does not load json
+
         header_bytes = json.dumps(header, indent=1, sort_keys=True).encode("utf-8")
         self.head = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(header_bytes)) + header_bytes
         self.size = len(self.head) + (sparse_bytes if self.sparse else dense_bytes) + _CHECKSUM_BYTES
@@ -258,6 +259,8 @@ def read_header(raw: bytes, path: str) -> tuple[dict, int]:
     if digest.digest() != checksum:
         raise ModelError(f"{path} is corrupted or truncated (checksum mismatch): "
                          "retrain or restore it from a backup")
+    import json
+
     try:
         header = json.loads(raw[_PREFIX.size:_PREFIX.size + header_size])
     except (ValueError, RecursionError) as exc:
@@ -274,6 +277,8 @@ def peek_header(path: str):
     """The header of the model file at ``path`` as written, unchecked (``load`` checks everything), or None when
     the file does not start as an olcli model: for a choice made before the model is loaded (``olcli vw -i
     MODEL`` with no contextual-bandit option runs MODEL's reduction, as VW reads its reductions from a model)."""
+    import json
+
     try:
         with open(path, "rb") as f:
             magic, _, size = _PREFIX.unpack(f.read(_PREFIX.size))
