@@ -5,7 +5,7 @@ file that defines it, and reuses it while that file is unchanged. A cached kerne
 code also holds every function it calls (losses.py, features.py, driver.py, ...):
 when one of those changed and the kernel's own file did not, Numba would load the
 old code, a stale kernel computing what the engine no longer says. So every olcli
-kernel's stamp is the SHA-256 of all of ``olcli/engine/*.py`` (and of its own file,
+kernel's stamp is the BLAKE2b digest of all of ``olcli/engine/*.py`` (and of its own file,
 for a kernel defined elsewhere in olcli), and a change to any engine file makes
 every cached kernel recompile once (``register_locators``: olcli's locators ahead of
 Numba's; where the cache lives stays Numba's choice, only the stamp differs; kernels
@@ -17,10 +17,12 @@ ahead-of-time loader (olcli/aot), which both take the stamp from here.
 """
 
 import functools
-import glob
 import os
 
-from olcli.digest import sha256
+try:
+    from _blake2 import blake2b   # hashlib's own BLAKE2b, without importing hashlib (OpenSSL: olcli/digest.py)
+except ImportError:  # pragma: no cover - an interpreter built without it
+    from hashlib import blake2b
 
 ENGINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engine")
 OLCLI = os.path.dirname(ENGINE)
@@ -33,10 +35,13 @@ def engine_stamp(own_file: str = "") -> str:
 
 
 def stamp_of(engine: str, own_file: str = "") -> str:
-    """SHA-256 of ``engine``/*.py (names and contents, in name order), and of
-    ``own_file`` when it is outside that directory."""
-    digest = sha256()
-    paths = sorted(glob.glob(os.path.join(engine, "*.py")))
+    """BLAKE2b (32 bytes) of ``engine``/*.py (names and contents, in name order), and of
+    ``own_file`` when it is outside that directory. Every command computes it as it starts
+    (the compiled kernels are used only when it matches theirs), so the hash is the fastest
+    one the interpreter has built in: BLAKE2b hashes the engine's ~390 KB in ~0.5 ms, SHA-256
+    in ~1.3 ms."""
+    digest = blake2b(digest_size=32)
+    paths = sorted(os.path.join(engine, name) for name in os.listdir(engine) if name.endswith(".py"))
     if own_file and os.path.dirname(own_file) != engine:
         paths.append(own_file)
     for path in paths:

@@ -75,8 +75,7 @@ def _installed_build_covers(kernels, folder=None) -> bool:
         _, manifest = aot.find_build(engine_stamp())
     else:
         try:
-            with open(os.path.join(folder, aot.MANIFEST_NAME)) as f:
-                manifest = json.load(f)
+            manifest = aot.read_manifest(folder)
         except (OSError, ValueError):
             return False
     return (isinstance(manifest, dict) and manifest.get("stamp") == engine_stamp()
@@ -170,8 +169,7 @@ def _manifest(aot_dir) -> tuple:
     from olcli.engine.jit import engine_stamp
 
     source = aot_dir or aot.find_build(engine_stamp())[0]
-    with open(os.path.join(source, aot.MANIFEST_NAME)) as f:
-        return source, json.load(f)
+    return source, aot.read_manifest(source)
 
 
 SERVE = """
@@ -198,7 +196,7 @@ def _as_built(aot_dir, tmp_path) -> str:
     manifest["files"] = {part: os.path.join(source, name) for part, name in manifest["files"].items()}
     folder = tmp_path / "as-built"
     folder.mkdir()
-    (folder / aot.MANIFEST_NAME).write_text(json.dumps(manifest))
+    aot.write_manifest(str(folder), manifest)
     return str(folder)
 
 
@@ -291,7 +289,7 @@ def test_a_kernel_not_compiled_ahead_is_compiled_with_a_notice(aot_dir, tmp_path
     manifest["files"] = {part: os.path.join(source, name) for part, name in manifest["files"].items()}
     trimmed = tmp_path / "trimmed"
     trimmed.mkdir()
-    (trimmed / aot.MANIFEST_NAME).write_text(json.dumps(manifest))
+    aot.write_manifest(str(trimmed), manifest)
     letter = str(SAMPLE / "letter_train.vw")
     facts, stderr, _ = _run("aot", str(trimmed), ["train", letter, "--scinol1", "--oaa", "26",
                                                   "-f", str(tmp_path / "aot.olm")],
@@ -312,7 +310,7 @@ def test_a_stale_build_is_not_used(aot_dir, tmp_path):
     stale = tmp_path / "stale"
     stale.mkdir()
     manifest["stamp"] = "0" * 64
-    (stale / aot.MANIFEST_NAME).write_text(json.dumps(manifest))
+    aot.write_manifest(str(stale), manifest)
     facts, stderr, _ = _run("aot", str(stale), ["train", VW, "--quiet"])
     assert facts["mode"] == "jit"
     assert "built from other sources" in stderr

@@ -12,7 +12,7 @@ processes it starts; importing this module changes no environment variable):
 - ``build`` (at ``pip install``, or by hand): compile the recorded signatures with
   ``numba.pycc`` (all but ``olcli serve``'s one-call entries beyond the default learner's
   plain model: olcli/aot/selection.py; ``--every-entry`` compiles those too) into the
-  extension modules ``olcli.aot._aot_kernels_<k>`` and write ``_aot_kernels.json``
+  extension modules ``olcli.aot._aot_kernels_<k>`` and write ``_aot_kernels.manifest``
   (which exported function serves which kernel and argument types, and the stamp of
   the engine's sources it was built from: a module built from other sources is never
   used). Needs a C compiler (Numba's runtime is compiled from C into the module). The
@@ -394,6 +394,7 @@ def build(output_dir: str = HERE, wanted: dict | None = None, jobs: int | None =
     many processes at once (default: one per core), and write their manifest beside them."""
     import subprocess
 
+    from olcli import aot
     from olcli.engine import jit
 
     if wanted is None:
@@ -401,11 +402,8 @@ def build(output_dir: str = HERE, wanted: dict | None = None, jobs: int | None =
     jobs = jobs or os.cpu_count() or 1
     os.makedirs(output_dir, exist_ok=True)
     started = time.perf_counter()
-    manifest_path = os.path.join(output_dir, "_aot_kernels.json")
-    if os.path.exists(manifest_path):
-        os.remove(manifest_path)
     for stale in os.listdir(output_dir):
-        if stale.startswith("_aot_kernels") and stale.endswith((".so", ".pyd")):
+        if stale.startswith("_aot_kernels") and stale.endswith((".so", ".pyd", ".json", ".manifest")):
             os.remove(os.path.join(output_dir, stale))
     groups = _groups(wanted)
     work = tempfile.mkdtemp(prefix="olcli-aot-build-")
@@ -444,9 +442,7 @@ def build(output_dir: str = HERE, wanted: dict | None = None, jobs: int | None =
                     sorted(typing.items(), key=lambda item: -item[1])), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    with open(manifest_path, "w") as f:
-        json.dump({"stamp": jit.engine_stamp(), "files": files, "kernels": kernels}, f, indent=1, sort_keys=True)
-        f.write("\n")
+    aot.write_manifest(output_dir, {"stamp": jit.engine_stamp(), "files": files, "kernels": kernels})
     return {"seconds": time.perf_counter() - started, "exports": sum(len(keys) for keys in wanted.values()),
             "modules": len(files)}
 
