@@ -205,20 +205,25 @@ def run(args: list, command_process: bool = False) -> bool:
     they are typer's to run."""
     if os.environ.get("OLCLI_FAST_PATH", "").strip() == "0":
         return False
-    words = cb_line(args)
-    if words is not None:
-        from olcli import cb_run
+    if command_process:
+        startup.defer_collection()
+    try:
+        words = cb_line(args)
+        if words is not None:
+            from olcli import cb_run
 
+            startup._state["command"] = bool(command_process)
+            return _as_typer(cb_run.run, words)
+        parsed = parse(args)
+        if parsed is None:
+            return False
+        command, data, flags = parsed
         startup._state["command"] = bool(command_process)
-        return _as_typer(cb_run.run, words)
-    parsed = parse(args)
-    if parsed is None:
-        return False
-    command, data, flags = parsed
-    startup._state["command"] = bool(command_process)
-    if command == "train":
-        return _as_typer(cli_options.run_train, None, data, flags)
-    return _as_typer(cli_options.run_test, data, flags.pop("initial_model"), flags)
+        if command == "train":
+            return _as_typer(cli_options.run_train, None, data, flags)
+        return _as_typer(cli_options.run_test, data, flags.pop("initial_model"), flags)
+    finally:
+        startup.resume_collection()   # (the commands resume it before their data: startup.prepare_kernels)
 
 
 def _as_typer(body, *args) -> bool:

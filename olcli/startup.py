@@ -34,6 +34,7 @@ Only the olcli command does this (``cli.main`` as the console script or
 ``python -m olcli``); a program that imports olcli gets Numba's ordinary behaviour.
 """
 
+import gc
 import os
 import re
 import sys
@@ -48,6 +49,30 @@ _state = {"command": False, "fast_loading": False, "notice": None}
 def is_command() -> bool:
     """Whether this process is the olcli command (``invoke`` was told so)."""
     return _state["command"]
+
+
+# --- the cyclic garbage collector while a command loads ---
+
+def defer_collection() -> None:
+    """No cyclic garbage collection until ``resume_collection``: called as the olcli command's process
+    starts a train, test or VW line (olcli/fastpath.py), whose imports (NumPy's, the engine's) create
+    some hundred thousand objects and no garbage worth collecting. The collector's passes over them
+    are ~4 ms of a run's start-up (48 collections, most of them NumPy's import). A program that
+    imports olcli keeps its collector as it is."""
+    if gc.isenabled():
+        gc.disable()
+        _state["collection_deferred"] = True
+
+
+def resume_collection() -> None:
+    """The collector as it was before ``defer_collection`` (nothing when it was not deferred): called
+    when the command has loaded what it runs, before the data (``prepare_kernels``), and whenever the
+    fast path hands a line to typer. The objects made meanwhile (modules, functions, the settings'
+    tables: they live as long as the process) are moved to the collector's permanent generation first
+    (``gc.freeze``), so that its next passes do not walk them all once more."""
+    if _state.pop("collection_deferred", False):
+        gc.freeze()
+        gc.enable()
 
 
 # --- options without pydantic ---
@@ -380,7 +405,9 @@ def _ahead_of_time() -> bool:
 
 def prepare_kernels(quiet: bool) -> None:
     """Called by a command before its first kernel, in the olcli command's process
-    only: the fast loading and, unless quiet, the compile notice."""
+    only: the fast loading and, unless quiet, the compile notice; the garbage
+    collector resumes (``resume_collection``)."""
+    resume_collection()
     if not _state["command"] or _ahead_of_time():
         return
     fast_kernel_loading()
