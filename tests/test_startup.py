@@ -86,6 +86,56 @@ def test_a_cbify_run_imports_no_numpy_ma():
         assert "numpy.ma" not in modules
 
 
+# The olcli command run as `python -m olcli` runs it (its __main__), with the collector's state recorded around
+# startup.prepare_kernels (where a command has loaded what it runs, before its data) and as the process leaves.
+_COLLECTOR = """
+import gc, os, runpy, sys
+from olcli import startup
+seen = []
+prepare = startup.prepare_kernels
+def recorded(quiet):
+    seen.append(gc.isenabled())
+    prepare(quiet)
+    seen.append(gc.isenabled())
+startup.prepare_kernels = recorded
+leave = os._exit
+def left(code):
+    print("collector", seen, gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr, flush=True)
+    leave(code)
+os._exit = left
+sys.argv = ["olcli", *sys.argv[1:]]
+runpy.run_module("olcli", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("args, deferred", [
+    (["train", str(SAMPLE / "a9a_train.vw"), "--quiet"], True),
+    (["vw", "--cbify", "2", "--cb_explore_adf", "-d", str(SAMPLE / "cb" / "rcv1_multiclass_100.dat"), "--quiet"], True),
+    (["train", "--quiet", "--", str(SAMPLE / "a9a_train.vw")], False),   # typer's line ("--"): collector on
+])
+def test_the_command_loads_without_the_garbage_collector_and_runs_with_it(args, deferred):
+    """A train or VW line of the command's fast path loads with the cyclic collector off (startup.defer_collection)
+    and has it back, with what was loaded frozen, before its data (prepare_kernels); a line typer runs keeps it on."""
+    done = subprocess.run([sys.executable, "-c", _COLLECTOR, *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    line = [text for text in done.stderr.splitlines() if text.startswith("collector")][-1]
+    if deferred:
+        assert line == "collector [False, True] True True", line
+    else:   # (what the fast path loaded before handing the line over is frozen, as the collector resumed)
+        assert line.startswith("collector [True, True] True "), line
+
+
+def test_a_program_that_imports_olcli_keeps_its_collector(tmp_path):
+    """cli.main called by a program (not the command's process): the collector is never turned off."""
+    script = ("import gc\nfrom olcli import cli, startup\nseen = []\nprepare = startup.prepare_kernels\n"
+              "startup.prepare_kernels = lambda quiet: (seen.append(gc.isenabled()), prepare(quiet))\n"
+              f"try:\n    cli.main(['train', {str(SAMPLE / 'a9a_train.vw')!r}, '--quiet'])\nexcept SystemExit:\n    pass\n"
+              "print('collector', seen, gc.isenabled(), gc.get_freeze_count())\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "collector [True] True 0", done.stdout
+
+
 def test_bad_option_values_get_olcli_messages():
     for args, expected in ((["-b", "x"], "Error: --bits takes a whole number, not 'x'"),
                            (["--loss", "cubic"], "Error: --loss takes one of squared, logistic, hinge, absolute, "
