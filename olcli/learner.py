@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from olcli import member_threads
+from olcli import member_threads, merging
 from olcli import model as model_file
 from olcli.engine import registry
 from olcli.engine.losses import BINARY_LOSSES, LOSS_CODES, NONNEGATIVE_LOSSES, UNBOUNDED_LOSSES
@@ -424,8 +424,6 @@ class Learner:
     def merge(cls, learners, base: "Learner | None" = None) -> "Learner":
         """Combine learners that each learned a separate shard starting from ``base``
         (None = a fresh one) with the algorithm's merge rule (olcli/merging.py)."""
-        from olcli import merging
-
         return merging.merge(cls, learners, base)
 
     def __reduce__(self):
