@@ -86,18 +86,21 @@ def test_a_cbify_run_imports_no_numpy_ma():
         assert "numpy.ma" not in modules
 
 
-# The olcli command run as `python -m olcli` runs it (its __main__), with the collector's state recorded around
-# startup.prepare_kernels (where a command has loaded what it runs, before its data) and as the process leaves.
+# The olcli command run as `python -m olcli` runs it (its __main__), with the collector's state recorded as the
+# command prepares its kernels (startup.prepare_kernels: loading), at its first parse (the data) and as it leaves.
 _COLLECTOR = """
 import gc, os, runpy, sys
-from olcli import startup
+from olcli import parsing, startup
 seen = []
-prepare = startup.prepare_kernels
-def recorded(quiet):
+prepare, parse = startup.prepare_kernels, parsing.parse_chunk
+def prepare_recorded(quiet):
     seen.append(gc.isenabled())
     prepare(quiet)
-    seen.append(gc.isenabled())
-startup.prepare_kernels = recorded
+def parse_recorded(*args, **kwargs):
+    if len(seen) == 1:
+        seen.append(gc.isenabled())
+    return parse(*args, **kwargs)
+startup.prepare_kernels, parsing.parse_chunk = prepare_recorded, parse_recorded
 leave = os._exit
 def left(code):
     print("collector", seen, gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr, flush=True)
@@ -115,7 +118,7 @@ runpy.run_module("olcli", run_name="__main__", alter_sys=True)
 ])
 def test_the_command_loads_without_the_garbage_collector_and_runs_with_it(args, deferred):
     """A train or VW line of the command's fast path loads with the cyclic collector off (startup.defer_collection)
-    and has it back, with what was loaded frozen, before its data (prepare_kernels); a line typer runs keeps it on."""
+    and has it back, with what was loaded frozen, for its data (resume_collection); a line typer runs keeps it on."""
     done = subprocess.run([sys.executable, "-c", _COLLECTOR, *args], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     line = [text for text in done.stderr.splitlines() if text.startswith("collector")][-1]
@@ -123,6 +126,16 @@ def test_the_command_loads_without_the_garbage_collector_and_runs_with_it(args, 
         assert line == "collector [False, True] True True", line
     else:   # (what the fast path loaded before handing the line over is frozen, as the collector resumed)
         assert line.startswith("collector [True, True] True "), line
+
+
+def test_olcli_test_loads_without_the_collector_and_reads_its_data_with_it(tmp_path):
+    data, model = str(SAMPLE / "a9a_test.vw"), str(tmp_path / "m.olm")
+    subprocess.run([sys.executable, "-m", "olcli", "train", str(SAMPLE / "a9a_train.vw"), "-f", model, "--quiet"],
+                   check=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", _COLLECTOR, "test", data, "-i", model, "--quiet"], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == "collector [False, True] True True", done.stderr
 
 
 def test_a_program_that_imports_olcli_keeps_its_collector(tmp_path):
