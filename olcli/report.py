@@ -20,12 +20,12 @@ from olcli.engine.records import (
 
 def best_constant(loss: str, stats: np.ndarray):
     """The constant prediction with the least average loss on the labels seen, and that loss."""
-    weight = stats[S_WEIGHT]
+    weight = float(stats[S_WEIGHT])
     if weight <= 0:
         return None, None
-    if loss == "squared":
-        mean = stats[S_LABEL_SUM] / weight
-        return mean, max(stats[S_LABEL_SQUARES] / weight - mean * mean, 0.0)
+    if loss == "squared":   # Python floats: labels near 1e200 overflow to inf and nan quietly (NumPy's scalars warn)
+        mean = float(stats[S_LABEL_SUM]) / weight
+        return mean, max(float(stats[S_LABEL_SQUARES]) / weight - mean * mean, 0.0)
     positive, negative = stats[S_POSITIVE], stats[S_NEGATIVE]
     if stats[S_OTHER_LABELS] > 0 or positive + negative <= 0:
         return None, None

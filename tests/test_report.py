@@ -79,3 +79,18 @@ def test_best_constant_with_one_class(loss, expected):
     for _ in range(3):
         driver._account(stats, np.zeros((2, AUC_BINS)), 0.0, 1.0, 1.0, 0.0)
     assert best_constant(loss, stats) == expected
+
+
+def test_best_constant_of_labels_near_1e200_is_quiet():
+    """Squares of labels near 1e200 overflow: the mean is still given, the loss is not a number, and no NumPy
+    RuntimeWarning reaches the user's terminal."""
+    import math
+    import warnings
+
+    stats = new_tally().stats
+    for y in (1e200, -1e200, 3e200):
+        driver._account(stats, np.zeros((2, AUC_BINS)), 0.0, y, 1.0, 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        constant, constant_loss = best_constant("squared", stats)
+    assert constant == pytest.approx(1e200) and math.isnan(constant_loss)
