@@ -39,7 +39,7 @@ class _Future:
 
 
 class Workers:
-    """A few daemon threads running jobs: parses (here and in olcli/cbify_input.py), the
+    """A few daemon threads running jobs: parses (olcli/pipeline.py, olcli/cbify_input.py), the
     default's members (olcli/member_threads.py). Daemons, so that a process told to stop
     never waits at exit for a parse (or a first compilation) in progress."""
 
