@@ -41,7 +41,10 @@ def stamp_of(engine: str, own_file: str = "") -> str:
     one the interpreter has built in: BLAKE2b hashes the engine's ~390 KB in ~0.5 ms, SHA-256
     in ~1.3 ms."""
     digest = blake2b(digest_size=32)
-    paths = sorted(os.path.join(engine, name) for name in os.listdir(engine) if name.endswith(".py"))
+    # what glob's *.py names (and the package's modules are): not a hidden file such as an editor's lock
+    # file (.#driver.py, a link to nowhere) or macOS's ._driver.py, which the installed package lacks
+    paths = sorted(os.path.join(engine, name) for name in os.listdir(engine)
+                   if name.endswith(".py") and not name.startswith("."))
     if own_file and os.path.dirname(own_file) != engine:
         paths.append(own_file)
     for path in paths:

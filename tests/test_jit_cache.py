@@ -59,6 +59,19 @@ def test_the_stamp_changes_with_any_engine_file(tmp_path):
     assert jit.stamp_of(str(engine)) != before
 
 
+def test_the_stamp_reads_the_engine_modules_only_not_hidden_files(tmp_path):
+    """The stamp hashes what ``*.py`` names (as the package's modules are found: the build's stamp, taken
+    in the source tree, must equal the installed package's): a hidden file beside the modules, such as
+    an editor's lock file (Emacs' ``.#driver.py``, a symbolic link to nowhere) or macOS's ``._driver.py``,
+    changes nothing and stops nothing."""
+    engine = tmp_path / "engine"
+    shutil.copytree(os.path.dirname(jit.__file__), engine, ignore=shutil.ignore_patterns("__pycache__"))
+    before = jit.stamp_of(str(engine))
+    os.symlink("user@host.1234:1700000000", engine / ".#driver.py")
+    (engine / "._driver.py").write_bytes(b"\x00\x05\x16\x07")
+    assert jit.stamp_of(str(engine)) == before
+
+
 _PROBE = textwrap.dedent("""
     import numpy as np
     from olcli.engine.parse import count_lines_and_examples as kernel
