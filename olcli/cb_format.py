@@ -340,6 +340,8 @@ def parse_dsjson(text, source="<input>", line=1) -> CbEvent:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}): {clip(text)!r}") from None
+    except (ValueError, RecursionError) as exc:   # an integer of over 4,300 digits; arrays nested too deep
+        raise DataError(f"{where}: not valid JSON ({str(exc).split(';')[0]}): {clip(text)!r}") from None
     if not isinstance(obj, dict):
         raise DataError(f"{where}: a Decision Service line is a JSON object: {clip(text)!r}")
     context = obj.get("c")

@@ -163,6 +163,8 @@ def test_json_feature_mapping():
     ('{"c": {"a": ["x"], "_multi": [{}]}}', "arrays of numbers"),
     ('{"c": {"_multi": [{}]}, "a": [1, 2], "p": [1]}', "same length"),
     ('{"c": ', "not valid JSON"),
+    ('{"c": {"_multi": [{}]}, "_label_cost": 1' + "0" * 5000 + '}', "not valid JSON"),   # int digits limit
+    ('{"c": ' + "[" * 100000 + "]" * 100000 + "}", "not valid JSON"),                     # nesting: RecursionError
 ])
 def test_dsjson_errors_name_line_and_field(text, needle):
     with pytest.raises(DataError, match=needle) as err:
